@@ -1,0 +1,308 @@
+//! One model's catalog entry.
+
+use super::{CatalogError, KnownProviders};
+use crate::response::Usage;
+
+/// What a model serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ModelKind {
+    /// Chat (`Models::chat`).
+    #[default]
+    Chat,
+    /// Embeddings (`Models::embeddings`).
+    Embeddings,
+    /// Decisions (`Models::decision`).
+    Decision,
+}
+
+impl ModelKind {
+    /// The catalog spelling: `chat`, `embeddings`, `decision`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::Chat => "chat",
+            ModelKind::Embeddings => "embeddings",
+            ModelKind::Decision => "decision",
+        }
+    }
+}
+
+/// Rate limits per minute; 0 means unlimited on that dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Limits {
+    /// Requests per minute.
+    pub rpm: u64,
+    /// Tokens (input and output together) per minute.
+    pub tpm: u64,
+    /// Input tokens per minute.
+    pub input_tpm: u64,
+    /// Output tokens per minute.
+    pub output_tpm: u64,
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Price {
+    /// Input at the full price.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Input read from the prompt cache.
+    pub cache_read: f64,
+    /// Input written to the prompt cache (default, 5-minute lifetime).
+    pub cache_write: f64,
+    /// Input written to the prompt cache with a one-hour lifetime; when not set in the
+    /// catalog, `cache_write` applies.
+    pub cache_write_1h: Option<f64>,
+}
+
+impl Price {
+    /// The cost of `usage` in USD: each kind of token at its own price, none counted twice.
+    pub fn cost_usd(&self, usage: &Usage) -> f64 {
+        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        per(usage.input_tokens, self.input)
+            + per(usage.cache_read_tokens, self.cache_read)
+            + per(usage.cache_write_tokens, self.cache_write)
+            + per(usage.cache_write_1h_tokens, self.cache_write_1h.unwrap_or(self.cache_write))
+            + per(usage.output_tokens, self.output)
+    }
+}
+
+/// How an embeddings model reaches the deployment's width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EmbeddingCapabilities {
+    /// The width the model produces when not asked for another.
+    pub native_width: Option<u64>,
+    /// The model takes a dimensions parameter (up to `native_width`, when that is set).
+    pub dimensions_param: bool,
+    /// The model is Matryoshka-trained: truncating its vectors keeps them meaningful.
+    pub truncation_safe: bool,
+}
+
+/// One model of the catalog. Build it in code with [`ModelEntry::new`] and the `with_*`
+/// methods; it is checked when the catalog is built.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ModelEntry {
+    /// The catalog id that callers use.
+    pub id: String,
+    /// The provider key, e.g. `anthropic-direct`.
+    pub provider: String,
+    /// The provider's own model name (defaults to the id).
+    pub name: String,
+    /// What the model serves.
+    pub kind: ModelKind,
+    /// Id of the secret in the credential store.
+    pub credential: Option<String>,
+    /// Rate limits.
+    pub limits: Limits,
+    /// The model's output ceiling in tokens.
+    pub max_output_tokens: Option<u64>,
+    /// The output limit used when a request sets none.
+    pub default_output_tokens: Option<u64>,
+    /// The context window in tokens.
+    pub context_window: Option<u64>,
+    /// Models to try, in order, when this one cannot serve.
+    pub fallbacks: Vec<String>,
+    /// Prices; `None` when unknown (cost is then not computed).
+    pub price: Option<Price>,
+    /// Embedding capabilities (embeddings models).
+    pub embedding: EmbeddingCapabilities,
+    /// Provider-specific settings (`[models.ID.options]`), read by the provider crate.
+    pub options: toml::Table,
+}
+
+impl ModelEntry {
+    /// A chat model `id` served by `provider` under the provider's name `name`.
+    pub fn new(id: impl Into<String>, provider: impl Into<String>, name: impl Into<String>) -> Self {
+        ModelEntry {
+            id: id.into(),
+            provider: provider.into(),
+            name: name.into(),
+            kind: ModelKind::Chat,
+            credential: None,
+            limits: Limits::default(),
+            max_output_tokens: None,
+            default_output_tokens: None,
+            context_window: None,
+            fallbacks: Vec::new(),
+            price: None,
+            embedding: EmbeddingCapabilities::default(),
+            options: toml::Table::new(),
+        }
+    }
+
+    /// Sets what the model serves.
+    pub fn with_kind(mut self, kind: ModelKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the credential id.
+    pub fn with_credential(mut self, id: impl Into<String>) -> Self {
+        self.credential = Some(id.into());
+        self
+    }
+
+    /// Sets the rate limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the output ceiling and the default output limit.
+    pub fn with_output_tokens(mut self, max: u64, default: u64) -> Self {
+        self.max_output_tokens = Some(max);
+        self.default_output_tokens = Some(default);
+        self
+    }
+
+    /// Sets the context window.
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
+    }
+
+    /// Sets the fallbacks.
+    pub fn with_fallbacks<I, S>(mut self, fallbacks: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.fallbacks = fallbacks.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the prices.
+    pub fn with_price(mut self, price: Price) -> Self {
+        self.price = Some(price);
+        self
+    }
+
+    /// Sets the embedding capabilities (and makes this an embeddings model).
+    pub fn with_embedding(mut self, embedding: EmbeddingCapabilities) -> Self {
+        self.kind = ModelKind::Embeddings;
+        self.embedding = embedding;
+        self
+    }
+
+    /// Sets a provider-specific option.
+    pub fn with_option(mut self, key: impl Into<String>, value: impl Into<toml::Value>) -> Self {
+        self.options.insert(key.into(), value.into());
+        self
+    }
+
+    /// The output limit for a request that sets none.
+    pub fn output_limit(&self, requested: Option<u64>) -> Option<u64> {
+        requested.or(self.default_output_tokens).or(self.max_output_tokens)
+    }
+
+    /// Checks what can be checked without the other entries.
+    pub(super) fn validate_alone(&self, known: &KnownProviders, width: Option<u64>) -> Result<(), CatalogError> {
+        let invalid = |field: &str, reason: &str| CatalogError::InvalidField {
+            model_id: self.id.clone(),
+            field: field.into(),
+            reason: reason.into(),
+        };
+        if self.id.trim().is_empty() {
+            return Err(invalid("id", "must not be empty"));
+        }
+        if self.name.trim().is_empty() {
+            return Err(invalid("name", "must not be empty"));
+        }
+        let Some(requires_credential) = known.requires_credential(&self.provider) else {
+            return Err(CatalogError::UnknownProvider {
+                model_id: self.id.clone(),
+                provider: self.provider.clone(),
+                known: known.list(),
+            });
+        };
+        if requires_credential && self.credential.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            return Err(CatalogError::MissingCredential { model_id: self.id.clone(), provider: self.provider.clone() });
+        }
+        for (field, value) in [
+            ("max_output_tokens", self.max_output_tokens),
+            ("default_output_tokens", self.default_output_tokens),
+            ("context_window", self.context_window),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(field, "must be at least 1"));
+            }
+        }
+        if let (Some(default), Some(max)) = (self.default_output_tokens, self.max_output_tokens) {
+            if default > max {
+                return Err(CatalogError::DefaultAboveMax {
+                    model_id: self.id.clone(),
+                    default_output_tokens: default,
+                    max_output_tokens: max,
+                });
+            }
+        }
+        if self.kind == ModelKind::Chat && self.max_output_tokens.is_none() {
+            return Err(invalid(
+                "max_output_tokens",
+                "is required for chat models: it is the output ceiling used to price calls and to re-run truncated answers",
+            ));
+        }
+        if let Some(price) = &self.price {
+            for (field, value) in [
+                ("price.input", Some(price.input)),
+                ("price.output", Some(price.output)),
+                ("price.cache_read", Some(price.cache_read)),
+                ("price.cache_write", Some(price.cache_write)),
+                ("price.cache_write_1h", price.cache_write_1h),
+            ] {
+                if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                    return Err(invalid(field, "must be a finite number of USD per million tokens, 0 or more"));
+                }
+            }
+        }
+        if self.kind == ModelKind::Embeddings {
+            self.validate_embedding_width(width)?;
+        }
+        Ok(())
+    }
+
+    fn validate_embedding_width(&self, width: Option<u64>) -> Result<(), CatalogError> {
+        let Some(width) = width else {
+            return Err(CatalogError::InvalidSection {
+                field: "embeddings.width".into(),
+                reason: format!(
+                    "is required because model `{}` is an embeddings model: every vector has the deployment's one width",
+                    self.id
+                ),
+            });
+        };
+        let caps = self.embedding;
+        let err = |field: &str, reason: String| CatalogError::EmbeddingWidth {
+            model_id: self.id.clone(),
+            field: field.into(),
+            width,
+            reason,
+        };
+        match caps.native_width {
+            Some(native) if native == width => Ok(()),
+            Some(native) if native < width => Err(err(
+                "native_width",
+                format!("its vectors have {native} components, fewer than {width}"),
+            )),
+            Some(native) if caps.dimensions_param || caps.truncation_safe => {
+                debug_assert!(native > width);
+                Ok(())
+            }
+            Some(native) => Err(err(
+                "truncation_safe",
+                format!(
+                    "its vectors have {native} components, it takes no dimensions parameter, and truncation \
+                     is not declared safe (set `truncation_safe = true` only for Matryoshka-trained models)"
+                ),
+            )),
+            None if caps.dimensions_param => Ok(()),
+            None => Err(err(
+                "native_width",
+                "its width is not declared and it takes no dimensions parameter; set `native_width` \
+                 or `dimensions_param = true`"
+                    .into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,107 @@
+/// A catalog mistake, naming the model and the field to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// The file could not be read.
+    #[error("catalog: cannot read `{path}`: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML.
+    #[error("catalog is not valid TOML: {message}")]
+    Syntax {
+        /// The parser's message, with the line.
+        message: String,
+    },
+    /// A top-level section other than `models` and `embeddings`, or a bad value in one.
+    #[error("catalog: field `{field}` {reason}")]
+    InvalidSection {
+        /// The field, e.g. `embeddings.width`.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A field of a model is missing, of the wrong type, out of range or unknown.
+    #[error("catalog model `{model_id}`: field `{field}` {reason}")]
+    InvalidField {
+        /// The model id.
+        model_id: String,
+        /// The field, e.g. `rpm` or `price.input`.
+        field: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+    /// The model names a provider key that is neither first-party nor linked.
+    #[error("catalog model `{model_id}`: field `provider` names unknown provider `{provider}`; known providers: {known}")]
+    UnknownProvider {
+        /// The model id.
+        model_id: String,
+        /// The key given.
+        provider: String,
+        /// The known keys.
+        known: String,
+    },
+    /// `default_output_tokens` is above `max_output_tokens`.
+    #[error(
+        "catalog model `{model_id}`: field `default_output_tokens` ({default_output_tokens}) is above \
+         field `max_output_tokens` ({max_output_tokens}); lower the default or raise the ceiling"
+    )]
+    DefaultAboveMax {
+        /// The model id.
+        model_id: String,
+        /// The default given.
+        default_output_tokens: u64,
+        /// The ceiling given.
+        max_output_tokens: u64,
+    },
+    /// A fallback names a model that is not in the catalog.
+    #[error("catalog model `{model_id}`: field `fallbacks` names `{fallback}`, which is not in the catalog")]
+    UnknownFallback {
+        /// The model id.
+        model_id: String,
+        /// The unknown fallback.
+        fallback: String,
+    },
+    /// A model lists itself as its own fallback.
+    #[error("catalog model `{model_id}`: field `fallbacks` names the model itself; a fallback must be another model")]
+    SelfFallback {
+        /// The model id.
+        model_id: String,
+    },
+    /// The provider needs a credential and the model names none.
+    #[error(
+        "catalog model `{model_id}`: field `credential` is missing; provider `{provider}` needs the id \
+         of a secret in the credential store"
+    )]
+    MissingCredential {
+        /// The model id.
+        model_id: String,
+        /// The provider key.
+        provider: String,
+    },
+    /// Two models share an id.
+    #[error("catalog model `{model_id}` is defined twice (field `models.{model_id}`); model ids must be unique")]
+    DuplicateModel {
+        /// The repeated id.
+        model_id: String,
+    },
+    /// An embeddings model cannot produce the deployment's width.
+    #[error(
+        "catalog model `{model_id}`: field `{field}`: the model cannot produce the deployment's embedding \
+         width {width}: {reason}"
+    )]
+    EmbeddingWidth {
+        /// The model id.
+        model_id: String,
+        /// The field to change.
+        field: String,
+        /// The deployment's width (`[embeddings] width`).
+        width: u64,
+        /// Why not, and what would fix it.
+        reason: String,
+    },
+}

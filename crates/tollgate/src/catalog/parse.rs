@@ -1,0 +1,240 @@
+//! TOML → model entries, with errors that name the model and the field.
+//!
+//! Parsed by hand from a `toml::Table` rather than by serde derive, so that every
+//! mistake (a negative limit, a string where a number belongs, a misspelt field) is
+//! reported with the model id and the field's name.
+
+use super::entry::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
+use super::CatalogError;
+use toml::{Table, Value};
+
+const MODEL_FIELDS: &[&str] = &[
+    "provider",
+    "name",
+    "kind",
+    "credential",
+    "rpm",
+    "tpm",
+    "input_tpm",
+    "output_tpm",
+    "max_output_tokens",
+    "default_output_tokens",
+    "context_window",
+    "fallbacks",
+    "price",
+    "native_width",
+    "dimensions_param",
+    "truncation_safe",
+    "options",
+];
+
+const PRICE_FIELDS: &[&str] = &["input", "output", "cache_read", "cache_write", "cache_write_1h"];
+
+pub(super) fn parse_catalog(text: &str) -> Result<(Vec<ModelEntry>, Option<u64>), CatalogError> {
+    if let Some(model_id) = duplicate_model_header(text) {
+        return Err(CatalogError::DuplicateModel { model_id });
+    }
+    let root: Table = text.parse().map_err(|e: toml::de::Error| CatalogError::Syntax { message: e.to_string() })?;
+    let mut width = None;
+    let mut models = Vec::new();
+    for (key, value) in &root {
+        match key.as_str() {
+            "embeddings" => width = parse_embeddings(value)?,
+            "models" => {
+                let Value::Table(table) = value else {
+                    return Err(section("models", "must be a table of `[models.ID]` entries"));
+                };
+                for (id, model) in table {
+                    models.push(parse_model(id, model)?);
+                }
+            }
+            other => {
+                return Err(section(other, "is not a catalog section; expected `[models.ID]` or `[embeddings]`"));
+            }
+        }
+    }
+    Ok((models, width))
+}
+
+fn section(field: &str, reason: &str) -> CatalogError {
+    CatalogError::InvalidSection { field: field.into(), reason: reason.into() }
+}
+
+fn parse_embeddings(value: &Value) -> Result<Option<u64>, CatalogError> {
+    let Value::Table(table) = value else {
+        return Err(section("embeddings", "must be a table with `width`"));
+    };
+    let mut width = None;
+    for (key, value) in table {
+        match key.as_str() {
+            "width" => {
+                width = Some(whole_number(value).map_err(|reason| section("embeddings.width", &reason))?);
+            }
+            other => return Err(section(&format!("embeddings.{other}"), "is not a known field; expected `width`")),
+        }
+    }
+    Ok(width)
+}
+
+/// Finds a `[models.ID]` header that appears twice. TOML rejects the file too, but its
+/// message does not say it is a duplicate model; this one does.
+fn duplicate_model_header(text: &str) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix('[').filter(|_| !line.starts_with("[[")) else { continue };
+        let Some(inner) = rest.split(']').next() else { continue };
+        let parts = split_dotted_key(inner.trim());
+        if parts.len() == 2 && parts[0] == "models" && !seen.insert(parts[1].clone()) {
+            return Some(parts[1].clone());
+        }
+    }
+    None
+}
+
+/// Splits a dotted TOML key into its parts, honouring quoted parts.
+fn split_dotted_key(key: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    for c in key.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => current.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '.') => parts.push(std::mem::take(&mut current).trim().to_owned()),
+            (None, c) => current.push(c),
+        }
+    }
+    parts.push(current.trim().to_owned());
+    parts
+}
+
+fn whole_number(value: &Value) -> Result<u64, String> {
+    match value {
+        Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        Value::Integer(n) => Err(format!("must not be negative, got {n} (use 0 for unlimited where allowed)")),
+        Value::Float(f) => Err(format!("must be a whole number, got {f}")),
+        other => Err(format!("must be a whole number, got {} {other}", other.type_str())),
+    }
+}
+
+fn number(value: &Value) -> Result<f64, String> {
+    match value {
+        Value::Integer(n) if *n >= 0 => Ok(*n as f64),
+        Value::Float(f) if f.is_finite() && *f >= 0.0 => Ok(*f),
+        Value::Integer(_) | Value::Float(_) => Err(format!("must be a finite number, 0 or more, got {value}")),
+        other => Err(format!("must be a number, got {} {other}", other.type_str())),
+    }
+}
+
+fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
+    let invalid = |field: &str, reason: String| CatalogError::InvalidField {
+        model_id: id.to_owned(),
+        field: field.to_owned(),
+        reason,
+    };
+    let Value::Table(table) = value else {
+        return Err(invalid("models", "must be a table".into()));
+    };
+    for key in table.keys() {
+        if !MODEL_FIELDS.contains(&key.as_str()) {
+            return Err(invalid(key, format!("is not a known field; known fields: {}", MODEL_FIELDS.join(", "))));
+        }
+    }
+    let string = |field: &str| -> Result<Option<String>, CatalogError> {
+        match table.get(field) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(invalid(field, format!("must be a string, got {} {other}", other.type_str()))),
+        }
+    };
+    let count = |field: &str| -> Result<Option<u64>, CatalogError> {
+        table.get(field).map(whole_number).transpose().map_err(|reason| invalid(field, reason))
+    };
+    let flag = |field: &str| -> Result<bool, CatalogError> {
+        match table.get(field) {
+            None => Ok(false),
+            Some(Value::Boolean(b)) => Ok(*b),
+            Some(other) => Err(invalid(field, format!("must be true or false, got {other}"))),
+        }
+    };
+
+    let provider = string("provider")?.ok_or_else(|| invalid("provider", "is required: the provider key".into()))?;
+    let kind = match string("kind")?.as_deref() {
+        None | Some("chat") => ModelKind::Chat,
+        Some("embeddings") => ModelKind::Embeddings,
+        Some("decision") => ModelKind::Decision,
+        Some(other) => {
+            return Err(invalid("kind", format!("must be `chat`, `embeddings` or `decision`, got `{other}`")));
+        }
+    };
+    let fallbacks = match table.get("fallbacks") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(invalid("fallbacks", format!("must list model ids as strings, got {other}"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(invalid("fallbacks", format!("must be an array of model ids, got {other}"))),
+    };
+    let price = match table.get("price") {
+        None => None,
+        Some(Value::Table(p)) => {
+            for key in p.keys() {
+                if !PRICE_FIELDS.contains(&key.as_str()) {
+                    return Err(invalid(
+                        &format!("price.{key}"),
+                        format!("is not a known price; known: {}", PRICE_FIELDS.join(", ")),
+                    ));
+                }
+            }
+            let get = |field: &str| -> Result<Option<f64>, CatalogError> {
+                p.get(field).map(number).transpose().map_err(|r| invalid(&format!("price.{field}"), r))
+            };
+            let required = |field: &str| -> Result<f64, CatalogError> {
+                get(field)?.ok_or_else(|| invalid(&format!("price.{field}"), "is required when `price` is given".into()))
+            };
+            Some(Price {
+                input: required("input")?,
+                output: required("output")?,
+                cache_read: get("cache_read")?.unwrap_or(0.0),
+                cache_write: get("cache_write")?.unwrap_or(0.0),
+                cache_write_1h: get("cache_write_1h")?,
+            })
+        }
+        Some(other) => return Err(invalid("price", format!("must be a table of USD per million tokens, got {other}"))),
+    };
+    let options = match table.get("options") {
+        None => Table::new(),
+        Some(Value::Table(t)) => t.clone(),
+        Some(other) => return Err(invalid("options", format!("must be a table, got {other}"))),
+    };
+    let embedding = EmbeddingCapabilities {
+        native_width: count("native_width")?,
+        dimensions_param: flag("dimensions_param")?,
+        truncation_safe: flag("truncation_safe")?,
+    };
+    Ok(ModelEntry {
+        id: id.to_owned(),
+        name: string("name")?.unwrap_or_else(|| id.to_owned()),
+        provider,
+        kind,
+        credential: string("credential")?,
+        limits: Limits {
+            rpm: count("rpm")?.unwrap_or(0),
+            tpm: count("tpm")?.unwrap_or(0),
+            input_tpm: count("input_tpm")?.unwrap_or(0),
+            output_tpm: count("output_tpm")?.unwrap_or(0),
+        },
+        max_output_tokens: count("max_output_tokens")?,
+        default_output_tokens: count("default_output_tokens")?,
+        context_window: count("context_window")?,
+        fallbacks,
+        price,
+        embedding,
+        options,
+    })
+}

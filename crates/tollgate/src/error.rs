@@ -1,0 +1,392 @@
+//! The error taxonomy (DESIGN §4).
+//!
+//! Retry decisions are made by *type*: [`Error::Provider`] holds exactly the retryable
+//! failures ([`ProviderError`]), so one match arm catches all of them and nothing else.
+//! Every other variant is final for the call that produced it.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::catalog::CatalogError;
+use crate::credentials::CredentialError;
+
+/// Shorthand for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tollgate, grouped so that `Error::Provider(_)` is
+/// exactly the retryable set.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A transient provider failure; the retry engine retries these.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+
+    /// The provider rejected the request itself (a 4xx other than 429, or a success
+    /// body that could not be decoded). Never retried: the request must change.
+    #[error(transparent)]
+    ProviderRequest(#[from] ProviderRequestError),
+
+    /// The account is out of money or quota. Never retried, even when sent as a 429.
+    #[error(
+        "provider `{provider}` reports the account's quota or credit is exhausted: {message}; \
+         add credit or raise the quota (retrying will not help)"
+    )]
+    QuotaExhausted {
+        /// Provider key, e.g. `openai`.
+        provider: String,
+        /// What the provider said.
+        message: String,
+    },
+
+    /// The model declined to answer for safety reasons. Never retried on that model.
+    #[error("the model refused to answer ({category}): {explanation}")]
+    ProviderRefusal {
+        /// The provider's refusal category (e.g. `cyber`, `content_filter`).
+        category: String,
+        /// The provider's explanation, if it gave one.
+        explanation: String,
+    },
+
+    /// The answer was cut off even at the model's full output ceiling.
+    #[error(
+        "model `{model_id}` was cut off at its output ceiling of {max_output_tokens} tokens; \
+         ask for a shorter answer or split the task"
+    )]
+    OutputTruncated {
+        /// Catalog model id.
+        model_id: String,
+        /// The ceiling from the catalog (`max_output_tokens`).
+        max_output_tokens: u64,
+    },
+
+    /// The answer failed the request's declared JSON Schema after every correction.
+    #[error(
+        "the answer does not match the declared response shape after all corrections: {}",
+        errors.join("; ")
+    )]
+    ShapeInvalid {
+        /// What was wrong with the last answer, one entry per violation.
+        errors: Vec<String>,
+    },
+
+    /// One call needs more than a whole bucket of the model's limit: it can never be sent.
+    #[error(
+        "one call to model `{model_id}` needs {needed} {dimension} but its bucket holds at most \
+         {capacity}; shorten the input, lower the output limit, or raise the limit in the catalog"
+    )]
+    TooLargeForBucket {
+        /// Catalog model id.
+        model_id: String,
+        /// Which limit is too small.
+        dimension: Dimension,
+        /// What the call needs.
+        needed: u64,
+        /// The bucket's capacity.
+        capacity: u64,
+    },
+
+    /// The call's worst-case cost does not fit in what is left of the spend cap.
+    #[error(
+        "spend cap `{cap}` would be exceeded: the call may cost up to ${needed_usd:.6} but only \
+         ${remaining_usd:.6} of ${limit_usd:.6} is left; raise the cap or lower the output limit"
+    )]
+    SpendCapExceeded {
+        /// The cap's name.
+        cap: String,
+        /// The cap in USD.
+        limit_usd: f64,
+        /// What is left of it, in USD.
+        remaining_usd: f64,
+        /// The worst-case cost of the refused call, in USD.
+        needed_usd: f64,
+    },
+
+    /// The model's circuit breaker is open after repeated failures; the call failed fast.
+    #[error("model `{model_id}` is failing and its circuit is open; next probe in {retry_in:?}")]
+    CircuitOpen {
+        /// Catalog model id.
+        model_id: String,
+        /// When the breaker lets a probe through.
+        retry_in: Duration,
+    },
+
+    /// A stream failed after events had reached the reader; it is not re-sent.
+    #[error(
+        "the stream from model `{model_id}` broke after {delivered_events} events reached the reader \
+         (not retried, so no text is repeated): {cause}"
+    )]
+    StreamInterrupted {
+        /// Catalog model id.
+        model_id: String,
+        /// How many events the reader had already received.
+        delivered_events: u64,
+        /// What broke the stream.
+        cause: Box<Error>,
+    },
+
+    /// The fake provider has no scripted or replayed answer for the request.
+    #[error(
+        "the fake provider has no answer for this request to model `{model_id}` (cache key \
+         {cache_key}); script one or record it into the replay cache"
+    )]
+    UnmatchedRequest {
+        /// Catalog model id.
+        model_id: String,
+        /// The request's cache key (hex), to find it in a replay directory.
+        cache_key: String,
+    },
+
+    /// The caller cancelled the call.
+    #[error("the call was cancelled")]
+    Cancelled,
+
+    /// The catalog is invalid.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+
+    /// A credential could not be resolved.
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
+
+    /// The model id is not in the catalog.
+    #[error("model `{model_id}` is not in the catalog; known models: {known}")]
+    UnknownModel {
+        /// What was asked for.
+        model_id: String,
+        /// The catalog's model ids, comma-separated.
+        known: String,
+    },
+
+    /// The model's provider crate is not linked into this binary.
+    #[error(
+        "model `{model_id}` uses provider `{provider}`, which is not linked into this binary; \
+         {hint}"
+    )]
+    ProviderNotLinked {
+        /// Catalog model id.
+        model_id: String,
+        /// Provider key.
+        provider: String,
+        /// What to add (crate name and the `use` line).
+        hint: String,
+    },
+
+    /// The model cannot serve this kind of client (e.g. `embeddings` asked of a chat model).
+    #[error("model `{model_id}` is a {actual} model and cannot serve {wanted} calls; {hint}")]
+    WrongModelKind {
+        /// Catalog model id.
+        model_id: String,
+        /// What the catalog says the model is.
+        actual: String,
+        /// What was asked for.
+        wanted: String,
+        /// What to change.
+        hint: String,
+    },
+
+    /// The provider cannot serve this kind of model.
+    #[error("provider `{provider}` serves no {capability} models, so it cannot serve model `{model_id}`; use another provider for it")]
+    Unsupported {
+        /// Catalog model id.
+        model_id: String,
+        /// Provider key.
+        provider: String,
+        /// `chat`, `embeddings` or `decision`.
+        capability: String,
+    },
+
+    /// Two linked crates register the same provider key.
+    #[error("two linked crates register provider key `{key}`; link only one of them")]
+    DuplicateProvider {
+        /// The key registered twice.
+        key: String,
+    },
+
+    /// The request (or a value in it) is malformed.
+    #[error("invalid request: `{field}` {reason}")]
+    InvalidRequest {
+        /// The offending field, e.g. `sampling_params.temperature`.
+        field: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+
+    /// A provider returned an embedding that cannot be made into the deployment's width.
+    #[error(
+        "model `{model_id}` returned an embedding of width {got} that cannot be made into the \
+         catalog's width {expected}: {reason}"
+    )]
+    EmbeddingShape {
+        /// Catalog model id.
+        model_id: String,
+        /// The catalog's `[embeddings] width`.
+        expected: usize,
+        /// What the provider returned.
+        got: usize,
+        /// Why it could not be fixed.
+        reason: String,
+    },
+
+    /// Stored response bytes (replay cache, canonical body) could not be decoded.
+    #[error("could not decode {what}: {source}")]
+    Decode {
+        /// What was being decoded.
+        what: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A replay-cache directory could not be read or written.
+    #[error("replay cache at `{path}`: {source}")]
+    ReplayStore {
+        /// The file or directory.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True for the retryable set, i.e. exactly `Error::Provider(_)`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Provider(_))
+    }
+}
+
+/// The retryable provider failures (DESIGN §4). Nothing else is retried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// HTTP 429 "slow down". `retry_after` is a lower bound for the next attempt.
+    #[error("rate limited by the provider (HTTP 429){}; tollgate retries after a back-off", RetryAfter(*retry_after))]
+    RateLimited {
+        /// The provider's `retry-after`, if sent.
+        retry_after: Option<Duration>,
+    },
+    /// HTTP 529 or the provider's "overloaded".
+    #[error("the provider is overloaded (HTTP 529){}; tollgate retries after a back-off", RetryAfter(*retry_after))]
+    Overloaded {
+        /// The provider's `retry-after`, if sent.
+        retry_after: Option<Duration>,
+    },
+    /// A 5xx server error.
+    #[error("the provider failed with a server error (HTTP {status}); tollgate retries after a back-off")]
+    Server {
+        /// The HTTP status (500–599).
+        status: u16,
+    },
+    /// No answer arrived within the deadline (or the connection could not be made in time).
+    #[error("the provider did not answer within the deadline{}", After(*after))]
+    Timeout {
+        /// The deadline that passed, if known.
+        after: Option<Duration>,
+    },
+}
+
+impl ProviderError {
+    /// The HTTP status this failure stands for: 429, 529, the 5xx, or `None` for a timeout.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::RateLimited { .. } => Some(429),
+            ProviderError::Overloaded { .. } => Some(529),
+            ProviderError::Server { status } => Some(*status),
+            ProviderError::Timeout { .. } => None,
+        }
+    }
+
+    /// The provider's requested wait, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after } | ProviderError::Overloaded { retry_after } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
+    /// The provider's requested wait in whole milliseconds, if it sent one.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        self.retry_after()
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// The provider rejected the request (4xx other than 429, or an undecodable success
+/// body). Not a [`ProviderError`], so never retried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the provider rejected the request (HTTP {status}): {message}; fix the request, it is not retried")]
+pub struct ProviderRequestError {
+    /// The HTTP status, e.g. 400; 200 for a success body that could not be decoded.
+    pub status: u16,
+    /// What the provider said.
+    pub message: String,
+}
+
+impl ProviderRequestError {
+    /// A rejection with `status` and the provider's message.
+    pub fn new(status: u16, message: impl Into<String>) -> Self {
+        ProviderRequestError { status, message: message.into() }
+    }
+}
+
+/// A rate-limit dimension of a model's bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dimension {
+    /// Requests per minute (`rpm`).
+    Requests,
+    /// Tokens per minute, input and output together (`tpm`).
+    Tokens,
+    /// Input tokens per minute (`input_tpm`).
+    InputTokens,
+    /// Output tokens per minute (`output_tpm`).
+    OutputTokens,
+}
+
+impl Dimension {
+    /// The catalog field that sets this dimension's limit.
+    pub fn catalog_field(self) -> &'static str {
+        match self {
+            Dimension::Requests => "rpm",
+            Dimension::Tokens => "tpm",
+            Dimension::InputTokens => "input_tpm",
+            Dimension::OutputTokens => "output_tpm",
+        }
+    }
+}
+
+impl fmt::Display for Dimension {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dimension::Requests => "requests (rpm)",
+            Dimension::Tokens => "tokens (tpm)",
+            Dimension::InputTokens => "input tokens (input_tpm)",
+            Dimension::OutputTokens => "output tokens (output_tpm)",
+        })
+    }
+}
+
+struct RetryAfter(Option<Duration>);
+
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, ", retry after {} ms", d.as_millis()),
+            None => Ok(()),
+        }
+    }
+}
+
+struct After(Option<Duration>);
+
+impl fmt::Display for After {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, " of {d:?}"),
+            None => Ok(()),
+        }
+    }
+}

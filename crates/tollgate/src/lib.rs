@@ -1,0 +1,70 @@
+//! tollgate: one way to call every chat, embeddings and decision model, with each
+//! provider's rate limits respected before a request is sent.
+//!
+//! How a call flows through this crate:
+//!
+//! 1. A [`Catalog`] (TOML or code) names each model, its provider key, limits and prices;
+//!    it is validated when loaded ([`catalog`]).
+//! 2. [`Models`] joins the catalog, a [`CredentialStore`] and the providers linked into
+//!    the binary ([`provider`]); `models.chat(id)` builds the model's provider on first
+//!    use and hands out an [`LlmClient`].
+//! 3. The client takes an immutable [`LlmRequest`] and returns an [`LlmResponse`]
+//!    (canonical bytes plus their digest) or a [`ResponseStream`]; failures are typed
+//!    ([`Error`]), and `Error::Provider(_)` is exactly the retryable set.
+//! 4. [`compute_cache_key`] names a request for the [`ReplayCache`], which the `fake`
+//!    provider (crate `tollgate-fake`) replays offline.
+//!
+//! ```
+//! use tollgate::{Catalog, Conversation, SamplingParams};
+//!
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.assistant]
+//!     provider = "fake"
+//!     max_output_tokens = 1024
+//!     rpm = 60
+//! "#)?;
+//! let request = Conversation::new()
+//!     .with_system("Be brief.")
+//!     .user("Hello?")
+//!     .request("assistant", SamplingParams::new())?;
+//! assert_eq!(request.model_id(), "assistant");
+//! assert!(catalog.model("assistant").is_some());
+//! # Ok::<(), tollgate::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod cache;
+pub mod catalog;
+mod client;
+mod conversation;
+pub mod credentials;
+mod error;
+mod json;
+mod models;
+pub mod provider;
+mod request;
+mod response;
+mod stream;
+
+pub use async_trait::async_trait;
+pub use cache::{CacheKey, ReplayCache, compute_cache_key};
+pub use catalog::{Catalog, ModelEntry};
+pub use client::{
+    Decision, DecisionClient, DecisionRequest, Embedding, EmbeddingPurpose, EmbeddingsClient, LlmClient, Question,
+};
+pub use conversation::{Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition};
+pub use credentials::{CredentialStore, Secret};
+pub use error::{Dimension, Error, ProviderError, ProviderRequestError, Result};
+pub use json::{Float, Json};
+pub use models::{Models, ModelsBuilder};
+pub use provider::{ClientProvider, ProviderClients, ProviderContext, RawEmbeddingsClient};
+pub use request::{LlmRequest, ResponseShape, SamplingParams};
+pub use response::{LlmResponse, ResponseBody, StopReason, Usage};
+pub use stream::{ResponseStream, StreamEvent};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use inventory;
+}

@@ -1,0 +1,271 @@
+//! The provider-neutral request: exactly four components, immutable once built.
+
+use serde::{Deserialize, Serialize};
+
+use crate::conversation::{Message, Role, ToolDefinition};
+use crate::error::{Error, Result};
+use crate::json::{Float, Json};
+
+/// A JSON Schema the answer must satisfy (checked by the call pipeline).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResponseShape {
+    /// A short name for the shape, sent to providers that want one.
+    pub name: String,
+    /// The JSON Schema.
+    pub schema: Json,
+}
+
+/// How to sample: temperature, top_p, stop sequences, output limit, response shape.
+///
+/// Built with the `with_*` methods, which check each value (`temperature` in 0..=2,
+/// `top_p` in (0, 1], a positive output limit).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    temperature: Option<Float>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top_p: Option<Float>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    stop: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response_shape: Option<ResponseShape>,
+}
+
+impl SamplingParams {
+    /// No parameters set: the provider's defaults and the catalog's `default_output_tokens`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the temperature (0 to 2).
+    pub fn with_temperature(mut self, temperature: f64) -> Result<Self> {
+        self.temperature = Some(check_range("sampling_params.temperature", temperature, 0.0, 2.0, true)?);
+        Ok(self)
+    }
+
+    /// Sets nucleus sampling (above 0, at most 1).
+    pub fn with_top_p(mut self, top_p: f64) -> Result<Self> {
+        self.top_p = Some(check_range("sampling_params.top_p", top_p, 0.0, 1.0, false)?);
+        Ok(self)
+    }
+
+    /// Adds a stop sequence.
+    pub fn with_stop(mut self, stop: impl Into<String>) -> Self {
+        self.stop.push(stop.into());
+        self
+    }
+
+    /// Sets the output limit in tokens (at least 1).
+    pub fn with_max_output_tokens(mut self, tokens: u64) -> Result<Self> {
+        if tokens == 0 {
+            return Err(Error::InvalidRequest {
+                field: "sampling_params.max_output_tokens".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.max_output_tokens = Some(tokens);
+        Ok(self)
+    }
+
+    /// Declares a JSON Schema the answer must satisfy.
+    pub fn with_response_shape(mut self, shape: ResponseShape) -> Self {
+        self.response_shape = Some(shape);
+        self
+    }
+
+    /// Temperature, if set.
+    pub fn temperature(&self) -> Option<f64> {
+        self.temperature.map(Float::get)
+    }
+
+    /// top_p, if set.
+    pub fn top_p(&self) -> Option<f64> {
+        self.top_p.map(Float::get)
+    }
+
+    /// Stop sequences.
+    pub fn stop(&self) -> &[String] {
+        &self.stop
+    }
+
+    /// Output limit, if set (otherwise the catalog's `default_output_tokens` applies).
+    pub fn max_output_tokens(&self) -> Option<u64> {
+        self.max_output_tokens
+    }
+
+    /// Declared response shape, if any.
+    pub fn response_shape(&self) -> Option<&ResponseShape> {
+        self.response_shape.as_ref()
+    }
+
+    fn validate(&self) -> Result<()> {
+        if let Some(t) = self.temperature {
+            check_range("sampling_params.temperature", t.get(), 0.0, 2.0, true)?;
+        }
+        if let Some(p) = self.top_p {
+            check_range("sampling_params.top_p", p.get(), 0.0, 1.0, false)?;
+        }
+        if self.max_output_tokens == Some(0) {
+            return Err(Error::InvalidRequest {
+                field: "sampling_params.max_output_tokens".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_range(field: &str, value: f64, low: f64, high: f64, low_inclusive: bool) -> Result<Float> {
+    let ok = value.is_finite() && (if low_inclusive { value >= low } else { value > low }) && value <= high;
+    match Float::new(value) {
+        Some(f) if ok => Ok(f),
+        _ => Err(Error::InvalidRequest {
+            field: field.into(),
+            reason: format!(
+                "must be a number {}{low} and at most {high}, got {value}",
+                if low_inclusive { "from " } else { "above " }
+            ),
+        }),
+    }
+}
+
+/// A provider-neutral request: exactly `model_id`, `messages`, `tools_schema` and
+/// `sampling_params`; no credentials, connection or transport state.
+///
+/// Immutable: the fields are private and there is no `&mut` method, so a request that
+/// was priced, reserved and cache-keyed cannot change underneath. Derive a changed
+/// copy with the `with_*` methods.
+///
+/// ```compile_fail
+/// # use tollgate::{LlmRequest, Message, SamplingParams};
+/// let request = LlmRequest::new("m", vec![Message::user("hi")], vec![], SamplingParams::new()).unwrap();
+/// request.model_id = "other".to_string(); // private field: does not compile
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "RawRequest", deny_unknown_fields)]
+pub struct LlmRequest {
+    model_id: String,
+    messages: Vec<Message>,
+    tools_schema: Vec<ToolDefinition>,
+    sampling_params: SamplingParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    model_id: String,
+    messages: Vec<Message>,
+    #[serde(default)]
+    tools_schema: Vec<ToolDefinition>,
+    #[serde(default)]
+    sampling_params: SamplingParams,
+}
+
+impl TryFrom<RawRequest> for LlmRequest {
+    type Error = Error;
+
+    fn try_from(raw: RawRequest) -> Result<Self> {
+        LlmRequest::new(raw.model_id, raw.messages, raw.tools_schema, raw.sampling_params)
+    }
+}
+
+impl LlmRequest {
+    /// Builds a request, checking it: a non-empty model id, at least one non-system
+    /// message, system messages only at the start, no empty message, unique tool names.
+    pub fn new(
+        model_id: impl Into<String>,
+        messages: Vec<Message>,
+        tools_schema: Vec<ToolDefinition>,
+        sampling_params: SamplingParams,
+    ) -> Result<Self> {
+        let model_id = model_id.into();
+        if model_id.trim().is_empty() {
+            return Err(invalid("model_id", "must name a catalog model"));
+        }
+        let mut seen_other = false;
+        for (i, message) in messages.iter().enumerate() {
+            if message.content.is_empty() {
+                return Err(invalid(&format!("messages[{i}].content"), "must hold at least one block"));
+            }
+            match message.role {
+                Role::System if seen_other => {
+                    return Err(invalid(
+                        &format!("messages[{i}].role"),
+                        "system messages may only open the request",
+                    ));
+                }
+                Role::System => {}
+                _ => seen_other = true,
+            }
+        }
+        if !seen_other {
+            return Err(invalid("messages", "must hold at least one user or assistant message"));
+        }
+        for (i, tool) in tools_schema.iter().enumerate() {
+            if tool.name.is_empty() {
+                return Err(invalid(&format!("tools_schema[{i}].name"), "must not be empty"));
+            }
+            if tools_schema[..i].iter().any(|t| t.name == tool.name) {
+                return Err(invalid(
+                    &format!("tools_schema[{i}].name"),
+                    &format!("`{}` is defined twice", tool.name),
+                ));
+            }
+        }
+        sampling_params.validate()?;
+        Ok(LlmRequest { model_id, messages, tools_schema, sampling_params })
+    }
+
+    /// The catalog model id.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// The messages, a leading system message included.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The tools the model may call.
+    pub fn tools_schema(&self) -> &[ToolDefinition] {
+        &self.tools_schema
+    }
+
+    /// The sampling parameters.
+    pub fn sampling_params(&self) -> &SamplingParams {
+        &self.sampling_params
+    }
+
+    /// The system text blocks (the leading system messages), if any.
+    pub fn system(&self) -> impl Iterator<Item = &Message> {
+        self.messages.iter().take_while(|m| m.role == Role::System)
+    }
+
+    /// The messages after the leading system messages.
+    pub fn turns(&self) -> &[Message] {
+        let n = self.system().count();
+        &self.messages[n..]
+    }
+
+    /// A copy of this request with a different output limit (e.g. the model's ceiling
+    /// for a re-run after truncation).
+    pub fn with_max_output_tokens(&self, tokens: u64) -> Result<Self> {
+        let mut copy = self.clone();
+        copy.sampling_params = copy.sampling_params.with_max_output_tokens(tokens)?;
+        Ok(copy)
+    }
+
+    /// A copy of this request with more messages appended (e.g. a shape correction).
+    pub fn with_appended(&self, more: impl IntoIterator<Item = Message>) -> Result<Self> {
+        let mut messages = self.messages.clone();
+        messages.extend(more);
+        LlmRequest::new(self.model_id.clone(), messages, self.tools_schema.clone(), self.sampling_params.clone())
+    }
+}
+
+fn invalid(field: &str, reason: &str) -> Error {
+    Error::InvalidRequest { field: field.into(), reason: reason.into() }
+}

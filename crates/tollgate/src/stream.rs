@@ -1,0 +1,86 @@
+//! Streamed answers: events as they arrive, ending with the whole response.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::{Stream, StreamExt};
+
+use crate::error::{Error, ProviderRequestError, Result};
+use crate::response::{LlmResponse, StopReason, Usage};
+
+/// One event of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// More text for content block `index`.
+    TextDelta {
+        /// Content block index.
+        index: usize,
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning for content block `index`.
+    ThinkingDelta {
+        /// Content block index.
+        index: usize,
+        /// The new text.
+        text: String,
+    },
+    /// Part of a tool call for content block `index`.
+    ToolUseDelta {
+        /// Content block index.
+        index: usize,
+        /// The tool-use id (on the first delta of the block).
+        id: Option<String>,
+        /// The tool name (on the first delta of the block).
+        name: Option<String>,
+        /// A fragment of the arguments' JSON text.
+        input_json: String,
+    },
+    /// Usage so far (providers report it at the start, the end, or both).
+    Usage(Usage),
+    /// Why the model stopped.
+    Stop(StopReason),
+    /// The last event: the whole answer, as [`crate::LlmClient::single_response`] returns it.
+    Completed(LlmResponse),
+}
+
+/// A streamed answer: [`StreamEvent`]s, the last one [`StreamEvent::Completed`].
+pub struct ResponseStream {
+    inner: Pin<Box<dyn Stream<Item = Result<StreamEvent>> + Send>>,
+}
+
+impl ResponseStream {
+    /// Wraps a stream of events.
+    pub fn new(inner: impl Stream<Item = Result<StreamEvent>> + Send + 'static) -> Self {
+        ResponseStream { inner: Box::pin(inner) }
+    }
+
+    /// Reads the stream to its end and returns the completed response.
+    pub async fn into_response(mut self) -> Result<LlmResponse> {
+        while let Some(event) = self.inner.next().await {
+            if let StreamEvent::Completed(response) = event? {
+                return Ok(response);
+            }
+        }
+        Err(Error::ProviderRequest(ProviderRequestError::new(
+            200,
+            "the stream ended without its completed response",
+        )))
+    }
+}
+
+impl Stream for ResponseStream {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl fmt::Debug for ResponseStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseStream").finish_non_exhaustive()
+    }
+}
