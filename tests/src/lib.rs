@@ -1,1 +1,140 @@
-//! placeholder
+//! Helpers shared by the workspace-level integration tests: small catalogs, and test
+//! providers that count what they are asked.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tollgate::catalog::ModelEntry;
+use tollgate::credentials::{CredentialError, CredentialStore, Secret};
+use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
+use tollgate::{
+    Block, Catalog, LlmClient, LlmRequest, LlmResponse, ResponseBody, ResponseStream, Result,
+    StopReason, Usage,
+};
+
+/// A catalog of chat models on the `fake` provider, each with a 1,000-token ceiling.
+pub fn fake_catalog(ids: &[&str]) -> Catalog {
+    ids.iter()
+        .fold(Catalog::builder(), |b, id| {
+            b.model(
+                ModelEntry::new(*id, "fake", format!("fake-{id}")).with_output_tokens(1000, 256),
+            )
+        })
+        .build()
+        .expect("valid catalog")
+}
+
+/// A credential store that records every id it is asked for.
+#[derive(Debug, Default)]
+pub struct RecordingStore {
+    secrets: Mutex<Vec<(String, String)>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl RecordingStore {
+    /// Sets (or rotates) a secret.
+    pub fn set(&self, id: &str, secret: &str) {
+        let mut secrets = self.secrets.lock().unwrap();
+        secrets.retain(|(i, _)| i != id);
+        secrets.push((id.into(), secret.into()));
+    }
+
+    /// Every id asked for, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[tollgate::async_trait]
+impl CredentialStore for RecordingStore {
+    async fn get(&self, id: &str) -> std::result::Result<Secret, CredentialError> {
+        self.asked.lock().unwrap().push(id.into());
+        let secrets = self.secrets.lock().unwrap();
+        secrets
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, s)| Secret::new(s.clone()))
+            .ok_or_else(|| CredentialError::NotFound {
+                id: id.into(),
+                store: "recording store".into(),
+            })
+    }
+}
+
+/// A provider (key `keyed`) whose chat client resolves its model's credential on every
+/// call and records the secret it saw, so tests can check rotation and laziness.
+#[derive(Debug, Clone, Default)]
+pub struct KeyedProvider {
+    /// How many times `build` ran.
+    pub builds: Arc<AtomicUsize>,
+    /// The secrets seen, one per call.
+    pub seen: Arc<Mutex<Vec<String>>>,
+}
+
+#[tollgate::async_trait]
+impl ClientProvider for KeyedProvider {
+    fn key(&self) -> &'static str {
+        "keyed"
+    }
+
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+        self.builds.fetch_add(1, Ordering::SeqCst);
+        // Let concurrent first callers pile up on the build.
+        tokio::task::yield_now().await;
+        Ok(Arc::new(KeyedClients {
+            context: context.clone(),
+            seen: self.seen.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct KeyedClients {
+    context: ProviderContext,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl ProviderClients for KeyedClients {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn LlmClient>> {
+        let credential = self
+            .context
+            .credential_ref(model)
+            .expect("catalog requires a credential");
+        Ok(Arc::new(KeyedChat {
+            credential,
+            seen: self.seen.clone(),
+            name: model.name.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct KeyedChat {
+    credential: CredentialRef,
+    seen: Arc<Mutex<Vec<String>>>,
+    name: String,
+}
+
+#[tollgate::async_trait]
+impl LlmClient for KeyedChat {
+    async fn single_response(&self, _request: &LlmRequest) -> Result<LlmResponse> {
+        let secret = self.credential.secret().await?;
+        self.seen
+            .lock()
+            .unwrap()
+            .push(secret.expose_secret().to_owned());
+        LlmResponse::new(ResponseBody {
+            model: self.name.clone(),
+            content: vec![Block::text("ok")],
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+        })
+    }
+
+    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
+        let response = self.single_response(request).await?;
+        Ok(ResponseStream::new(futures::stream::iter([Ok(
+            tollgate::StreamEvent::Completed(response),
+        )])))
+    }
+}

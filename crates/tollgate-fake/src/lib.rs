@@ -1,1 +1,455 @@
-//! placeholder
+//! The `fake` provider: answers from a script or a replay cache, streams answers as
+//! deltas, and injects the failures real providers produce, all offline.
+//!
+//! How a call flows through it: [`FakeProvider`] is registered under the key `fake`
+//! (link it with `use tollgate_fake as _;`), or passed to
+//! [`tollgate::ModelsBuilder::provider`] when a test wants to script it. Each call to a
+//! model is counted; the answer is, in order of precedence:
+//!
+//! 1. a fault injected on that call number ([`FakeProvider::inject`]);
+//! 2. the first matching rule ([`FakeProvider::on`]);
+//! 3. the next step queued for the model ([`FakeProvider::reply`], [`FakeProvider::fail`]),
+//!    or for any model ([`FakeProvider::reply_any`]);
+//! 4. the replay cache ([`FakeProvider::replay`]);
+//! 5. otherwise [`tollgate::Error::UnmatchedRequest`].
+//!
+//! Catalog entries can script the registered provider without code:
+//! `[models.m.options] replies = ["first answer", "second answer"]`, and
+//! `replay_dir = "path"` with `replay_key = "activation"`.
+//!
+//! ```
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams, catalog::ModelEntry};
+//! use tollgate_fake::{FakeProvider, FakeReply, Fault};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tollgate::Result<()> {
+//! let fake = FakeProvider::new();
+//! fake.fail("m", Fault::Overloaded { retry_after: None });
+//! fake.reply("m", FakeReply::text("Hello!"));
+//!
+//! let catalog = Catalog::builder().model(ModelEntry::new("m", "fake", "fake-1").with_output_tokens(100, 50)).build()?;
+//! let models = Models::builder().catalog(catalog).provider(fake.clone()).build()?;
+//! let chat = models.chat("m").await?;
+//! let request = Conversation::new().user("Hi").request("m", SamplingParams::new())?;
+//! assert!(chat.single_response(&request).await.is_err()); // the injected 529
+//! assert_eq!(chat.single_response(&request).await?.text(), "Hello!");
+//! assert_eq!(fake.calls("m"), 2);
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod script;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::stream;
+use tollgate::catalog::{Catalog, ModelEntry};
+use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext, RawEmbeddingsClient};
+use tollgate::{
+    Decision, DecisionClient, DecisionRequest, DecisionWeights, EmbeddingPurpose, Error, LlmClient,
+    LlmRequest, LlmResponse, ReplayCache, ResponseStream, Result, StreamEvent, compute_cache_key,
+};
+
+use script::Step;
+pub use script::{FakeReply, Fault};
+/// The core crate, re-exported so a binary that depends only on provider crates can use it.
+pub use tollgate;
+
+/// The provider key.
+pub const KEY: &str = "fake";
+
+tollgate::register_provider!(|| Arc::new(FakeProvider::new()));
+
+type Matcher = Box<dyn Fn(&LlmRequest) -> bool + Send + Sync>;
+
+#[derive(Default)]
+struct State {
+    queues: HashMap<String, VecDeque<Step>>,
+    any: VecDeque<Step>,
+    rules: Vec<(Matcher, Step)>,
+    injected: HashMap<(String, u64), Fault>,
+    calls: HashMap<String, u64>,
+    journal: Vec<LlmRequest>,
+    replay: Option<(ReplayCache, String)>,
+    replay_seq: HashMap<LlmRequest, u64>,
+    decisions: HashMap<String, VecDeque<DecisionWeights>>,
+    latency: Duration,
+}
+
+/// The scripted provider. Clones share one script and one journal.
+#[derive(Clone, Default)]
+pub struct FakeProvider {
+    state: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for FakeProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("FakeProvider")
+            .field("queued_models", &state.queues.keys().collect::<Vec<_>>())
+            .field("rules", &state.rules.len())
+            .field("calls", &state.calls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeProvider {
+    /// A provider with an empty script.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues an answer for the next call to `model_id`.
+    pub fn reply(&self, model_id: &str, reply: FakeReply) -> &Self {
+        self.lock()
+            .queues
+            .entry(model_id.into())
+            .or_default()
+            .push_back(Step::Reply(reply));
+        self
+    }
+
+    /// Queues a failure for the next call to `model_id`.
+    pub fn fail(&self, model_id: &str, fault: Fault) -> &Self {
+        self.lock()
+            .queues
+            .entry(model_id.into())
+            .or_default()
+            .push_back(Step::Fault(fault));
+        self
+    }
+
+    /// Queues an answer for the next call to any model that has nothing queued.
+    pub fn reply_any(&self, reply: FakeReply) -> &Self {
+        self.lock().any.push_back(Step::Reply(reply));
+        self
+    }
+
+    /// Answers every request that `matches` accepts with `reply` (rules are kept, not
+    /// consumed; the first matching rule wins).
+    pub fn on(
+        &self,
+        matches: impl Fn(&LlmRequest) -> bool + Send + Sync + 'static,
+        reply: FakeReply,
+    ) -> &Self {
+        self.lock()
+            .rules
+            .push((Box::new(matches), Step::Reply(reply)));
+        self
+    }
+
+    /// Fails every request that `matches` accepts with `fault`.
+    pub fn fail_on(
+        &self,
+        matches: impl Fn(&LlmRequest) -> bool + Send + Sync + 'static,
+        fault: Fault,
+    ) -> &Self {
+        self.lock()
+            .rules
+            .push((Box::new(matches), Step::Fault(fault)));
+        self
+    }
+
+    /// Fails call number `call` (1 for the first) to `model_id` with `fault`, whatever
+    /// else is scripted.
+    pub fn inject(&self, model_id: &str, call: u64, fault: Fault) -> &Self {
+        self.lock().injected.insert((model_id.into(), call), fault);
+        self
+    }
+
+    /// Answers unscripted requests from `cache`, keyed with `compute_cache_key(request,
+    /// activation_key, seq)`, where `seq` counts earlier identical requests (0 first), so a
+    /// repeated request replays the next recorded answer.
+    pub fn replay(&self, cache: ReplayCache, activation_key: impl Into<String>) -> &Self {
+        self.lock().replay = Some((cache, activation_key.into()));
+        self
+    }
+
+    /// Queues a decision (weights per option, per question) for `model_id`.
+    pub fn decide(&self, model_id: &str, weights: DecisionWeights) -> &Self {
+        self.lock()
+            .decisions
+            .entry(model_id.into())
+            .or_default()
+            .push_back(weights);
+        self
+    }
+
+    /// Waits `latency` (on tokio's clock) before every answer, like a real provider.
+    pub fn with_latency(&self, latency: Duration) -> &Self {
+        self.lock().latency = latency;
+        self
+    }
+
+    /// How many calls reached `model_id` (failed ones included).
+    pub fn calls(&self, model_id: &str) -> u64 {
+        self.lock().calls.get(model_id).copied().unwrap_or(0)
+    }
+
+    /// Every chat request received, in order.
+    pub fn requests(&self) -> Vec<LlmRequest> {
+        self.lock().journal.clone()
+    }
+
+    /// Loads `[models.ID.options]` scripts (`replies`, `replay_dir`, `replay_key`).
+    fn load_options(&self, catalog: &Catalog) -> Result<()> {
+        for model in catalog.models().filter(|m| m.provider == KEY) {
+            if let Some(replies) = model.options.get("replies") {
+                let items = replies
+                    .as_array()
+                    .ok_or_else(|| option_error(model, "replies", "must be an array of strings"))?;
+                for item in items {
+                    let text = item.as_str().ok_or_else(|| {
+                        option_error(model, "replies", "must be an array of strings")
+                    })?;
+                    self.reply(&model.id, FakeReply::text(text));
+                }
+            }
+            if let Some(dir) = model.options.get("replay_dir") {
+                let dir = dir
+                    .as_str()
+                    .ok_or_else(|| option_error(model, "replay_dir", "must be a path string"))?;
+                let key = match model.options.get("replay_key") {
+                    Some(k) => k
+                        .as_str()
+                        .ok_or_else(|| option_error(model, "replay_key", "must be a string"))?,
+                    None => "",
+                };
+                self.replay(ReplayCache::in_dir(dir), key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Picks the step for one chat call and records it.
+    async fn next_step(&self, model: &ModelEntry, request: &LlmRequest) -> Result<Step> {
+        let (step, latency, replay) = {
+            let mut state = self.lock();
+            state.journal.push(request.clone());
+            let call = {
+                let n = state.calls.entry(model.id.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let step = if let Some(fault) = state.injected.remove(&(model.id.clone(), call)) {
+                Some(Step::Fault(fault))
+            } else if let Some((_, step)) = state.rules.iter().find(|(m, _)| m(request)) {
+                Some(step.clone())
+            } else if let Some(step) = state
+                .queues
+                .get_mut(&model.id)
+                .and_then(VecDeque::pop_front)
+            {
+                Some(step)
+            } else {
+                state.any.pop_front()
+            };
+            let replay = match (&step, &state.replay) {
+                (None, Some((cache, key))) => {
+                    let (cache, key) = (cache.clone(), key.clone());
+                    let seq = state.replay_seq.entry(request.clone()).or_insert(0);
+                    let this = *seq;
+                    *seq += 1;
+                    Some((cache, key, this))
+                }
+                _ => None,
+            };
+            (step, state.latency, replay)
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        if let Some(step) = step {
+            return Ok(step);
+        }
+        let (key_text, seq) = match &replay {
+            Some((_, key, seq)) => (key.clone(), *seq),
+            None => (String::new(), 0),
+        };
+        let cache_key = compute_cache_key(request, &key_text, seq)?;
+        if let Some((cache, _, _)) = replay
+            && let Some(response) = cache.get(&cache_key).await?
+        {
+            return Ok(Step::Replayed(response));
+        }
+        Err(Error::UnmatchedRequest {
+            model_id: model.id.clone(),
+            cache_key: cache_key.to_hex(),
+        })
+    }
+}
+
+fn option_error(model: &ModelEntry, field: &str, reason: &str) -> Error {
+    Error::Catalog(tollgate::catalog::CatalogError::InvalidField {
+        model_id: model.id.clone(),
+        field: format!("options.{field}"),
+        reason: reason.into(),
+    })
+}
+
+#[tollgate::async_trait]
+impl ClientProvider for FakeProvider {
+    fn key(&self) -> &'static str {
+        KEY
+    }
+
+    fn requires_credential(&self) -> bool {
+        false
+    }
+
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+        self.load_options(context.catalog())?;
+        Ok(Arc::new(FakeClients {
+            provider: self.clone(),
+            embedding_width: context.catalog().embedding_width(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct FakeClients {
+    provider: FakeProvider,
+    embedding_width: Option<u64>,
+}
+
+impl ProviderClients for FakeClients {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn LlmClient>> {
+        Ok(Arc::new(FakeChat {
+            provider: self.provider.clone(),
+            model: model.clone(),
+        }))
+    }
+
+    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn RawEmbeddingsClient>> {
+        let width = model
+            .embedding
+            .native_width
+            .or(self.embedding_width)
+            .unwrap_or(16);
+        Ok(Arc::new(FakeEmbeddings {
+            provider: self.provider.clone(),
+            model_id: model.id.clone(),
+            native_width: width,
+        }))
+    }
+
+    fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionClient>> {
+        Ok(Arc::new(FakeDecision {
+            provider: self.provider.clone(),
+            model_id: model.id.clone(),
+        }))
+    }
+}
+
+/// The fake chat client for one model.
+#[derive(Debug)]
+struct FakeChat {
+    provider: FakeProvider,
+    model: ModelEntry,
+}
+
+impl FakeChat {
+    async fn answer(&self, request: &LlmRequest) -> Result<(LlmResponse, Option<usize>)> {
+        match self.provider.next_step(&self.model, request).await? {
+            Step::Fault(fault) => match fault.into_outcome(&self.model, request) {
+                Ok(reply) => Ok((reply.into_response(&self.model, request)?, None)),
+                Err(e) => Err(e),
+            },
+            Step::Reply(reply) => {
+                let interrupt = reply.interrupt_after();
+                Ok((reply.into_response(&self.model, request)?, interrupt))
+            }
+            Step::Replayed(response) => Ok((response, None)),
+        }
+    }
+}
+
+#[tollgate::async_trait]
+impl LlmClient for FakeChat {
+    async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
+        match self.answer(request).await? {
+            (_, Some(_)) => Err(script::INTERRUPTION.into()),
+            (response, None) => Ok(response),
+        }
+    }
+
+    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
+        let (response, interrupt) = self.answer(request).await?;
+        let mut events: Vec<Result<StreamEvent>> =
+            script::deltas(&response).into_iter().map(Ok).collect();
+        if let Some(after) = interrupt {
+            events.truncate(after);
+            events.push(Err(script::INTERRUPTION.into()));
+        } else {
+            events.push(Ok(StreamEvent::Usage(response.usage())));
+            events.push(Ok(StreamEvent::Stop(response.stop_reason())));
+            events.push(Ok(StreamEvent::Completed(response)));
+        }
+        Ok(ResponseStream::new(stream::iter(events)))
+    }
+}
+
+/// Deterministic fake embeddings: the same text and purpose always give the same vector.
+#[derive(Debug)]
+struct FakeEmbeddings {
+    provider: FakeProvider,
+    model_id: String,
+    native_width: u64,
+}
+
+#[tollgate::async_trait]
+impl RawEmbeddingsClient for FakeEmbeddings {
+    async fn embed_raw(
+        &self,
+        texts: &[String],
+        purpose: EmbeddingPurpose,
+        dimensions: Option<u64>,
+    ) -> Result<Vec<Vec<f32>>> {
+        {
+            let mut state = self.provider.lock();
+            *state.calls.entry(self.model_id.clone()).or_insert(0) += 1;
+        }
+        let width = dimensions.unwrap_or(self.native_width);
+        Ok(texts
+            .iter()
+            .map(|t| script::pseudo_vector(t, purpose, width))
+            .collect())
+    }
+}
+
+/// Scripted decisions.
+#[derive(Debug)]
+struct FakeDecision {
+    provider: FakeProvider,
+    model_id: String,
+}
+
+#[tollgate::async_trait]
+impl DecisionClient for FakeDecision {
+    async fn decide(&self, request: &DecisionRequest) -> Result<Decision> {
+        let weights = {
+            let mut state = self.provider.lock();
+            *state.calls.entry(self.model_id.clone()).or_insert(0) += 1;
+            state
+                .decisions
+                .get_mut(&self.model_id)
+                .and_then(VecDeque::pop_front)
+        };
+        match weights {
+            Some(w) => Decision::from_weights(request, w),
+            None => Err(Error::UnmatchedRequest {
+                model_id: self.model_id.clone(),
+                cache_key: "(decision requests have no cache key)".into(),
+            }),
+        }
+    }
+}

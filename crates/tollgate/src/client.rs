@@ -44,7 +44,12 @@ impl Embedding {
     /// Makes a vector of width `width` with unit length from a provider's raw vector:
     /// truncated first when it is wider and `truncate` is allowed (Matryoshka-trained
     /// models), then scaled to unit length.
-    pub fn normalize(model_id: &str, mut raw: Vec<f32>, width: usize, truncate: bool) -> Result<Self> {
+    pub fn normalize(
+        model_id: &str,
+        mut raw: Vec<f32>,
+        width: usize,
+        truncate: bool,
+    ) -> Result<Self> {
         let got = raw.len();
         let shape_error = |reason: &str| Error::EmbeddingShape {
             model_id: model_id.to_owned(),
@@ -64,11 +69,19 @@ impl Embedding {
         if raw.iter().any(|x| !x.is_finite()) {
             return Err(shape_error("the vector holds NaN or infinite values"));
         }
-        let norm = raw.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+        let norm = raw
+            .iter()
+            .map(|x| f64::from(*x) * f64::from(*x))
+            .sum::<f64>()
+            .sqrt();
         if norm == 0.0 {
             return Err(shape_error("the vector is all zeros and has no direction"));
         }
-        Ok(Embedding(raw.into_iter().map(|x| (f64::from(x) / norm) as f32).collect()))
+        Ok(Embedding(
+            raw.into_iter()
+                .map(|x| (f64::from(x) / norm) as f32)
+                .collect(),
+        ))
     }
 
     /// The components.
@@ -94,12 +107,19 @@ pub trait EmbeddingsClient: Send + Sync + Debug {
     async fn embed(&self, text: &str, purpose: EmbeddingPurpose) -> Result<Embedding> {
         let mut all = self.embed_batch(&[text.to_owned()], purpose).await?;
         all.pop().ok_or_else(|| {
-            Error::ProviderRequest(crate::ProviderRequestError::new(200, "the provider returned no embedding"))
+            Error::ProviderRequest(crate::ProviderRequestError::new(
+                200,
+                "the provider returned no embedding",
+            ))
         })
     }
 
     /// Embeds several texts; the answer has one vector per text, in order.
-    async fn embed_batch(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Embedding>>;
+    async fn embed_batch(
+        &self,
+        texts: &[String],
+        purpose: EmbeddingPurpose,
+    ) -> Result<Vec<Embedding>>;
 }
 
 /// A question in a [`DecisionRequest`].
@@ -152,7 +172,11 @@ pub struct DecisionRequest {
 impl DecisionRequest {
     /// Builds a request; question names must be unique and each choice needs two or
     /// more distinct options.
-    pub fn new(model_id: impl Into<String>, state: impl Into<String>, questions: Vec<Question>) -> Result<Self> {
+    pub fn new(
+        model_id: impl Into<String>,
+        state: impl Into<String>,
+        questions: Vec<Question>,
+    ) -> Result<Self> {
         for (i, q) in questions.iter().enumerate() {
             if questions[..i].iter().any(|p| p.name() == q.name()) {
                 return Err(Error::InvalidRequest {
@@ -161,7 +185,10 @@ impl DecisionRequest {
                 });
             }
             let options = q.options();
-            let distinct = options.iter().enumerate().all(|(j, o)| !options[..j].contains(o));
+            let distinct = options
+                .iter()
+                .enumerate()
+                .all(|(j, o)| !options[..j].contains(o));
             if options.len() < 2 || !distinct {
                 return Err(Error::InvalidRequest {
                     field: format!("questions[{i}].options"),
@@ -170,9 +197,16 @@ impl DecisionRequest {
             }
         }
         if questions.is_empty() {
-            return Err(Error::InvalidRequest { field: "questions".into(), reason: "must hold at least one question".into() });
+            return Err(Error::InvalidRequest {
+                field: "questions".into(),
+                reason: "must hold at least one question".into(),
+            });
         }
-        Ok(DecisionRequest { model_id: model_id.into(), state: state.into(), questions })
+        Ok(DecisionRequest {
+            model_id: model_id.into(),
+            state: state.into(),
+            questions,
+        })
     }
 
     /// The catalog model id.
@@ -191,20 +225,20 @@ impl DecisionRequest {
     }
 }
 
+/// Weights (or probabilities) per option, per question: question → option → weight.
+pub type DecisionWeights = BTreeMap<String, BTreeMap<String, f64>>;
+
 /// Probabilities per option, per question: each question's probabilities sum to 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
-    answers: BTreeMap<String, BTreeMap<String, f64>>,
+    answers: DecisionWeights,
 }
 
 impl Decision {
     /// Makes a decision from weights per option (any non-negative scale), normalizing
     /// each question to sum to 1. Every question of `request` must be answered with
     /// exactly its options.
-    pub fn from_weights(
-        request: &DecisionRequest,
-        weights: BTreeMap<String, BTreeMap<String, f64>>,
-    ) -> Result<Self> {
+    pub fn from_weights(request: &DecisionRequest, weights: DecisionWeights) -> Result<Self> {
         let mut answers = BTreeMap::new();
         for q in request.questions() {
             let field = format!("decision.{}", q.name());
@@ -226,7 +260,10 @@ impl Decision {
                     reason: "weights must be finite, non-negative and not all zero".into(),
                 });
             }
-            answers.insert(q.name().to_owned(), given.iter().map(|(o, w)| (o.clone(), w / total)).collect());
+            answers.insert(
+                q.name().to_owned(),
+                given.iter().map(|(o, w)| (o.clone(), w / total)).collect(),
+            );
         }
         Ok(Decision { answers })
     }
@@ -237,7 +274,7 @@ impl Decision {
     }
 
     /// All answers: question → option → probability.
-    pub fn answers(&self) -> &BTreeMap<String, BTreeMap<String, f64>> {
+    pub fn answers(&self) -> &DecisionWeights {
         &self.answers
     }
 }

@@ -110,7 +110,10 @@ pub enum Block {
 impl Block {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        Block::Text { text: text.into(), cache: None }
+        Block::Text {
+            text: text.into(),
+            cache: None,
+        }
     }
 
     /// This block with a prompt-cache breakpoint.
@@ -146,7 +149,10 @@ pub struct Message {
 impl Message {
     /// A message of one text block.
     pub fn new(role: Role, text: impl Into<String>) -> Self {
-        Message { role, content: vec![Block::text(text)] }
+        Message {
+            role,
+            content: vec![Block::text(text)],
+        }
     }
 
     /// A system message of one text block.
@@ -220,7 +226,10 @@ impl Conversation {
 
     /// Appends the model's answer as an assistant message.
     pub fn push_response(&mut self, response: &crate::LlmResponse) {
-        self.messages.push(Message { role: Role::Assistant, content: response.blocks().to_vec() });
+        self.messages.push(Message {
+            role: Role::Assistant,
+            content: response.blocks().to_vec(),
+        });
     }
 
     /// Adds a tool.
@@ -237,7 +246,10 @@ impl Conversation {
     ) -> crate::Result<crate::LlmRequest> {
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
         if !self.system.is_empty() {
-            messages.push(Message { role: Role::System, content: self.system.clone() });
+            messages.push(Message {
+                role: Role::System,
+                content: self.system.clone(),
+            });
         }
         messages.extend(self.messages.iter().cloned());
         crate::LlmRequest::new(model_id, messages, self.tools.clone(), sampling_params)

@@ -186,7 +186,9 @@ pub enum Error {
     },
 
     /// The provider cannot serve this kind of model.
-    #[error("provider `{provider}` serves no {capability} models, so it cannot serve model `{model_id}`; use another provider for it")]
+    #[error(
+        "provider `{provider}` serves no {capability} models, so it cannot serve model `{model_id}`; use another provider for it"
+    )]
     Unsupported {
         /// Catalog model id.
         model_id: String,
@@ -273,7 +275,9 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
     /// A 5xx server error.
-    #[error("the provider failed with a server error (HTTP {status}); tollgate retries after a back-off")]
+    #[error(
+        "the provider failed with a server error (HTTP {status}); tollgate retries after a back-off"
+    )]
     Server {
         /// The HTTP status (500–599).
         status: u16,
@@ -300,9 +304,8 @@ impl ProviderError {
     /// The provider's requested wait, if it sent one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            ProviderError::RateLimited { retry_after } | ProviderError::Overloaded { retry_after } => {
-                *retry_after
-            }
+            ProviderError::RateLimited { retry_after }
+            | ProviderError::Overloaded { retry_after } => *retry_after,
             _ => None,
         }
     }
@@ -317,7 +320,9 @@ impl ProviderError {
 /// The provider rejected the request (4xx other than 429, or an undecodable success
 /// body). Not a [`ProviderError`], so never retried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the provider rejected the request (HTTP {status}): {message}; fix the request, it is not retried")]
+#[error(
+    "the provider rejected the request (HTTP {status}): {message}; fix the request, it is not retried"
+)]
 pub struct ProviderRequestError {
     /// The HTTP status, e.g. 400; 200 for a success body that could not be decoded.
     pub status: u16,
@@ -328,7 +333,10 @@ pub struct ProviderRequestError {
 impl ProviderRequestError {
     /// A rejection with `status` and the provider's message.
     pub fn new(status: u16, message: impl Into<String>) -> Self {
-        ProviderRequestError { status, message: message.into() }
+        ProviderRequestError {
+            status,
+            message: message.into(),
+        }
     }
 }
 

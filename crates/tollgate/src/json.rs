@@ -137,7 +137,9 @@ pub(crate) fn canonical_string(value: &Value) -> String {
 }
 
 /// Serializes any `Serialize` value canonically.
-pub(crate) fn canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+pub(crate) fn canonical_bytes<T: Serialize + ?Sized>(
+    value: &T,
+) -> Result<Vec<u8>, serde_json::Error> {
     let value = serde_json::to_value(value)?;
     Ok(canonical_string(&value).into_bytes())
 }

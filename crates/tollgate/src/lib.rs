@@ -52,9 +52,12 @@ pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};
 pub use catalog::{Catalog, ModelEntry};
 pub use client::{
-    Decision, DecisionClient, DecisionRequest, Embedding, EmbeddingPurpose, EmbeddingsClient, LlmClient, Question,
+    Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
+    EmbeddingsClient, LlmClient, Question,
 };
-pub use conversation::{Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition};
+pub use conversation::{
+    Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition,
+};
 pub use credentials::{CredentialStore, Secret};
 pub use error::{Dimension, Error, ProviderError, ProviderRequestError, Result};
 pub use json::{Float, Json};

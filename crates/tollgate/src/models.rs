@@ -12,10 +12,15 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::catalog::{Catalog, KnownProviders, ModelEntry, ModelKind};
-use crate::client::{DecisionClient, DecisionRequest, Decision, Embedding, EmbeddingPurpose, EmbeddingsClient, LlmClient};
+use crate::client::{
+    Decision, DecisionClient, DecisionRequest, Embedding, EmbeddingPurpose, EmbeddingsClient,
+    LlmClient,
+};
 use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
-use crate::provider::{ClientProvider, ProviderClients, ProviderContext, ProviderRegistry, RawEmbeddingsClient};
+use crate::provider::{
+    ClientProvider, ProviderClients, ProviderContext, ProviderRegistry, RawEmbeddingsClient,
+};
 use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
@@ -39,7 +44,15 @@ struct Inner {
 impl fmt::Debug for Models {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Models")
-            .field("models", &self.inner.catalog.models().map(|m| &m.id).collect::<Vec<_>>())
+            .field(
+                "models",
+                &self
+                    .inner
+                    .catalog
+                    .models()
+                    .map(|m| &m.id)
+                    .collect::<Vec<_>>(),
+            )
             .field("providers", &self.inner.registry)
             .finish_non_exhaustive()
     }
@@ -96,7 +109,9 @@ impl ModelsBuilder {
         for provider in self.providers {
             registry = registry.with(provider);
         }
-        let credentials = self.credentials.unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
+        let credentials = self
+            .credentials
+            .unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
         Ok(Models {
             inner: Arc::new(Inner {
                 catalog: Arc::new(catalog),
@@ -128,7 +143,10 @@ impl Models {
     pub async fn chat(&self, model_id: &str) -> Result<Arc<dyn LlmClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
         let inner = provider.chat(entry)?;
-        Ok(Arc::new(ModelChat { model_id: entry.id.clone(), inner }))
+        Ok(Arc::new(ModelChat {
+            model_id: entry.id.clone(),
+            inner,
+        }))
     }
 
     /// An embeddings client for catalog model `model_id`: every vector it returns is
@@ -136,10 +154,14 @@ impl Models {
     pub async fn embeddings(&self, model_id: &str) -> Result<Arc<dyn EmbeddingsClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Embeddings).await?;
         let inner = provider.embeddings(entry)?;
-        let width = self.inner.catalog.embedding_width().ok_or_else(|| Error::InvalidRequest {
-            field: "embeddings.width".into(),
-            reason: "is not set in the catalog".into(),
-        })?;
+        let width = self
+            .inner
+            .catalog
+            .embedding_width()
+            .ok_or_else(|| Error::InvalidRequest {
+                field: "embeddings.width".into(),
+                reason: "is not set in the catalog".into(),
+            })?;
         Ok(Arc::new(ModelEmbeddings {
             model_id: entry.id.clone(),
             width,
@@ -153,17 +175,27 @@ impl Models {
     pub async fn decision(&self, model_id: &str) -> Result<Arc<dyn DecisionClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Decision).await?;
         let inner = provider.decision(entry)?;
-        Ok(Arc::new(ModelDecision { model_id: entry.id.clone(), inner }))
+        Ok(Arc::new(ModelDecision {
+            model_id: entry.id.clone(),
+            inner,
+        }))
     }
 
-    async fn provider_for(&self, model_id: &str, wanted: ModelKind) -> Result<(&ModelEntry, Arc<dyn ProviderClients>)> {
+    async fn provider_for(
+        &self,
+        model_id: &str,
+        wanted: ModelKind,
+    ) -> Result<(&ModelEntry, Arc<dyn ProviderClients>)> {
         let entry = self.inner.catalog.get(model_id)?;
         if entry.kind != wanted {
             return Err(Error::WrongModelKind {
                 model_id: model_id.into(),
                 actual: entry.kind.as_str().into(),
                 wanted: wanted.as_str().into(),
-                hint: format!("ask `Models::{}` for it, or set `kind` in the catalog", entry.kind.as_str()),
+                hint: format!(
+                    "ask `Models::{}` for it, or set `kind` in the catalog",
+                    entry.kind.as_str()
+                ),
             });
         }
         let Some(provider) = self.inner.registry.get(&entry.provider) else {
@@ -173,7 +205,8 @@ impl Models {
                     "add `{krate}` to [dependencies] and the line `use {} as _;` to the binary",
                     krate.replace('-', "_")
                 ),
-                _ => "add the crate that registers it, or pass it with ModelsBuilder::provider".into(),
+                _ => "add the crate that registers it, or pass it with ModelsBuilder::provider"
+                    .into(),
             };
             return Err(Error::ProviderNotLinked {
                 model_id: model_id.into(),
@@ -251,12 +284,23 @@ struct ModelEmbeddings {
 
 #[async_trait::async_trait]
 impl EmbeddingsClient for ModelEmbeddings {
-    async fn embed_batch(&self, texts: &[String], purpose: EmbeddingPurpose) -> Result<Vec<Embedding>> {
-        let raw = self.inner.embed_raw(texts, purpose, self.dimensions).await?;
+    async fn embed_batch(
+        &self,
+        texts: &[String],
+        purpose: EmbeddingPurpose,
+    ) -> Result<Vec<Embedding>> {
+        let raw = self
+            .inner
+            .embed_raw(texts, purpose, self.dimensions)
+            .await?;
         if raw.len() != texts.len() {
             return Err(Error::ProviderRequest(crate::ProviderRequestError::new(
                 200,
-                format!("asked for {} embeddings, the provider returned {}", texts.len(), raw.len()),
+                format!(
+                    "asked for {} embeddings, the provider returned {}",
+                    texts.len(),
+                    raw.len()
+                ),
             )));
         }
         let width = usize::try_from(self.width).unwrap_or(usize::MAX);
@@ -279,7 +323,11 @@ impl DecisionClient for ModelDecision {
         if request.model_id() != self.model_id {
             return Err(Error::InvalidRequest {
                 field: "model_id".into(),
-                reason: format!("is `{}` but this client serves model `{}`", request.model_id(), self.model_id),
+                reason: format!(
+                    "is `{}` but this client serves model `{}`",
+                    request.model_id(),
+                    self.model_id
+                ),
             });
         }
         self.inner.decide(request).await

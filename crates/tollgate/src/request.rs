@@ -42,13 +42,25 @@ impl SamplingParams {
 
     /// Sets the temperature (0 to 2).
     pub fn with_temperature(mut self, temperature: f64) -> Result<Self> {
-        self.temperature = Some(check_range("sampling_params.temperature", temperature, 0.0, 2.0, true)?);
+        self.temperature = Some(check_range(
+            "sampling_params.temperature",
+            temperature,
+            0.0,
+            2.0,
+            true,
+        )?);
         Ok(self)
     }
 
     /// Sets nucleus sampling (above 0, at most 1).
     pub fn with_top_p(mut self, top_p: f64) -> Result<Self> {
-        self.top_p = Some(check_range("sampling_params.top_p", top_p, 0.0, 1.0, false)?);
+        self.top_p = Some(check_range(
+            "sampling_params.top_p",
+            top_p,
+            0.0,
+            1.0,
+            false,
+        )?);
         Ok(self)
     }
 
@@ -119,7 +131,13 @@ impl SamplingParams {
 }
 
 fn check_range(field: &str, value: f64, low: f64, high: f64, low_inclusive: bool) -> Result<Float> {
-    let ok = value.is_finite() && (if low_inclusive { value >= low } else { value > low }) && value <= high;
+    let ok = value.is_finite()
+        && (if low_inclusive {
+            value >= low
+        } else {
+            value > low
+        })
+        && value <= high;
     match Float::new(value) {
         Some(f) if ok => Ok(f),
         _ => Err(Error::InvalidRequest {
@@ -168,7 +186,12 @@ impl TryFrom<RawRequest> for LlmRequest {
     type Error = Error;
 
     fn try_from(raw: RawRequest) -> Result<Self> {
-        LlmRequest::new(raw.model_id, raw.messages, raw.tools_schema, raw.sampling_params)
+        LlmRequest::new(
+            raw.model_id,
+            raw.messages,
+            raw.tools_schema,
+            raw.sampling_params,
+        )
     }
 }
 
@@ -188,7 +211,10 @@ impl LlmRequest {
         let mut seen_other = false;
         for (i, message) in messages.iter().enumerate() {
             if message.content.is_empty() {
-                return Err(invalid(&format!("messages[{i}].content"), "must hold at least one block"));
+                return Err(invalid(
+                    &format!("messages[{i}].content"),
+                    "must hold at least one block",
+                ));
             }
             match message.role {
                 Role::System if seen_other => {
@@ -202,11 +228,17 @@ impl LlmRequest {
             }
         }
         if !seen_other {
-            return Err(invalid("messages", "must hold at least one user or assistant message"));
+            return Err(invalid(
+                "messages",
+                "must hold at least one user or assistant message",
+            ));
         }
         for (i, tool) in tools_schema.iter().enumerate() {
             if tool.name.is_empty() {
-                return Err(invalid(&format!("tools_schema[{i}].name"), "must not be empty"));
+                return Err(invalid(
+                    &format!("tools_schema[{i}].name"),
+                    "must not be empty",
+                ));
             }
             if tools_schema[..i].iter().any(|t| t.name == tool.name) {
                 return Err(invalid(
@@ -216,7 +248,12 @@ impl LlmRequest {
             }
         }
         sampling_params.validate()?;
-        Ok(LlmRequest { model_id, messages, tools_schema, sampling_params })
+        Ok(LlmRequest {
+            model_id,
+            messages,
+            tools_schema,
+            sampling_params,
+        })
     }
 
     /// The catalog model id.
@@ -262,10 +299,18 @@ impl LlmRequest {
     pub fn with_appended(&self, more: impl IntoIterator<Item = Message>) -> Result<Self> {
         let mut messages = self.messages.clone();
         messages.extend(more);
-        LlmRequest::new(self.model_id.clone(), messages, self.tools_schema.clone(), self.sampling_params.clone())
+        LlmRequest::new(
+            self.model_id.clone(),
+            messages,
+            self.tools_schema.clone(),
+            self.sampling_params.clone(),
+        )
     }
 }
 
 fn invalid(field: &str, reason: &str) -> Error {
-    Error::InvalidRequest { field: field.into(), reason: reason.into() }
+    Error::InvalidRequest {
+        field: field.into(),
+        reason: reason.into(),
+    }
 }

@@ -52,7 +52,10 @@ pub struct Usage {
 impl Usage {
     /// All input tokens: full-price, cache reads and cache writes.
     pub fn total_input_tokens(&self) -> u64 {
-        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.cache_write_1h_tokens
+        self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.cache_write_1h_tokens
     }
 
     /// Input and output together.
@@ -108,16 +111,21 @@ impl LlmResponse {
     /// they are; fails if they do not decode as a response.
     pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Result<Self> {
         let bytes = bytes.into();
-        let body: ResponseBody = serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
-            what: "stored response bytes".into(),
-            source,
-        })?;
+        let body: ResponseBody =
+            serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
+                what: "stored response bytes".into(),
+                source,
+            })?;
         Ok(Self::assemble(bytes, body))
     }
 
     fn assemble(bytes: Arc<[u8]>, body: ResponseBody) -> Self {
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
-        LlmResponse { bytes, digest, body: Arc::new(body) }
+        LlmResponse {
+            bytes,
+            digest,
+            body: Arc::new(body),
+        }
     }
 
     /// The canonical response bytes.
@@ -147,7 +155,11 @@ impl LlmResponse {
 
     /// All text blocks joined.
     pub fn text(&self) -> String {
-        self.body.content.iter().filter_map(Block::as_text).collect()
+        self.body
+            .content
+            .iter()
+            .filter_map(Block::as_text)
+            .collect()
     }
 
     /// Why the model stopped.

@@ -54,7 +54,9 @@ pub struct ResponseStream {
 impl ResponseStream {
     /// Wraps a stream of events.
     pub fn new(inner: impl Stream<Item = Result<StreamEvent>> + Send + 'static) -> Self {
-        ResponseStream { inner: Box::pin(inner) }
+        ResponseStream {
+            inner: Box::pin(inner),
+        }
     }
 
     /// Reads the stream to its end and returns the completed response.

@@ -53,7 +53,12 @@ const KEY_LAYOUT_VERSION: u32 = 1;
 /// Stable across runs, platforms and the order of fields and JSON object keys: objects
 /// are written with sorted keys at every depth, without whitespace.
 pub fn compute_cache_key(request: &LlmRequest, key: &str, seq: u64) -> Result<CacheKey> {
-    let material = KeyMaterial { version: KEY_LAYOUT_VERSION, request, key, seq };
+    let material = KeyMaterial {
+        version: KEY_LAYOUT_VERSION,
+        request,
+        key,
+        seq,
+    };
     let bytes = canonical_bytes(&material).map_err(|source| Error::Decode {
         what: "a request for its cache key".into(),
         source,
@@ -82,13 +87,28 @@ mod tests {
                 "tools_schema":[{"input_schema":{"properties":{"b":{"type":"number"},"a":{"type":"string"}},"type":"object"},"description":"d","name":"t"}],
                 "messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],"model_id":"m"}"#,
         );
-        assert_eq!(compute_cache_key(&a, "job", 0).unwrap(), compute_cache_key(&b, "job", 0).unwrap());
+        assert_eq!(
+            compute_cache_key(&a, "job", 0).unwrap(),
+            compute_cache_key(&b, "job", 0).unwrap()
+        );
     }
 
     #[test]
     fn cache_key_changes_with_each_input() {
-        let r = LlmRequest::new("m", vec![Message::user("hi")], vec![], SamplingParams::new()).unwrap();
-        let other = LlmRequest::new("m", vec![Message::user("ho")], vec![], SamplingParams::new()).unwrap();
+        let r = LlmRequest::new(
+            "m",
+            vec![Message::user("hi")],
+            vec![],
+            SamplingParams::new(),
+        )
+        .unwrap();
+        let other = LlmRequest::new(
+            "m",
+            vec![Message::user("ho")],
+            vec![],
+            SamplingParams::new(),
+        )
+        .unwrap();
         let base = compute_cache_key(&r, "k", 0).unwrap();
         assert_ne!(base, compute_cache_key(&r, "k", 1).unwrap());
         assert_ne!(base, compute_cache_key(&r, "k2", 0).unwrap());
@@ -104,7 +124,11 @@ mod tests {
             "claude-sonnet",
             vec![Message::system("Be brief."), Message::user("What is 2+2?")],
             vec![],
-            SamplingParams::new().with_temperature(0.0).unwrap().with_max_output_tokens(64).unwrap(),
+            SamplingParams::new()
+                .with_temperature(0.0)
+                .unwrap()
+                .with_max_output_tokens(64)
+                .unwrap(),
         )
         .unwrap();
         let key = compute_cache_key(&r, "activation-1", 7).unwrap();

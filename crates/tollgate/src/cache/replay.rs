@@ -32,11 +32,19 @@ impl MemoryReplayStore {
 #[async_trait::async_trait]
 impl ReplayStore for MemoryReplayStore {
     async fn get(&self, key: &CacheKey) -> Result<Option<Vec<u8>>> {
-        Ok(self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned())
+        Ok(self
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned())
     }
 
     async fn put(&self, key: &CacheKey, bytes: &[u8]) -> Result<()> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).insert(*key, bytes.to_vec());
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(*key, bytes.to_vec());
         Ok(())
     }
 }
@@ -67,7 +75,10 @@ impl DirReplayStore {
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> Error {
-    Error::ReplayStore { path: path.display().to_string(), source }
+    Error::ReplayStore {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 #[async_trait::async_trait]
@@ -82,11 +93,19 @@ impl ReplayStore for DirReplayStore {
     }
 
     async fn put(&self, key: &CacheKey, bytes: &[u8]) -> Result<()> {
-        tokio::fs::create_dir_all(&self.dir).await.map_err(|e| io_error(&self.dir, e))?;
+        tokio::fs::create_dir_all(&self.dir)
+            .await
+            .map_err(|e| io_error(&self.dir, e))?;
         let path = self.path_of(key);
-        let tmp = self.dir.join(format!(".{}.{}.tmp", key.to_hex(), std::process::id()));
-        tokio::fs::write(&tmp, bytes).await.map_err(|e| io_error(&tmp, e))?;
-        tokio::fs::rename(&tmp, &path).await.map_err(|e| io_error(&path, e))
+        let tmp = self
+            .dir
+            .join(format!(".{}.{}.tmp", key.to_hex(), std::process::id()));
+        tokio::fs::write(&tmp, bytes)
+            .await
+            .map_err(|e| io_error(&tmp, e))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(|e| io_error(&path, e))
     }
 }
 
@@ -99,7 +118,9 @@ pub struct ReplayCache {
 impl ReplayCache {
     /// A cache over `store`.
     pub fn new(store: impl ReplayStore + 'static) -> Self {
-        ReplayCache { store: Arc::new(store) }
+        ReplayCache {
+            store: Arc::new(store),
+        }
     }
 
     /// A cache in memory.
@@ -129,16 +150,29 @@ impl ReplayCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Block, LlmRequest, Message, ResponseBody, SamplingParams, StopReason, Usage, compute_cache_key};
+    use crate::{
+        Block, LlmRequest, Message, ResponseBody, SamplingParams, StopReason, Usage,
+        compute_cache_key,
+    };
 
     fn sample() -> (CacheKey, LlmResponse) {
-        let request = LlmRequest::new("m", vec![Message::user("hi")], vec![], SamplingParams::new()).unwrap();
+        let request = LlmRequest::new(
+            "m",
+            vec![Message::user("hi")],
+            vec![],
+            SamplingParams::new(),
+        )
+        .unwrap();
         let key = compute_cache_key(&request, "k", 0).unwrap();
         let response = LlmResponse::new(ResponseBody {
             model: "fake-1".into(),
             content: vec![Block::text("hello")],
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() },
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 1,
+                ..Usage::default()
+            },
         })
         .unwrap();
         (key, response)
@@ -159,8 +193,15 @@ mod tests {
     async fn replay_cache_on_disk_survives_a_new_handle() {
         let dir = tempfile::tempdir().unwrap();
         let (key, response) = sample();
-        ReplayCache::in_dir(dir.path()).put(&key, &response).await.unwrap();
-        let back = ReplayCache::in_dir(dir.path()).get(&key).await.unwrap().unwrap();
+        ReplayCache::in_dir(dir.path())
+            .put(&key, &response)
+            .await
+            .unwrap();
+        let back = ReplayCache::in_dir(dir.path())
+            .get(&key)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(back, response);
         assert!(dir.path().join(format!("{}.json", key.to_hex())).exists());
     }
@@ -169,7 +210,11 @@ mod tests {
     async fn replay_cache_reports_corrupt_files_as_decode_errors() {
         let dir = tempfile::tempdir().unwrap();
         let (key, _) = sample();
-        std::fs::write(dir.path().join(format!("{}.json", key.to_hex())), b"not json").unwrap();
+        std::fs::write(
+            dir.path().join(format!("{}.json", key.to_hex())),
+            b"not json",
+        )
+        .unwrap();
         let err = ReplayCache::in_dir(dir.path()).get(&key).await.unwrap_err();
         assert!(matches!(err, Error::Decode { .. }), "{err}");
     }

@@ -62,7 +62,10 @@ impl Price {
         per(usage.input_tokens, self.input)
             + per(usage.cache_read_tokens, self.cache_read)
             + per(usage.cache_write_tokens, self.cache_write)
-            + per(usage.cache_write_1h_tokens, self.cache_write_1h.unwrap_or(self.cache_write))
+            + per(
+                usage.cache_write_1h_tokens,
+                self.cache_write_1h.unwrap_or(self.cache_write),
+            )
             + per(usage.output_tokens, self.output)
     }
 }
@@ -113,7 +116,11 @@ pub struct ModelEntry {
 
 impl ModelEntry {
     /// A chat model `id` served by `provider` under the provider's name `name`.
-    pub fn new(id: impl Into<String>, provider: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        provider: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
         ModelEntry {
             id: id.into(),
             provider: provider.into(),
@@ -193,11 +200,17 @@ impl ModelEntry {
 
     /// The output limit for a request that sets none.
     pub fn output_limit(&self, requested: Option<u64>) -> Option<u64> {
-        requested.or(self.default_output_tokens).or(self.max_output_tokens)
+        requested
+            .or(self.default_output_tokens)
+            .or(self.max_output_tokens)
     }
 
     /// Checks what can be checked without the other entries.
-    pub(super) fn validate_alone(&self, known: &KnownProviders, width: Option<u64>) -> Result<(), CatalogError> {
+    pub(super) fn validate_alone(
+        &self,
+        known: &KnownProviders,
+        width: Option<u64>,
+    ) -> Result<(), CatalogError> {
         let invalid = |field: &str, reason: &str| CatalogError::InvalidField {
             model_id: self.id.clone(),
             field: field.into(),
@@ -216,8 +229,16 @@ impl ModelEntry {
                 known: known.list(),
             });
         };
-        if requires_credential && self.credential.as_deref().is_none_or(|c| c.trim().is_empty()) {
-            return Err(CatalogError::MissingCredential { model_id: self.id.clone(), provider: self.provider.clone() });
+        if requires_credential
+            && self
+                .credential
+                .as_deref()
+                .is_none_or(|c| c.trim().is_empty())
+        {
+            return Err(CatalogError::MissingCredential {
+                model_id: self.id.clone(),
+                provider: self.provider.clone(),
+            });
         }
         for (field, value) in [
             ("max_output_tokens", self.max_output_tokens),
@@ -228,14 +249,14 @@ impl ModelEntry {
                 return Err(invalid(field, "must be at least 1"));
             }
         }
-        if let (Some(default), Some(max)) = (self.default_output_tokens, self.max_output_tokens) {
-            if default > max {
-                return Err(CatalogError::DefaultAboveMax {
-                    model_id: self.id.clone(),
-                    default_output_tokens: default,
-                    max_output_tokens: max,
-                });
-            }
+        if let (Some(default), Some(max)) = (self.default_output_tokens, self.max_output_tokens)
+            && default > max
+        {
+            return Err(CatalogError::DefaultAboveMax {
+                model_id: self.id.clone(),
+                default_output_tokens: default,
+                max_output_tokens: max,
+            });
         }
         if self.kind == ModelKind::Chat && self.max_output_tokens.is_none() {
             return Err(invalid(
@@ -252,7 +273,10 @@ impl ModelEntry {
                 ("price.cache_write_1h", price.cache_write_1h),
             ] {
                 if value.is_some_and(|v| !v.is_finite() || v < 0.0) {
-                    return Err(invalid(field, "must be a finite number of USD per million tokens, 0 or more"));
+                    return Err(invalid(
+                        field,
+                        "must be a finite number of USD per million tokens, 0 or more",
+                    ));
                 }
             }
         }

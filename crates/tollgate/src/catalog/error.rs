@@ -36,7 +36,9 @@ pub enum CatalogError {
         reason: String,
     },
     /// The model names a provider key that is neither first-party nor linked.
-    #[error("catalog model `{model_id}`: field `provider` names unknown provider `{provider}`; known providers: {known}")]
+    #[error(
+        "catalog model `{model_id}`: field `provider` names unknown provider `{provider}`; known providers: {known}"
+    )]
     UnknownProvider {
         /// The model id.
         model_id: String,
@@ -59,7 +61,9 @@ pub enum CatalogError {
         max_output_tokens: u64,
     },
     /// A fallback names a model that is not in the catalog.
-    #[error("catalog model `{model_id}`: field `fallbacks` names `{fallback}`, which is not in the catalog")]
+    #[error(
+        "catalog model `{model_id}`: field `fallbacks` names `{fallback}`, which is not in the catalog"
+    )]
     UnknownFallback {
         /// The model id.
         model_id: String,
@@ -67,7 +71,9 @@ pub enum CatalogError {
         fallback: String,
     },
     /// A model lists itself as its own fallback.
-    #[error("catalog model `{model_id}`: field `fallbacks` names the model itself; a fallback must be another model")]
+    #[error(
+        "catalog model `{model_id}`: field `fallbacks` names the model itself; a fallback must be another model"
+    )]
     SelfFallback {
         /// The model id.
         model_id: String,
@@ -84,7 +90,9 @@ pub enum CatalogError {
         provider: String,
     },
     /// Two models share an id.
-    #[error("catalog model `{model_id}` is defined twice (field `models.{model_id}`); model ids must be unique")]
+    #[error(
+        "catalog model `{model_id}` is defined twice (field `models.{model_id}`); model ids must be unique"
+    )]
     DuplicateModel {
         /// The repeated id.
         model_id: String,

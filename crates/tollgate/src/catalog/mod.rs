@@ -43,8 +43,10 @@ impl Catalog {
     /// Reads, parses and validates a TOML file.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, CatalogError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| CatalogError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         Self::from_toml_str(&text)
     }
 
@@ -60,10 +62,12 @@ impl Catalog {
 
     /// The entry for `model_id`, or [`Error::UnknownModel`] listing the known ids.
     pub fn get(&self, model_id: &str) -> Result<&ModelEntry, Error> {
-        self.models.get(model_id).ok_or_else(|| Error::UnknownModel {
-            model_id: model_id.into(),
-            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        self.models
+            .get(model_id)
+            .ok_or_else(|| Error::UnknownModel {
+                model_id: model_id.into(),
+                known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 
     /// Every entry, by id.
@@ -133,7 +137,9 @@ fn validate(
         entry.validate_alone(known, embedding_width)?;
         for fallback in &entry.fallbacks {
             if fallback == &entry.id {
-                return Err(CatalogError::SelfFallback { model_id: entry.id.clone() });
+                return Err(CatalogError::SelfFallback {
+                    model_id: entry.id.clone(),
+                });
             }
             if !models.contains_key(fallback) {
                 return Err(CatalogError::UnknownFallback {
@@ -143,7 +149,10 @@ fn validate(
             }
         }
     }
-    Ok(Catalog { models, embedding_width })
+    Ok(Catalog {
+        models,
+        embedding_width,
+    })
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! mistake (a negative limit, a string where a number belongs, a misspelt field) is
 //! reported with the model id and the field's name.
 
-use super::entry::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
 use super::CatalogError;
+use super::entry::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
 use toml::{Table, Value};
 
 const MODEL_FIELDS: &[&str] = &[
@@ -28,13 +28,23 @@ const MODEL_FIELDS: &[&str] = &[
     "options",
 ];
 
-const PRICE_FIELDS: &[&str] = &["input", "output", "cache_read", "cache_write", "cache_write_1h"];
+const PRICE_FIELDS: &[&str] = &[
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "cache_write_1h",
+];
 
 pub(super) fn parse_catalog(text: &str) -> Result<(Vec<ModelEntry>, Option<u64>), CatalogError> {
     if let Some(model_id) = duplicate_model_header(text) {
         return Err(CatalogError::DuplicateModel { model_id });
     }
-    let root: Table = text.parse().map_err(|e: toml::de::Error| CatalogError::Syntax { message: e.to_string() })?;
+    let root: Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| CatalogError::Syntax {
+            message: e.to_string(),
+        })?;
     let mut width = None;
     let mut models = Vec::new();
     for (key, value) in &root {
@@ -42,14 +52,20 @@ pub(super) fn parse_catalog(text: &str) -> Result<(Vec<ModelEntry>, Option<u64>)
             "embeddings" => width = parse_embeddings(value)?,
             "models" => {
                 let Value::Table(table) = value else {
-                    return Err(section("models", "must be a table of `[models.ID]` entries"));
+                    return Err(section(
+                        "models",
+                        "must be a table of `[models.ID]` entries",
+                    ));
                 };
                 for (id, model) in table {
                     models.push(parse_model(id, model)?);
                 }
             }
             other => {
-                return Err(section(other, "is not a catalog section; expected `[models.ID]` or `[embeddings]`"));
+                return Err(section(
+                    other,
+                    "is not a catalog section; expected `[models.ID]` or `[embeddings]`",
+                ));
             }
         }
     }
@@ -57,7 +73,10 @@ pub(super) fn parse_catalog(text: &str) -> Result<(Vec<ModelEntry>, Option<u64>)
 }
 
 fn section(field: &str, reason: &str) -> CatalogError {
-    CatalogError::InvalidSection { field: field.into(), reason: reason.into() }
+    CatalogError::InvalidSection {
+        field: field.into(),
+        reason: reason.into(),
+    }
 }
 
 fn parse_embeddings(value: &Value) -> Result<Option<u64>, CatalogError> {
@@ -68,9 +87,16 @@ fn parse_embeddings(value: &Value) -> Result<Option<u64>, CatalogError> {
     for (key, value) in table {
         match key.as_str() {
             "width" => {
-                width = Some(whole_number(value).map_err(|reason| section("embeddings.width", &reason))?);
+                width = Some(
+                    whole_number(value).map_err(|reason| section("embeddings.width", &reason))?,
+                );
             }
-            other => return Err(section(&format!("embeddings.{other}"), "is not a known field; expected `width`")),
+            other => {
+                return Err(section(
+                    &format!("embeddings.{other}"),
+                    "is not a known field; expected `width`",
+                ));
+            }
         }
     }
     Ok(width)
@@ -82,8 +108,12 @@ fn duplicate_model_header(text: &str) -> Option<String> {
     let mut seen = std::collections::HashSet::new();
     for line in text.lines() {
         let line = line.trim();
-        let Some(rest) = line.strip_prefix('[').filter(|_| !line.starts_with("[[")) else { continue };
-        let Some(inner) = rest.split(']').next() else { continue };
+        let Some(rest) = line.strip_prefix('[').filter(|_| !line.starts_with("[[")) else {
+            continue;
+        };
+        let Some(inner) = rest.split(']').next() else {
+            continue;
+        };
         let parts = split_dotted_key(inner.trim());
         if parts.len() == 2 && parts[0] == "models" && !seen.insert(parts[1].clone()) {
             return Some(parts[1].clone());
@@ -113,9 +143,14 @@ fn split_dotted_key(key: &str) -> Vec<String> {
 fn whole_number(value: &Value) -> Result<u64, String> {
     match value {
         Value::Integer(n) if *n >= 0 => Ok(*n as u64),
-        Value::Integer(n) => Err(format!("must not be negative, got {n} (use 0 for unlimited where allowed)")),
+        Value::Integer(n) => Err(format!(
+            "must not be negative, got {n} (use 0 for unlimited where allowed)"
+        )),
         Value::Float(f) => Err(format!("must be a whole number, got {f}")),
-        other => Err(format!("must be a whole number, got {} {other}", other.type_str())),
+        other => Err(format!(
+            "must be a whole number, got {} {other}",
+            other.type_str()
+        )),
     }
 }
 
@@ -123,8 +158,13 @@ fn number(value: &Value) -> Result<f64, String> {
     match value {
         Value::Integer(n) if *n >= 0 => Ok(*n as f64),
         Value::Float(f) if f.is_finite() && *f >= 0.0 => Ok(*f),
-        Value::Integer(_) | Value::Float(_) => Err(format!("must be a finite number, 0 or more, got {value}")),
-        other => Err(format!("must be a number, got {} {other}", other.type_str())),
+        Value::Integer(_) | Value::Float(_) => {
+            Err(format!("must be a finite number, 0 or more, got {value}"))
+        }
+        other => Err(format!(
+            "must be a number, got {} {other}",
+            other.type_str()
+        )),
     }
 }
 
@@ -139,34 +179,54 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
     };
     for key in table.keys() {
         if !MODEL_FIELDS.contains(&key.as_str()) {
-            return Err(invalid(key, format!("is not a known field; known fields: {}", MODEL_FIELDS.join(", "))));
+            return Err(invalid(
+                key,
+                format!(
+                    "is not a known field; known fields: {}",
+                    MODEL_FIELDS.join(", ")
+                ),
+            ));
         }
     }
     let string = |field: &str| -> Result<Option<String>, CatalogError> {
         match table.get(field) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(invalid(field, format!("must be a string, got {} {other}", other.type_str()))),
+            Some(other) => Err(invalid(
+                field,
+                format!("must be a string, got {} {other}", other.type_str()),
+            )),
         }
     };
     let count = |field: &str| -> Result<Option<u64>, CatalogError> {
-        table.get(field).map(whole_number).transpose().map_err(|reason| invalid(field, reason))
+        table
+            .get(field)
+            .map(whole_number)
+            .transpose()
+            .map_err(|reason| invalid(field, reason))
     };
     let flag = |field: &str| -> Result<bool, CatalogError> {
         match table.get(field) {
             None => Ok(false),
             Some(Value::Boolean(b)) => Ok(*b),
-            Some(other) => Err(invalid(field, format!("must be true or false, got {other}"))),
+            Some(other) => Err(invalid(
+                field,
+                format!("must be true or false, got {other}"),
+            )),
         }
     };
 
-    let provider = string("provider")?.ok_or_else(|| invalid("provider", "is required: the provider key".into()))?;
+    let provider = string("provider")?
+        .ok_or_else(|| invalid("provider", "is required: the provider key".into()))?;
     let kind = match string("kind")?.as_deref() {
         None | Some("chat") => ModelKind::Chat,
         Some("embeddings") => ModelKind::Embeddings,
         Some("decision") => ModelKind::Decision,
         Some(other) => {
-            return Err(invalid("kind", format!("must be `chat`, `embeddings` or `decision`, got `{other}`")));
+            return Err(invalid(
+                "kind",
+                format!("must be `chat`, `embeddings` or `decision`, got `{other}`"),
+            ));
         }
     };
     let fallbacks = match table.get("fallbacks") {
@@ -175,10 +235,18 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             .iter()
             .map(|item| match item {
                 Value::String(s) => Ok(s.clone()),
-                other => Err(invalid("fallbacks", format!("must list model ids as strings, got {other}"))),
+                other => Err(invalid(
+                    "fallbacks",
+                    format!("must list model ids as strings, got {other}"),
+                )),
             })
             .collect::<Result<_, _>>()?,
-        Some(other) => return Err(invalid("fallbacks", format!("must be an array of model ids, got {other}"))),
+        Some(other) => {
+            return Err(invalid(
+                "fallbacks",
+                format!("must be an array of model ids, got {other}"),
+            ));
+        }
     };
     let price = match table.get("price") {
         None => None,
@@ -192,10 +260,18 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
                 }
             }
             let get = |field: &str| -> Result<Option<f64>, CatalogError> {
-                p.get(field).map(number).transpose().map_err(|r| invalid(&format!("price.{field}"), r))
+                p.get(field)
+                    .map(number)
+                    .transpose()
+                    .map_err(|r| invalid(&format!("price.{field}"), r))
             };
             let required = |field: &str| -> Result<f64, CatalogError> {
-                get(field)?.ok_or_else(|| invalid(&format!("price.{field}"), "is required when `price` is given".into()))
+                get(field)?.ok_or_else(|| {
+                    invalid(
+                        &format!("price.{field}"),
+                        "is required when `price` is given".into(),
+                    )
+                })
             };
             Some(Price {
                 input: required("input")?,
@@ -205,7 +281,12 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
                 cache_write_1h: get("cache_write_1h")?,
             })
         }
-        Some(other) => return Err(invalid("price", format!("must be a table of USD per million tokens, got {other}"))),
+        Some(other) => {
+            return Err(invalid(
+                "price",
+                format!("must be a table of USD per million tokens, got {other}"),
+            ));
+        }
     };
     let options = match table.get("options") {
         None => Table::new(),

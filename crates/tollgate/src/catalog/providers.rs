@@ -19,13 +19,41 @@ pub struct ProviderInfo {
 /// `openai-compatible` servers (vLLM, Ollama, llama.cpp) often need no key; Bedrock falls
 /// back to the AWS default credential chain.
 pub const FIRST_PARTY_PROVIDERS: &[ProviderInfo] = &[
-    ProviderInfo { key: "fake", crate_name: "tollgate-fake", requires_credential: false },
-    ProviderInfo { key: "anthropic-direct", crate_name: "tollgate-anthropic", requires_credential: true },
-    ProviderInfo { key: "openai", crate_name: "tollgate-openai", requires_credential: true },
-    ProviderInfo { key: "openai-compatible", crate_name: "tollgate-openai", requires_credential: false },
-    ProviderInfo { key: "bedrock-converse", crate_name: "tollgate-bedrock", requires_credential: false },
-    ProviderInfo { key: "anthropic-bedrock", crate_name: "tollgate-bedrock", requires_credential: false },
-    ProviderInfo { key: "gemini", crate_name: "tollgate-gemini", requires_credential: true },
+    ProviderInfo {
+        key: "fake",
+        crate_name: "tollgate-fake",
+        requires_credential: false,
+    },
+    ProviderInfo {
+        key: "anthropic-direct",
+        crate_name: "tollgate-anthropic",
+        requires_credential: true,
+    },
+    ProviderInfo {
+        key: "openai",
+        crate_name: "tollgate-openai",
+        requires_credential: true,
+    },
+    ProviderInfo {
+        key: "openai-compatible",
+        crate_name: "tollgate-openai",
+        requires_credential: false,
+    },
+    ProviderInfo {
+        key: "bedrock-converse",
+        crate_name: "tollgate-bedrock",
+        requires_credential: false,
+    },
+    ProviderInfo {
+        key: "anthropic-bedrock",
+        crate_name: "tollgate-bedrock",
+        requires_credential: false,
+    },
+    ProviderInfo {
+        key: "gemini",
+        crate_name: "tollgate-gemini",
+        requires_credential: true,
+    },
 ];
 
 /// The provider keys a catalog is checked against.
@@ -61,10 +89,18 @@ impl KnownProviders {
     }
 
     /// Adds (or replaces) a key.
-    pub fn with(mut self, key: impl Into<String>, crate_name: impl Into<String>, requires_credential: bool) -> Self {
+    pub fn with(
+        mut self,
+        key: impl Into<String>,
+        crate_name: impl Into<String>,
+        requires_credential: bool,
+    ) -> Self {
         self.by_key.insert(
             key.into(),
-            ProviderInfoOwned { crate_name: crate_name.into(), requires_credential },
+            ProviderInfoOwned {
+                crate_name: crate_name.into(),
+                requires_credential,
+            },
         );
         self
     }

@@ -43,12 +43,20 @@ max_output_tokens = 100
 "#;
 
 fn err(text: &str) -> String {
-    Catalog::from_toml_str(text).expect_err("catalog must be rejected").to_string()
+    Catalog::from_toml_str(text)
+        .expect_err("catalog must be rejected")
+        .to_string()
 }
 
 fn assert_names(message: &str, model: &str, field: &str) {
-    assert!(message.contains(&format!("`{model}`")), "message should name model `{model}`: {message}");
-    assert!(message.contains(field), "message should name field `{field}`: {message}");
+    assert!(
+        message.contains(&format!("`{model}`")),
+        "message should name model `{model}`: {message}"
+    );
+    assert!(
+        message.contains(field),
+        "message should name field `{field}`: {message}"
+    );
 }
 
 #[test]
@@ -56,10 +64,22 @@ fn catalog_loads_a_valid_file_with_every_field() {
     let catalog = Catalog::from_toml_str(GOOD).unwrap();
     let sonnet = catalog.model("claude-sonnet").unwrap();
     assert_eq!(sonnet.name, "claude-sonnet-4-5");
-    assert_eq!(sonnet.limits, Limits { rpm: 4000, tpm: 0, input_tpm: 2_000_000, output_tpm: 400_000 });
+    assert_eq!(
+        sonnet.limits,
+        Limits {
+            rpm: 4000,
+            tpm: 0,
+            input_tpm: 2_000_000,
+            output_tpm: 400_000
+        }
+    );
     assert_eq!(sonnet.fallbacks, vec!["gpt-4o".to_string()]);
     assert_eq!(sonnet.price.unwrap().cache_write_1h, Some(6.0));
-    assert_eq!(catalog.model("gpt-4o").unwrap().name, "gpt-4o", "name defaults to the id");
+    assert_eq!(
+        catalog.model("gpt-4o").unwrap().name,
+        "gpt-4o",
+        "name defaults to the id"
+    );
     assert_eq!(catalog.embedding_width(), Some(1024));
     assert_eq!(catalog.model("embed").unwrap().kind, ModelKind::Embeddings);
 }
@@ -68,7 +88,10 @@ fn catalog_loads_a_valid_file_with_every_field() {
 fn catalog_rejects_unknown_provider_key() {
     let m = err("[models.x]\nprovider = \"antropic\"\nmax_output_tokens = 10\n");
     assert_names(&m, "x", "provider");
-    assert!(m.contains("antropic") && m.contains("anthropic-direct"), "{m}");
+    assert!(
+        m.contains("antropic") && m.contains("anthropic-direct"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -88,14 +111,17 @@ fn catalog_rejects_limit_that_is_not_a_number() {
 
 #[test]
 fn catalog_rejects_default_output_above_max() {
-    let m = err("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\ndefault_output_tokens = 11\n");
+    let m = err(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\ndefault_output_tokens = 11\n",
+    );
     assert_names(&m, "x", "default_output_tokens");
     assert!(m.contains("max_output_tokens"), "{m}");
 }
 
 #[test]
 fn catalog_rejects_fallback_to_unknown_model() {
-    let m = err("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nfallbacks = [\"nope\"]\n");
+    let m =
+        err("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nfallbacks = [\"nope\"]\n");
     assert_names(&m, "x", "fallbacks");
     assert!(m.contains("nope"), "{m}");
 }
@@ -112,12 +138,17 @@ fn catalog_rejects_missing_credential_for_provider_that_needs_one() {
     let m = err("[models.x]\nprovider = \"anthropic-direct\"\nmax_output_tokens = 10\n");
     assert_names(&m, "x", "credential");
     // Providers that can run without a key are accepted without one.
-    Catalog::from_toml_str("[models.x]\nprovider = \"openai-compatible\"\nmax_output_tokens = 10\n").unwrap();
+    Catalog::from_toml_str(
+        "[models.x]\nprovider = \"openai-compatible\"\nmax_output_tokens = 10\n",
+    )
+    .unwrap();
 }
 
 #[test]
 fn catalog_rejects_duplicate_model_ids_in_toml() {
-    let m = err("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.\"x\"]\nprovider = \"fake\"\n");
+    let m = err(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.\"x\"]\nprovider = \"fake\"\n",
+    );
     assert_names(&m, "x", "models.x");
     assert!(m.contains("twice"), "{m}");
 }
@@ -129,7 +160,10 @@ fn catalog_rejects_duplicate_model_ids_in_code() {
         .model(ModelEntry::new("x", "fake", "b").with_output_tokens(10, 10))
         .build()
         .unwrap_err();
-    assert!(matches!(e, CatalogError::DuplicateModel { ref model_id } if model_id == "x"), "{e}");
+    assert!(
+        matches!(e, CatalogError::DuplicateModel { ref model_id } if model_id == "x"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -140,28 +174,38 @@ fn catalog_rejects_misspelt_field() {
 
 #[test]
 fn catalog_rejects_negative_price() {
-    let m = err("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.x.price]\ninput = -1\noutput = 2\n");
+    let m = err(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.x.price]\ninput = -1\noutput = 2\n",
+    );
     assert_names(&m, "x", "price.input");
 }
 
 #[test]
 fn catalog_rejects_embedding_model_that_cannot_reach_the_width() {
-    let base = "[embeddings]\nwidth = 1024\n[models.e]\nprovider = \"fake\"\nkind = \"embeddings\"\n";
+    let base =
+        "[embeddings]\nwidth = 1024\n[models.e]\nprovider = \"fake\"\nkind = \"embeddings\"\n";
     let m = err(&format!("{base}native_width = 3072\n"));
     assert_names(&m, "e", "truncation_safe");
-    let m = err(&format!("{base}native_width = 768\ntruncation_safe = true\n"));
+    let m = err(&format!(
+        "{base}native_width = 768\ntruncation_safe = true\n"
+    ));
     assert_names(&m, "e", "native_width");
     let m = err(base);
     assert_names(&m, "e", "native_width");
     // Each way to reach the width is accepted.
-    for ok in ["native_width = 1024\n", "native_width = 3072\ntruncation_safe = true\n", "dimensions_param = true\n"] {
+    for ok in [
+        "native_width = 1024\n",
+        "native_width = 3072\ntruncation_safe = true\n",
+        "dimensions_param = true\n",
+    ] {
         Catalog::from_toml_str(&format!("{base}{ok}")).unwrap();
     }
 }
 
 #[test]
 fn catalog_requires_embedding_width_when_it_has_embeddings_models() {
-    let m = err("[models.e]\nprovider = \"fake\"\nkind = \"embeddings\"\ndimensions_param = true\n");
+    let m =
+        err("[models.e]\nprovider = \"fake\"\nkind = \"embeddings\"\ndimensions_param = true\n");
     assert!(m.contains("embeddings.width") && m.contains("`e`"), "{m}");
 }
 
@@ -193,14 +237,24 @@ fn catalog_built_in_code_runs_the_same_checks() {
     assert!(matches!(e, CatalogError::MissingCredential { .. }), "{e}");
     Catalog::builder()
         .known_providers(known)
-        .model(ModelEntry::new("x", "mine", "x").with_output_tokens(10, 10).with_credential("c"))
+        .model(
+            ModelEntry::new("x", "mine", "x")
+                .with_output_tokens(10, 10)
+                .with_credential("c"),
+        )
         .build()
         .unwrap();
 }
 
 #[test]
 fn price_counts_each_kind_of_token_once() {
-    let price = Price { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75, cache_write_1h: Some(6.0) };
+    let price = Price {
+        input: 3.0,
+        output: 15.0,
+        cache_read: 0.3,
+        cache_write: 3.75,
+        cache_write_1h: Some(6.0),
+    };
     let usage = Usage {
         input_tokens: 1_000,
         cache_read_tokens: 100_000,

@@ -43,7 +43,9 @@ impl fmt::Display for Secret {
 #[non_exhaustive]
 pub enum CredentialError {
     /// The store has no credential with this id.
-    #[error("credential `{id}` is not in the {store}; add it there or fix the model's `credential` in the catalog")]
+    #[error(
+        "credential `{id}` is not in the {store}; add it there or fix the model's `credential` in the catalog"
+    )]
     NotFound {
         /// The id asked for.
         id: String,
@@ -104,7 +106,10 @@ impl MemoryCredentialStore {
 
     /// Removes a secret.
     pub fn remove(&self, id: &str) {
-        self.secrets.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        self.secrets
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 }
 
@@ -113,7 +118,9 @@ impl fmt::Debug for MemoryCredentialStore {
         let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
         let mut ids: Vec<&String> = secrets.keys().collect();
         ids.sort();
-        f.debug_struct("MemoryCredentialStore").field("ids", &ids).finish()
+        f.debug_struct("MemoryCredentialStore")
+            .field("ids", &ids)
+            .finish()
     }
 }
 
@@ -125,7 +132,10 @@ impl CredentialStore for MemoryCredentialStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
             .cloned()
-            .ok_or_else(|| CredentialError::NotFound { id: id.into(), store: "in-memory credential store".into() })
+            .ok_or_else(|| CredentialError::NotFound {
+                id: id.into(),
+                store: "in-memory credential store".into(),
+            })
     }
 }
 
@@ -154,22 +164,30 @@ impl CredentialStore for FileCredentialStore {
         let path = self.path.display().to_string();
         let text = tokio::fs::read_to_string(&self.path)
             .await
-            .map_err(|source| CredentialError::Unreadable { path: path.clone(), source })?;
+            .map_err(|source| CredentialError::Unreadable {
+                path: path.clone(),
+                source,
+            })?;
         // The parser's own message could quote a secret; report only the position.
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| CredentialError::Invalid {
-            path: path.clone(),
-            reason: match e.span() {
-                Some(span) => format!("not valid TOML near byte {}", span.start),
-                None => "not valid TOML".into(),
-            },
-        })?;
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| CredentialError::Invalid {
+                    path: path.clone(),
+                    reason: match e.span() {
+                        Some(span) => format!("not valid TOML near byte {}", span.start),
+                        None => "not valid TOML".into(),
+                    },
+                })?;
         match table.get(id) {
             Some(toml::Value::String(secret)) => Ok(Secret::new(secret.clone())),
             Some(_) => Err(CredentialError::Invalid {
                 path,
                 reason: format!("`{id}` must be a string"),
             }),
-            None => Err(CredentialError::NotFound { id: id.into(), store: format!("credentials file `{path}`") }),
+            None => Err(CredentialError::NotFound {
+                id: id.into(),
+                store: format!("credentials file `{path}`"),
+            }),
         }
     }
 }
@@ -200,14 +218,18 @@ impl EnvCredentialStore {
 #[async_trait::async_trait]
 impl CredentialStore for EnvCredentialStore {
     async fn get(&self, id: &str) -> Result<Secret, CredentialError> {
-        let not_found = |store: String| CredentialError::NotFound { id: id.into(), store };
-        let var = self
-            .vars
-            .get(id)
-            .ok_or_else(|| not_found("environment credential store (no variable is mapped to it)".into()))?;
-        std::env::var(var)
-            .map(Secret::new)
-            .map_err(|_| not_found(format!("environment (variable `{var}` is unset or not UTF-8)")))
+        let not_found = |store: String| CredentialError::NotFound {
+            id: id.into(),
+            store,
+        };
+        let var = self.vars.get(id).ok_or_else(|| {
+            not_found("environment credential store (no variable is mapped to it)".into())
+        })?;
+        std::env::var(var).map(Secret::new).map_err(|_| {
+            not_found(format!(
+                "environment (variable `{var}` is unset or not UTF-8)"
+            ))
+        })
     }
 }
 
@@ -251,7 +273,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("creds.toml");
         std::fs::write(&path, "main = \"sk-secret-value\n").unwrap();
-        let err = FileCredentialStore::new(&path).get("main").await.unwrap_err();
+        let err = FileCredentialStore::new(&path)
+            .get("main")
+            .await
+            .unwrap_err();
         assert!(!err.to_string().contains("sk-secret"), "{err}");
         assert!(!format!("{err:?}").contains("sk-secret"), "{err:?}");
     }

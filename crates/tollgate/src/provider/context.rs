@@ -15,8 +15,16 @@ pub struct ProviderContext {
 
 impl ProviderContext {
     /// A context for provider `key`.
-    pub fn new(key: impl Into<String>, catalog: Arc<Catalog>, credentials: Arc<dyn CredentialStore>) -> Self {
-        ProviderContext { key: key.into(), catalog, credentials }
+    pub fn new(
+        key: impl Into<String>,
+        catalog: Arc<Catalog>,
+        credentials: Arc<dyn CredentialStore>,
+    ) -> Self {
+        ProviderContext {
+            key: key.into(),
+            catalog,
+            credentials,
+        }
     }
 
     /// The provider key being built.
@@ -37,7 +45,10 @@ impl ProviderContext {
     /// A handle to `model`'s credential, resolved on each use; `None` when the model
     /// names no credential.
     pub fn credential_ref(&self, model: &ModelEntry) -> Option<CredentialRef> {
-        model.credential.as_ref().map(|id| CredentialRef { id: id.clone(), store: self.credentials.clone() })
+        model.credential.as_ref().map(|id| CredentialRef {
+            id: id.clone(),
+            store: self.credentials.clone(),
+        })
     }
 
     /// The credential store, for providers that resolve ids of their own.
@@ -68,6 +79,8 @@ impl CredentialRef {
 
 impl fmt::Debug for CredentialRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CredentialRef").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("CredentialRef")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }

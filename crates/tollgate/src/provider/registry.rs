@@ -19,7 +19,8 @@ impl ProviderRegistration {
 
 impl fmt::Debug for ProviderRegistration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderRegistration").finish_non_exhaustive()
+        f.debug_struct("ProviderRegistration")
+            .finish_non_exhaustive()
     }
 }
 
@@ -40,7 +41,10 @@ macro_rules! register_provider {
 
 /// Every provider registered in this binary, in no particular order (duplicates kept).
 pub fn linked_providers() -> Vec<Arc<dyn ClientProvider>> {
-    inventory::iter::<ProviderRegistration>.into_iter().map(|r| (r.make)()).collect()
+    inventory::iter::<ProviderRegistration>
+        .into_iter()
+        .map(|r| (r.make)())
+        .collect()
 }
 
 /// Providers by key: those linked into the binary, plus any given explicitly.
@@ -52,8 +56,15 @@ pub struct ProviderRegistry {
 impl ProviderRegistry {
     /// Every provider linked into this binary; two crates registering one key is an error.
     pub fn linked() -> Result<Self> {
+        Self::from_providers(linked_providers())
+    }
+
+    /// A registry of exactly these providers; two with one key is an error.
+    pub fn from_providers(
+        providers: impl IntoIterator<Item = Arc<dyn ClientProvider>>,
+    ) -> Result<Self> {
         let mut registry = ProviderRegistry::default();
-        for provider in linked_providers() {
+        for provider in providers {
             let key = provider.key();
             if registry.by_key.insert(key, provider).is_some() {
                 return Err(Error::DuplicateProvider { key: key.into() });
@@ -81,6 +92,51 @@ impl ProviderRegistry {
 
 impl fmt::Debug for ProviderRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderRegistry").field("keys", &self.keys()).finish()
+        f.debug_struct("ProviderRegistry")
+            .field("keys", &self.keys())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ProviderClients, ProviderContext};
+
+    #[derive(Debug)]
+    struct Named(&'static str);
+
+    #[async_trait::async_trait]
+    impl ClientProvider for Named {
+        fn key(&self) -> &'static str {
+            self.0
+        }
+        async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+            Err(Error::Cancelled)
+        }
+    }
+
+    #[test]
+    fn registry_rejects_two_providers_with_one_key() {
+        let providers: Vec<Arc<dyn ClientProvider>> = vec![
+            Arc::new(Named("a")),
+            Arc::new(Named("b")),
+            Arc::new(Named("a")),
+        ];
+        let err = ProviderRegistry::from_providers(providers).unwrap_err();
+        assert!(
+            matches!(err, Error::DuplicateProvider { ref key } if key == "a"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn registry_lists_keys_sorted_and_explicit_providers_replace_linked_ones() {
+        let providers: Vec<Arc<dyn ClientProvider>> =
+            vec![Arc::new(Named("b")), Arc::new(Named("a"))];
+        let registry = ProviderRegistry::from_providers(providers)
+            .unwrap()
+            .with(Arc::new(Named("b")));
+        assert_eq!(registry.keys(), vec!["a", "b"]);
     }
 }
