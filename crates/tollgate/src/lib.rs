@@ -42,6 +42,7 @@ mod conversation;
 pub mod credentials;
 mod error;
 mod json;
+pub mod limit;
 mod models;
 pub mod provider;
 mod request;

@@ -18,6 +18,7 @@ use crate::client::{
 };
 use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
+use crate::limit::{FallbackChain, TokenBucketRateLimiter};
 use crate::provider::{
     ClientProvider, ProviderClients, ProviderContext, ProviderRegistry, RawEmbeddingsClient,
 };
@@ -36,6 +37,7 @@ pub struct Models {
 
 struct Inner {
     catalog: Arc<Catalog>,
+    limiters: HashMap<String, TokenBucketRateLimiter>,
     credentials: Arc<dyn CredentialStore>,
     registry: ProviderRegistry,
     built: Mutex<HashMap<&'static str, BuiltProvider>>,
@@ -112,8 +114,13 @@ impl ModelsBuilder {
         let credentials = self
             .credentials
             .unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
+        let limiters = catalog
+            .models()
+            .map(|m| (m.id.clone(), TokenBucketRateLimiter::for_model(m)))
+            .collect();
         Ok(Models {
             inner: Arc::new(Inner {
+                limiters,
                 catalog: Arc::new(catalog),
                 credentials,
                 registry,
@@ -132,6 +139,25 @@ impl Models {
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The rate limiter of catalog model `model_id` (one per model, shared by every
+    /// client and clone of this handle).
+    pub fn limiter(&self, model_id: &str) -> Result<&TokenBucketRateLimiter> {
+        self.inner.catalog.get(model_id)?;
+        self.inner
+            .limiters
+            .get(model_id)
+            .ok_or_else(|| Error::UnknownModel {
+                model_id: model_id.into(),
+                known: String::new(),
+            })
+    }
+
+    /// The fallback chain the catalog gives `model_id` (the model, then its
+    /// `fallbacks`), over this handle's limiters.
+    pub fn fallback_chain(&self, model_id: &str) -> Result<FallbackChain> {
+        FallbackChain::from_catalog(&self.inner.catalog, model_id, &self.inner.limiters)
     }
 
     /// The provider keys available (linked and given), sorted.

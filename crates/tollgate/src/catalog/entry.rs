@@ -98,6 +98,9 @@ pub struct ModelEntry {
     pub credential: Option<String>,
     /// Rate limits.
     pub limits: Limits,
+    /// Bucket size in seconds of refill (1 to 60); `None` = a full minute. Some
+    /// providers enforce `60 rpm` as one request per second: set 1 for them.
+    pub burst_seconds: Option<u64>,
     /// The model's output ceiling in tokens.
     pub max_output_tokens: Option<u64>,
     /// The output limit used when a request sets none.
@@ -128,6 +131,7 @@ impl ModelEntry {
             kind: ModelKind::Chat,
             credential: None,
             limits: Limits::default(),
+            burst_seconds: None,
             max_output_tokens: None,
             default_output_tokens: None,
             context_window: None,
@@ -239,6 +243,12 @@ impl ModelEntry {
                 model_id: self.id.clone(),
                 provider: self.provider.clone(),
             });
+        }
+        if self.burst_seconds.is_some_and(|s| s == 0 || s > 60) {
+            return Err(invalid(
+                "burst_seconds",
+                "must be from 1 to 60 (seconds of refill the bucket holds)",
+            ));
         }
         for (field, value) in [
             ("max_output_tokens", self.max_output_tokens),

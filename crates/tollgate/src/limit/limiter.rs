@@ -1,0 +1,730 @@
+//! [`TokenBucketRateLimiter`]: reserve before send, wait holding nothing, wake exactly
+//! when enough has refilled.
+//!
+//! All state lives behind one mutex and changes in one place ([`State::grant_ready`]
+//! grants; the other methods only refill, take or give back). Waiters queue in FIFO
+//! order. One *driver* task per limiter sleeps until the instant the head waiter's cost
+//! will have refilled, grants it (and whoever behind it fits), and sleeps again; waiters
+//! are woken only when granted, so a grant costs exactly one wake-up. The driver exists
+//! only while someone waits.
+//!
+//! Fairness has a price, as with tokio's batch semaphore: a large request at the head of
+//! the queue holds back smaller ones behind it that would fit now. That is what makes a
+//! large request never starve, and `try_reserve` does not jump the queue either.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::bucket::Bucket;
+use super::cost::{AccountingRule, Cost, CostDelta};
+use super::throttle::{AdaptiveThrottle, Feedback};
+use crate::catalog::{Limits, ModelEntry};
+use crate::error::{Dimension, Error, Result};
+use crate::response::Usage;
+
+const DIMENSIONS: [Dimension; 4] = [
+    Dimension::Requests,
+    Dimension::Tokens,
+    Dimension::InputTokens,
+    Dimension::OutputTokens,
+];
+
+/// The longest pause a provider's `retry-after` can impose on a whole model.
+pub const MAX_PROVIDER_PAUSE: Duration = Duration::from_secs(60);
+
+/// How large a bucket is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Burst {
+    /// A full minute's limit (the default): `rpm = 60` allows 60 at once.
+    #[default]
+    FullMinute,
+    /// `n` seconds of refill, at least one whole unit: for providers that enforce
+    /// `60 rpm` as one request per second, use `Burst::Seconds(1)`.
+    Seconds(u32),
+}
+
+impl Burst {
+    fn capacity(self, limit: u64) -> u64 {
+        match self {
+            Burst::FullMinute => limit,
+            Burst::Seconds(s) => (u128::from(limit) * u128::from(s.min(60)) / 60)
+                .max(1)
+                .try_into()
+                .unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// A limiter's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimiterConfig {
+    /// The model id, for errors.
+    pub model_id: String,
+    /// Per-minute limits (0 = unlimited).
+    pub limits: Limits,
+    /// Bucket size.
+    pub burst: Burst,
+    /// Whether 429s and 529s slow the refill ([`super::throttle`]).
+    pub adaptive: bool,
+}
+
+impl LimiterConfig {
+    /// Limits for `model_id` with a full-minute burst and the adaptive throttle on.
+    pub fn new(model_id: impl Into<String>, limits: Limits) -> Self {
+        LimiterConfig {
+            model_id: model_id.into(),
+            limits,
+            burst: Burst::FullMinute,
+            adaptive: true,
+        }
+    }
+
+    /// The configuration a catalog entry describes.
+    pub fn for_model(model: &ModelEntry) -> Self {
+        let burst = model.burst_seconds.map_or(Burst::FullMinute, |s| {
+            Burst::Seconds(u32::try_from(s).unwrap_or(60))
+        });
+        LimiterConfig {
+            burst,
+            ..Self::new(model.id.clone(), model.limits)
+        }
+    }
+
+    /// Sets the burst.
+    pub fn with_burst(mut self, burst: Burst) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Switches the adaptive throttle on or off.
+    pub fn with_adaptive(mut self, adaptive: bool) -> Self {
+        self.adaptive = adaptive;
+        self
+    }
+}
+
+/// Why [`TokenBucketRateLimiter::try_reserve`] did not reserve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TryReserveError {
+    /// The cost is larger than a whole bucket: it can never be reserved.
+    #[error(transparent)]
+    TooLarge(Error),
+    /// Not now; the earliest time it could be, if nothing else changes.
+    #[error("the bucket cannot serve this cost now; earliest in {ready_in:?}")]
+    WouldWait {
+        /// How long until it could fit, counting everyone already queued.
+        ready_in: Duration,
+    },
+}
+
+impl From<TryReserveError> for Error {
+    fn from(e: TryReserveError) -> Self {
+        match e {
+            TryReserveError::TooLarge(e) => e,
+            TryReserveError::WouldWait { ready_in } => {
+                Error::Provider(crate::ProviderError::RateLimited {
+                    retry_after: Some(ready_in),
+                })
+            }
+        }
+    }
+}
+
+/// Gives capacity back to (or takes more from) whatever issued a [`Reservation`]. The
+/// seam that lets a shared backend (e.g. Redis) issue reservations too.
+pub trait BucketLedger: Send + Sync {
+    /// Applies a correction: negative amounts give capacity back, positive take more.
+    fn adjust(&self, delta: CostDelta);
+}
+
+/// Capacity held for one call.
+///
+/// - dropped before [`Reservation::mark_sent`]: everything is given back;
+/// - [`Reservation::settle`] after the answer: reconciled with what the provider counts;
+/// - dropped after sending without settling: the charge stays (the provider counted it).
+#[must_use = "a reservation gives its capacity back when dropped"]
+pub struct Reservation {
+    ledger: Option<Arc<dyn BucketLedger>>,
+    cost: Cost,
+    sent: bool,
+}
+
+impl Reservation {
+    /// A reservation issued by `ledger` for `cost`.
+    pub fn new(ledger: Arc<dyn BucketLedger>, cost: Cost) -> Self {
+        Reservation {
+            ledger: Some(ledger),
+            cost,
+            sent: false,
+        }
+    }
+
+    /// A reservation that holds nothing (an unlimited model).
+    pub fn unlimited(cost: Cost) -> Self {
+        Reservation {
+            ledger: None,
+            cost,
+            sent: false,
+        }
+    }
+
+    /// What was reserved.
+    pub fn cost(&self) -> Cost {
+        self.cost
+    }
+
+    /// Records that the request left: from now on, dropping keeps the charge.
+    pub fn mark_sent(&mut self) {
+        self.sent = true;
+    }
+
+    /// Whether [`Reservation::mark_sent`] was called.
+    pub fn is_sent(&self) -> bool {
+        self.sent
+    }
+
+    /// Reconciles the reservation with what the provider counts for `usage`.
+    pub fn settle(mut self, usage: &Usage, rule: AccountingRule) {
+        if let Some(ledger) = self.ledger.take() {
+            let delta = rule.delta(&self.cost, usage);
+            if !delta.is_zero() {
+                ledger.adjust(delta);
+            }
+        }
+    }
+
+    /// Gives everything back now (the request was not sent).
+    pub fn release(mut self) {
+        if let Some(ledger) = self.ledger.take() {
+            ledger.adjust(CostDelta::refund(&self.cost));
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(ledger) = self.ledger.take()
+            && !self.sent
+        {
+            ledger.adjust(CostDelta::refund(&self.cost));
+        }
+    }
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("cost", &self.cost)
+            .field("sent", &self.sent)
+            .field("limited", &self.ledger.is_some())
+            .finish()
+    }
+}
+
+/// A point-in-time view of a limiter, for tests, benchmarks and dashboards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimiterSnapshot {
+    /// Level and capacity in tokens per limited dimension.
+    pub levels: Vec<(Dimension, f64, u64)>,
+    /// Waiters queued.
+    pub queued: usize,
+    /// The adaptive throttle's factor (1 = full rate).
+    pub rate_factor: f64,
+    /// Reservations granted so far.
+    pub grants: u64,
+    /// Of those, how many had to wait.
+    pub waited: u64,
+}
+
+/// A token-bucket limiter for one model: requests, tokens, input tokens and output tokens
+/// per minute, reserved together or not at all. Cheap to clone; clones share the buckets.
+#[derive(Clone)]
+pub struct TokenBucketRateLimiter {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    model_id: String,
+    epoch: Instant,
+    state: Mutex<State>,
+    /// Tells the driver that the head's deadline may have moved.
+    notify: Notify,
+}
+
+struct Slot {
+    cost: Cost,
+    granted: bool,
+    waker: Option<Waker>,
+}
+
+struct State {
+    buckets: [Option<Bucket>; 4],
+    queue: VecDeque<u64>,
+    slots: HashMap<u64, Slot>,
+    next_id: u64,
+    driver_running: bool,
+    paused_until_ns: u64,
+    throttle: AdaptiveThrottle,
+    grants: u64,
+    waited: u64,
+}
+
+impl fmt::Debug for TokenBucketRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenBucketRateLimiter")
+            .field("model_id", &self.shared.model_id)
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+impl TokenBucketRateLimiter {
+    /// A limiter with full buckets.
+    pub fn new(config: LimiterConfig) -> Self {
+        let epoch = Instant::now();
+        let l = config.limits;
+        let bucket =
+            |limit: u64| (limit > 0).then(|| Bucket::new(limit, config.burst.capacity(limit), 0));
+        let state = State {
+            buckets: [
+                bucket(l.rpm),
+                bucket(l.tpm),
+                bucket(l.input_tpm),
+                bucket(l.output_tpm),
+            ],
+            queue: VecDeque::new(),
+            slots: HashMap::new(),
+            next_id: 0,
+            driver_running: false,
+            paused_until_ns: 0,
+            throttle: AdaptiveThrottle::new(config.adaptive),
+            grants: 0,
+            waited: 0,
+        };
+        TokenBucketRateLimiter {
+            shared: Arc::new(Shared {
+                model_id: config.model_id,
+                epoch,
+                state: Mutex::new(state),
+                notify: Notify::new(),
+            }),
+        }
+    }
+
+    /// The limiter a catalog entry describes.
+    pub fn for_model(model: &ModelEntry) -> Self {
+        Self::new(LimiterConfig::for_model(model))
+    }
+
+    /// Reserves `cost` on every dimension now, or fails without waiting. Does not jump
+    /// the queue: while anyone waits, it fails with [`TryReserveError::WouldWait`].
+    pub fn try_reserve(&self, cost: Cost) -> Result<Reservation, TryReserveError> {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        state
+            .check_size(&shared.model_id, &cost)
+            .map_err(TryReserveError::TooLarge)?;
+        let now = shared.now_ns();
+        state.refill(now);
+        if state.queue.is_empty() && state.fits(&cost, now) {
+            state.take(&cost);
+            state.grants += 1;
+            drop(state);
+            return Ok(Reservation::new(shared.clone(), cost));
+        }
+        Err(TryReserveError::WouldWait {
+            ready_in: Duration::from_nanos(state.queued_wait_ns(&cost, now)),
+        })
+    }
+
+    /// Reserves `cost` on every dimension, waiting (holding nothing) in FIFO order until
+    /// it fits. Fails at once with [`Error::TooLargeForBucket`] if it never can.
+    ///
+    /// Cancellation-safe: dropping the future leaves the queue, and if it had already
+    /// been granted, gives the capacity back.
+    pub fn reserve(&self, cost: Cost) -> Reserve {
+        Reserve {
+            shared: self.shared.clone(),
+            cost,
+            id: None,
+            done: false,
+        }
+    }
+
+    /// Tells the limiter what a provider's answer said (success, 429, 529, remaining).
+    pub fn feedback(&self, feedback: Feedback) {
+        let shared = &self.shared;
+        let wakers = {
+            let mut state = shared.lock();
+            let now = shared.now_ns();
+            if let Some(factor) = state.throttle.on_feedback(feedback, now) {
+                for bucket in state.buckets.iter_mut().flatten() {
+                    bucket.set_factor(factor, now);
+                }
+            }
+            match feedback {
+                Feedback::RateLimited {
+                    retry_after: Some(pause),
+                }
+                | Feedback::Overloaded {
+                    retry_after: Some(pause),
+                } => {
+                    let pause =
+                        u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+                    state.paused_until_ns = state.paused_until_ns.max(now.saturating_add(pause));
+                }
+                Feedback::Remaining {
+                    dimension,
+                    remaining,
+                } => {
+                    if let Some(bucket) = state.bucket_mut(dimension) {
+                        bucket.lower_to(remaining, now);
+                    }
+                }
+                _ => {}
+            }
+            state.grant_ready(now)
+        };
+        shared.notify.notify_one();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// A point-in-time view.
+    pub fn snapshot(&self) -> LimiterSnapshot {
+        let mut state = self.shared.lock();
+        let now = self.shared.now_ns();
+        state.refill(now);
+        LimiterSnapshot {
+            levels: DIMENSIONS
+                .iter()
+                .zip(&state.buckets)
+                .filter_map(|(d, b)| {
+                    b.as_ref()
+                        .map(|b| (*d, b.level_tokens(), b.capacity_tokens()))
+                })
+                .collect(),
+            queued: state.queue.len(),
+            rate_factor: state.throttle.factor(),
+            grants: state.grants,
+            waited: state.waited,
+        }
+    }
+
+    /// The model id.
+    pub fn model_id(&self) -> &str {
+        &self.shared.model_id
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(
+            Instant::now()
+                .saturating_duration_since(self.epoch)
+                .as_nanos(),
+        )
+        .unwrap_or(u64::MAX)
+    }
+
+    fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// Grants whoever fits now, wakes them, and tells the driver to look again.
+    fn kick(&self, mut state: MutexGuard<'_, State>) {
+        let now = self.now_ns();
+        let wakers = state.grant_ready(now);
+        drop(state);
+        self.notify.notify_one();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl BucketLedger for Shared {
+    fn adjust(&self, delta: CostDelta) {
+        let mut state = self.lock();
+        let now = self.now_ns();
+        state.refill(now);
+        for (d, bucket) in DIMENSIONS.iter().zip(state.buckets.iter_mut()) {
+            if let Some(bucket) = bucket {
+                // A positive delta takes more capacity; a negative one gives it back.
+                let amount = delta.on(*d);
+                if amount != 0 {
+                    bucket.add_tokens(-amount);
+                }
+            }
+        }
+        // Capacity given back may let the head waiter go now.
+        if DIMENSIONS.iter().any(|d| delta.on(*d) < 0) {
+            self.kick(state);
+        }
+    }
+}
+
+impl State {
+    fn bucket_mut(&mut self, d: Dimension) -> Option<&mut Bucket> {
+        let i = DIMENSIONS.iter().position(|x| *x == d)?;
+        self.buckets[i].as_mut()
+    }
+
+    fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {
+        for (d, bucket) in DIMENSIONS.iter().zip(&self.buckets) {
+            if let Some(bucket) = bucket
+                && bucket.too_large(cost.on(*d))
+            {
+                return Err(Error::TooLargeForBucket {
+                    model_id: model_id.to_owned(),
+                    dimension: *d,
+                    needed: cost.on(*d),
+                    capacity: bucket.capacity_tokens(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn refill(&mut self, now: u64) {
+        for bucket in self.buckets.iter_mut().flatten() {
+            bucket.refill(now);
+        }
+    }
+
+    fn fits(&self, cost: &Cost, now: u64) -> bool {
+        now >= self.paused_until_ns
+            && DIMENSIONS
+                .iter()
+                .zip(&self.buckets)
+                .all(|(d, b)| b.as_ref().is_none_or(|b| b.fits(cost.on(*d))))
+    }
+
+    fn take(&mut self, cost: &Cost) {
+        for (d, bucket) in DIMENSIONS.iter().zip(self.buckets.iter_mut()) {
+            if let Some(bucket) = bucket {
+                bucket.add_tokens(-i64::try_from(cost.on(*d)).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// Nanoseconds until `cost` fits (0 if now), from the buckets as they are.
+    fn wait_ns(&self, cost: &Cost, now: u64) -> u64 {
+        let refill = DIMENSIONS
+            .iter()
+            .zip(&self.buckets)
+            .filter_map(|(d, b)| b.as_ref().map(|b| b.wait_ns(cost.on(*d))))
+            .max()
+            .unwrap_or(0);
+        refill.max(self.paused_until_ns.saturating_sub(now))
+    }
+
+    /// An estimate of when `cost` could go if it joined the queue now.
+    fn queued_wait_ns(&self, cost: &Cost, now: u64) -> u64 {
+        let mut total = *cost;
+        for id in &self.queue {
+            if let Some(slot) = self.slots.get(id) {
+                total.requests += slot.cost.requests;
+                total.input_tokens += slot.cost.input_tokens;
+                total.output_tokens += slot.cost.output_tokens;
+            }
+        }
+        self.wait_ns(&total, now)
+    }
+
+    /// The one place that grants: pops every head waiter that fits, in order, and
+    /// returns their wakers (to be woken after the lock is released).
+    fn grant_ready(&mut self, now: u64) -> Vec<Waker> {
+        let mut wakers = Vec::new();
+        if self.queue.is_empty() {
+            return wakers;
+        }
+        self.refill(now);
+        while let Some(&id) = self.queue.front() {
+            let Some(cost) = self.slots.get(&id).map(|s| s.cost) else {
+                self.queue.pop_front();
+                continue;
+            };
+            if !self.fits(&cost, now) {
+                break;
+            }
+            self.take(&cost);
+            self.queue.pop_front();
+            self.grants += 1;
+            self.waited += 1;
+            if let Some(slot) = self.slots.get_mut(&id) {
+                slot.granted = true;
+                wakers.extend(slot.waker.take());
+            }
+        }
+        wakers
+    }
+
+    /// When the head waiter will fit, or `None` if nobody waits.
+    fn head_deadline(&self, now: u64) -> Option<u64> {
+        let id = self.queue.front()?;
+        let cost = self.slots.get(id)?.cost;
+        Some(now.saturating_add(self.wait_ns(&cost, now).max(1)))
+    }
+}
+
+/// The driver: sleeps until the head waiter fits, grants, repeats; exits when nobody waits.
+async fn drive(weak: Weak<Shared>) {
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        let (wakers, deadline) = {
+            let mut state = shared.lock();
+            let now = shared.now_ns();
+            let wakers = state.grant_ready(now);
+            let deadline = state.head_deadline(now);
+            if deadline.is_none() {
+                state.driver_running = false;
+            }
+            (wakers, deadline)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+        let Some(deadline) = deadline else { return };
+        let at = shared.instant_at(deadline);
+        let notified = shared.notify.notified();
+        tokio::select! {
+            () = tokio::time::sleep_until(at) => {}
+            () = notified => {}
+        }
+    }
+}
+
+/// The future of [`TokenBucketRateLimiter::reserve`]. Holds nothing until granted.
+#[must_use = "a reservation is only made when the future is awaited"]
+pub struct Reserve {
+    shared: Arc<Shared>,
+    cost: Cost,
+    id: Option<u64>,
+    done: bool,
+}
+
+impl fmt::Debug for Reserve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reserve")
+            .field("cost", &self.cost)
+            .field("queued", &self.id.is_some())
+            .finish()
+    }
+}
+
+impl Future for Reserve {
+    type Output = Result<Reservation>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(Err(Error::Cancelled));
+        }
+        let shared = this.shared.clone();
+        let mut state = shared.lock();
+        let Some(id) = this.id else {
+            // First poll: the fast path, or join the queue.
+            if let Err(e) = state.check_size(&shared.model_id, &this.cost) {
+                this.done = true;
+                return Poll::Ready(Err(e));
+            }
+            let now = shared.now_ns();
+            state.refill(now);
+            if state.queue.is_empty() && state.fits(&this.cost, now) {
+                state.take(&this.cost);
+                state.grants += 1;
+                this.done = true;
+                drop(state);
+                return Poll::Ready(Ok(Reservation::new(shared, this.cost)));
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                this.done = true;
+                return Poll::Ready(Err(Error::InvalidRequest {
+                    field: "runtime".into(),
+                    reason:
+                        "TokenBucketRateLimiter::reserve must be awaited inside a tokio runtime"
+                            .into(),
+                }));
+            };
+            let id = state.next_id;
+            state.next_id += 1;
+            state.slots.insert(
+                id,
+                Slot {
+                    cost: this.cost,
+                    granted: false,
+                    waker: Some(cx.waker().clone()),
+                },
+            );
+            state.queue.push_back(id);
+            this.id = Some(id);
+            if !state.driver_running {
+                state.driver_running = true;
+                runtime.spawn(drive(Arc::downgrade(&shared)));
+            } else if state.queue.len() == 1 {
+                drop(state);
+                shared.notify.notify_one();
+            }
+            return Poll::Pending;
+        };
+        let Some(slot) = state.slots.get_mut(&id) else {
+            this.done = true;
+            return Poll::Ready(Err(Error::Cancelled));
+        };
+        if slot.granted {
+            state.slots.remove(&id);
+            this.done = true;
+            drop(state);
+            return Poll::Ready(Ok(Reservation::new(shared, this.cost)));
+        }
+        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            slot.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        let Some(id) = self.id else { return };
+        if self.done {
+            return;
+        }
+        let mut state = self.shared.lock();
+        match state.slots.remove(&id) {
+            // Granted but never picked up: nothing was sent, give it all back.
+            Some(slot) if slot.granted => {
+                state.refill(self.shared.now_ns());
+                state.take_back(&slot.cost);
+                self.shared.kick(state);
+            }
+            Some(_) => {
+                let was_head = state.queue.front() == Some(&id);
+                state.queue.retain(|x| *x != id);
+                if was_head {
+                    self.shared.kick(state);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+impl State {
+    fn take_back(&mut self, cost: &Cost) {
+        for (d, bucket) in DIMENSIONS.iter().zip(self.buckets.iter_mut()) {
+            if let Some(bucket) = bucket {
+                bucket.add_tokens(i64::try_from(cost.on(*d)).unwrap_or(i64::MAX));
+            }
+        }
+    }
+}

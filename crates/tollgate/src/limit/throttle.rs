@@ -1,0 +1,233 @@
+//! The adaptive throttle: how 429s and 529s slow a model's refill, and how successes
+//! speed it back up.
+//!
+//! Why: a provider may publish a limit L but serve less (a shared pool under load, a
+//! lower tier than configured). Pacing at L then meets a 429 on every request beyond what
+//! is served. The throttle scales the refill by a factor f in [`MIN_RATE_FACTOR`, 1]:
+//!
+//! - a 429 multiplies f by [`RATE_LIMITED_BETA`] and remembers the rate at which it
+//!   happened (the *ceiling*); a 529 multiplies f by [`OVERLOADED_BETA`] without moving
+//!   the ceiling (overload is the provider's state, not a sign of our rate). Refusals that
+//!   arrive within [`DECREASE_HOLDOFF`] of a decrease were sent before it and count once.
+//! - after [`RECOVERY_DELAY`] without a refusal, f closes [`APPROACH_PER_SECOND`] of its
+//!   gap to the *plateau* ([`PLATEAU_FRACTION`] of the ceiling) each second;
+//! - once on the plateau for [`PLATEAU_HOLD`], f probes upward by [`PROBE_PER_SECOND`] a
+//!   second, so that a provider that serves more again is found again.
+//!
+//! Repeated 429s lower the ceiling geometrically until the plateau sits just under the
+//! served rate; probing then costs one 429 per cycle, and a cycle lasts longer than
+//! `PLATEAU_HOLD`. The slowdown never exceeds 10x.
+
+use std::time::Duration;
+
+use super::bucket::FACTOR_ONE;
+
+/// The lowest factor: the throttle never slows a model more than 10x.
+pub const MIN_RATE_FACTOR: f64 = 0.1;
+/// Multiplier applied on a 429 (rate limited): how hard to back off when our own rate is
+/// the problem. Lower backs off faster but loses more throughput on a stray 429.
+pub const RATE_LIMITED_BETA: f64 = 0.8;
+/// Multiplier applied on a 529 (overloaded): slows more than a 429.
+pub const OVERLOADED_BETA: f64 = 0.6;
+/// Refusals within this long of a decrease count as the same event (they were in flight).
+pub const DECREASE_HOLDOFF: Duration = Duration::from_secs(2);
+/// How long after a decrease before the factor starts to recover.
+pub const RECOVERY_DELAY: Duration = Duration::from_secs(5);
+/// The plateau, as a fraction of the rate at the last 429: where recovery aims.
+pub const PLATEAU_FRACTION: f64 = 0.95;
+/// Fraction of the gap to the plateau closed per second of recovery.
+pub const APPROACH_PER_SECOND: f64 = 0.1;
+/// How long to stay on the plateau before probing above it.
+pub const PLATEAU_HOLD: Duration = Duration::from_secs(30);
+/// Relative growth per second while probing above the plateau.
+pub const PROBE_PER_SECOND: f64 = 0.005;
+
+/// What a provider's answer says about the model's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Feedback {
+    /// The call succeeded.
+    Success,
+    /// HTTP 429; `retry_after` pauses the whole model for that long (capped).
+    RateLimited {
+        /// The provider's `retry-after`.
+        retry_after: Option<Duration>,
+    },
+    /// HTTP 529 / overloaded.
+    Overloaded {
+        /// The provider's `retry-after`.
+        retry_after: Option<Duration>,
+    },
+    /// The provider reports what is left of a limit (rate-limit headers); the bucket is
+    /// lowered to it when the provider knows better than we do.
+    Remaining {
+        /// Which limit.
+        dimension: crate::error::Dimension,
+        /// What the provider says is left.
+        remaining: u64,
+    },
+}
+
+/// The throttle's state for one model.
+#[derive(Debug, Clone)]
+pub(crate) struct AdaptiveThrottle {
+    enabled: bool,
+    factor: f64,
+    ceiling: f64,
+    last_decrease_ns: Option<u64>,
+    last_update_ns: u64,
+    plateau_since_ns: Option<u64>,
+}
+
+impl AdaptiveThrottle {
+    pub(crate) fn new(enabled: bool) -> Self {
+        AdaptiveThrottle {
+            enabled,
+            factor: 1.0,
+            ceiling: 1.0,
+            last_decrease_ns: None,
+            last_update_ns: 0,
+            plateau_since_ns: None,
+        }
+    }
+
+    /// The factor in thousandths, as the buckets take it.
+    pub(crate) fn factor_milli(&self) -> u32 {
+        (self.factor * f64::from(FACTOR_ONE))
+            .round()
+            .clamp(1.0, f64::from(FACTOR_ONE)) as u32
+    }
+
+    pub(crate) fn factor(&self) -> f64 {
+        self.factor
+    }
+
+    /// Applies a feedback at `now_ns`; returns the new factor (‰) if it changed.
+    pub(crate) fn on_feedback(&mut self, feedback: Feedback, now_ns: u64) -> Option<u32> {
+        if !self.enabled {
+            return None;
+        }
+        let before = self.factor_milli();
+        match feedback {
+            Feedback::Success => self.recover(now_ns),
+            Feedback::RateLimited { .. } => self.decrease(RATE_LIMITED_BETA, true, now_ns),
+            Feedback::Overloaded { .. } => self.decrease(OVERLOADED_BETA, false, now_ns),
+            Feedback::Remaining { .. } => {}
+        }
+        let after = self.factor_milli();
+        (after != before).then_some(after)
+    }
+
+    fn decrease(&mut self, beta: f64, moves_ceiling: bool, now_ns: u64) {
+        let holdoff = duration_ns(DECREASE_HOLDOFF);
+        if self
+            .last_decrease_ns
+            .is_some_and(|t| now_ns.saturating_sub(t) < holdoff)
+        {
+            return;
+        }
+        if moves_ceiling {
+            self.ceiling = self.factor;
+        }
+        self.factor = (self.factor * beta).max(MIN_RATE_FACTOR);
+        self.last_decrease_ns = Some(now_ns);
+        self.last_update_ns = now_ns;
+        self.plateau_since_ns = None;
+    }
+
+    fn recover(&mut self, now_ns: u64) {
+        let start = self
+            .last_decrease_ns
+            .map_or(0, |t| t.saturating_add(duration_ns(RECOVERY_DELAY)));
+        let from = self.last_update_ns.max(start);
+        if now_ns <= from || self.factor >= 1.0 {
+            return;
+        }
+        let seconds = (now_ns - from) as f64 / 1e9;
+        let plateau = (self.ceiling * PLATEAU_FRACTION).max(MIN_RATE_FACTOR);
+        if self.factor < plateau * 0.99 {
+            let gap = plateau - self.factor;
+            self.factor += gap * (1.0 - (1.0 - APPROACH_PER_SECOND).powf(seconds));
+        } else {
+            let since = *self.plateau_since_ns.get_or_insert(now_ns);
+            let probe_from = since.saturating_add(duration_ns(PLATEAU_HOLD)).max(from);
+            if now_ns > probe_from {
+                let probe_seconds = (now_ns - probe_from) as f64 / 1e9;
+                self.factor *= (1.0 + PROBE_PER_SECOND).powf(probe_seconds);
+            }
+        }
+        self.factor = self.factor.min(1.0);
+        self.last_update_ns = now_ns;
+    }
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn throttle_429_slows_and_529_slows_more() {
+        let mut a = AdaptiveThrottle::new(true);
+        a.on_feedback(Feedback::RateLimited { retry_after: None }, S);
+        let mut b = AdaptiveThrottle::new(true);
+        b.on_feedback(Feedback::Overloaded { retry_after: None }, S);
+        assert!(b.factor() < a.factor() && a.factor() < 1.0);
+    }
+
+    #[test]
+    fn throttle_never_slows_more_than_ten_times() {
+        let mut t = AdaptiveThrottle::new(true);
+        for i in 0..200 {
+            t.on_feedback(Feedback::Overloaded { retry_after: None }, i * 10 * S);
+        }
+        assert_eq!(t.factor(), MIN_RATE_FACTOR);
+        assert_eq!(t.factor_milli(), 100);
+    }
+
+    #[test]
+    fn throttle_counts_refusals_in_flight_once() {
+        let mut t = AdaptiveThrottle::new(true);
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 10 * S);
+        let once = t.factor();
+        for i in 1..10 {
+            t.on_feedback(
+                Feedback::RateLimited { retry_after: None },
+                10 * S + i * 100_000_000,
+            );
+        }
+        assert_eq!(t.factor(), once);
+    }
+
+    #[test]
+    fn throttle_run_of_successes_speeds_back_up() {
+        let mut t = AdaptiveThrottle::new(true);
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 0);
+        let low = t.factor();
+        t.on_feedback(Feedback::Success, S); // inside the recovery delay: no change
+        assert_eq!(t.factor(), low);
+        for s in 6..60 {
+            t.on_feedback(Feedback::Success, s * S);
+        }
+        assert!(
+            t.factor() > low && t.factor() <= PLATEAU_FRACTION + 1e-9,
+            "{}",
+            t.factor()
+        );
+    }
+
+    #[test]
+    fn throttle_disabled_never_changes() {
+        let mut t = AdaptiveThrottle::new(false);
+        assert_eq!(
+            t.on_feedback(Feedback::Overloaded { retry_after: None }, S),
+            None
+        );
+        assert_eq!(t.factor(), 1.0);
+    }
+}

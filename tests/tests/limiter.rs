@@ -1,0 +1,449 @@
+//! The rate limiter through its public API, on tokio's paused clock.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tollgate::catalog::Limits;
+use tollgate::limit::{
+    AccountingRule, Burst, Cost, Feedback, LimiterConfig, OutputAccounting, TokenBucketRateLimiter,
+    TryReserveError,
+};
+use tollgate::{Dimension, Error, Usage};
+
+fn limiter(limits: Limits) -> TokenBucketRateLimiter {
+    TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false))
+}
+
+fn rpm(n: u64) -> Limits {
+    Limits {
+        rpm: n,
+        ..Limits::default()
+    }
+}
+
+fn one() -> Cost {
+    Cost::call(0, 0)
+}
+
+/// PicoClaw: `rpm = 3` and nothing else. The first three calls go at once, then one
+/// every 20 seconds exactly.
+#[tokio::test(start_paused = true)]
+async fn picoclaw_rpm_3_sends_three_at_once_then_one_every_20_seconds() {
+    let limiter = TokenBucketRateLimiter::new(LimiterConfig::new(
+        "picoclaw",
+        Limits {
+            rpm: 3,
+            ..Limits::default()
+        },
+    ));
+    let start = Instant::now();
+    let mut sent_at = Vec::new();
+    for _ in 0..7 {
+        let mut reservation = limiter.reserve(Cost::call(500, 200)).await.unwrap();
+        reservation.mark_sent();
+        sent_at.push(start.elapsed());
+    }
+    let secs = |s: u64| Duration::from_secs(s);
+    assert_eq!(
+        sent_at,
+        [
+            secs(0),
+            secs(0),
+            secs(0),
+            secs(20),
+            secs(40),
+            secs(60),
+            secs(80)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn oversize_call_fails_at_once_from_both_forms() {
+    let limiter = limiter(Limits {
+        rpm: 10,
+        tpm: 1000,
+        ..Limits::default()
+    });
+    let start = Instant::now();
+    let err = limiter.reserve(Cost::call(900, 200)).await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    match err {
+        Error::TooLargeForBucket {
+            model_id,
+            dimension,
+            needed,
+            capacity,
+        } => {
+            assert_eq!(
+                (model_id.as_str(), dimension, needed, capacity),
+                ("m", Dimension::Tokens, 1100, 1000)
+            );
+        }
+        other => panic!("expected TooLargeForBucket, got {other:?}"),
+    }
+    match limiter.try_reserve(Cost::call(900, 200)) {
+        Err(TryReserveError::TooLarge(Error::TooLargeForBucket { needed: 1100, .. })) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    // A cost that fits the bucket is still served.
+    assert!(limiter.try_reserve(Cost::call(900, 100)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_reserve_never_waits_and_says_when_to_come_back() {
+    let limiter = limiter(rpm(60));
+    let held: Vec<_> = (0..60)
+        .map(|_| limiter.try_reserve(one()).unwrap())
+        .collect();
+    let start = Instant::now();
+    match limiter.try_reserve(one()) {
+        Err(TryReserveError::WouldWait { ready_in }) => {
+            assert_eq!(ready_in, Duration::from_secs(1))
+        }
+        other => panic!("expected WouldWait, got {other:?}"),
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    for mut r in held {
+        r.mark_sent();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_are_granted_in_fifo_order() {
+    let limiter = limiter(rpm(60));
+    let held: Vec<_> = (0..60)
+        .map(|_| limiter.try_reserve(one()).unwrap())
+        .collect();
+    held.into_iter().for_each(|mut r| r.mark_sent());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let (limiter, order) = (limiter.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut r = limiter.reserve(one()).await.unwrap();
+            r.mark_sent();
+            order.lock().unwrap().push(i);
+        }));
+        tokio::task::yield_now().await; // each joins the queue before the next
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+}
+
+#[tokio::test(start_paused = true)]
+async fn large_request_is_not_starved_by_a_stream_of_small_ones() {
+    let limiter = limiter(Limits {
+        tpm: 6000,
+        ..Limits::default()
+    });
+    // Drain the bucket, then queue a request for the whole bucket.
+    limiter
+        .try_reserve(Cost::call(6000, 0))
+        .unwrap()
+        .mark_sent();
+    let big = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let mut r = limiter.reserve(Cost::call(6000, 0)).await.unwrap();
+            r.mark_sent();
+            Instant::now()
+        })
+    };
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    // Small requests keep arriving; none may overtake the big one.
+    let small = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let mut first_small = None;
+            for _ in 0..50 {
+                if let Ok(mut r) = limiter.try_reserve(Cost::call(10, 0)) {
+                    r.mark_sent();
+                    first_small.get_or_insert(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            first_small
+        })
+    };
+    let big_at = big.await.unwrap();
+    assert_eq!(
+        big_at - start,
+        Duration::from_secs(60),
+        "the big request waits exactly one refill"
+    );
+    if let Some(first_small) = small.await.unwrap() {
+        assert!(
+            first_small > big_at,
+            "a small request went before the big one"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_up_lands_within_2ms_of_the_analytic_time() {
+    // 7 per minute: each token takes 60/7 s, an awkward 8.571428571… s.
+    let limiter = limiter(rpm(7));
+    for _ in 0..7 {
+        limiter.try_reserve(one()).unwrap().mark_sent();
+    }
+    let start = Instant::now();
+    for k in 1..=10u32 {
+        let mut r = limiter.reserve(one()).await.unwrap();
+        r.mark_sent();
+        let analytic = Duration::from_secs_f64(60.0 / 7.0 * f64::from(k));
+        let actual = start.elapsed();
+        assert!(
+            actual >= analytic && actual <= analytic + Duration::from_millis(2),
+            "grant {k}: {actual:?} vs {analytic:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_waiting_reserve_leaves_the_queue_and_lets_the_next_go() {
+    let limiter = limiter(Limits {
+        tpm: 100,
+        ..Limits::default()
+    });
+    limiter.try_reserve(Cost::call(100, 0)).unwrap().mark_sent();
+    // A big waiter at the head, a small one behind it.
+    let big = tokio::spawn({
+        let limiter = limiter.clone();
+        async move {
+            limiter
+                .reserve(Cost::call(100, 0))
+                .await
+                .map(|mut r| r.mark_sent())
+        }
+    });
+    tokio::task::yield_now().await;
+    let small = tokio::spawn({
+        let limiter = limiter.clone();
+        async move {
+            let mut r = limiter.reserve(Cost::call(10, 0)).await.unwrap();
+            r.mark_sent();
+            Instant::now()
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(limiter.snapshot().queued, 2);
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_secs(6)).await; // 10 tokens refilled
+    big.abort();
+    let _ = big.await;
+    // The small waiter, now at the head, goes at once.
+    assert_eq!(small.await.unwrap() - start, Duration::from_secs(6));
+    assert_eq!(limiter.snapshot().queued, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_at_every_await_leaks_nothing() {
+    let limiter = limiter(Limits {
+        rpm: 10,
+        tpm: 1000,
+        ..Limits::default()
+    });
+    // Cancel waiters at many points in time; afterwards, the bucket refills to full.
+    for round in 0..20u64 {
+        let mut handles = Vec::new();
+        for _ in 0..5 {
+            let limiter = limiter.clone();
+            handles.push(tokio::spawn(async move {
+                let r = limiter.reserve(Cost::call(150, 50)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                drop(r); // never sent: refunded
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(round * 137)).await;
+        for h in handles {
+            h.abort();
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    let snapshot = limiter.snapshot();
+    assert_eq!(snapshot.queued, 0);
+    for (d, level, capacity) in snapshot.levels {
+        assert_eq!(level, capacity as f64, "{d:?} leaked");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn conservation_everything_refunded_leaves_the_bucket_full() {
+    let limiter = limiter(Limits {
+        rpm: 10,
+        tpm: 1000,
+        input_tpm: 800,
+        output_tpm: 300,
+    });
+    let held: Vec<_> = (0..4)
+        .map(|_| limiter.try_reserve(Cost::call(200, 50)).unwrap())
+        .collect();
+    drop(held); // none sent
+    for (d, level, capacity) in limiter.snapshot().levels {
+        assert_eq!(level, capacity as f64, "{d:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sent_and_dropped_keeps_the_charge_settle_reconciles() {
+    let limiter = limiter(Limits {
+        tpm: 1000,
+        ..Limits::default()
+    });
+    let level = |l: &TokenBucketRateLimiter| l.snapshot().levels[0].1;
+    let mut r = limiter.try_reserve(Cost::call(100, 400)).unwrap();
+    r.mark_sent();
+    drop(r);
+    assert_eq!(level(&limiter), 500.0);
+    // Output counted as produced: the unused output limit comes back.
+    let mut r = limiter.try_reserve(Cost::call(100, 400)).unwrap();
+    r.mark_sent();
+    let actual = AccountingRule {
+        output: OutputAccounting::Actual,
+        ..AccountingRule::default()
+    };
+    r.settle(
+        &Usage {
+            input_tokens: 100,
+            output_tokens: 50,
+            ..Usage::default()
+        },
+        actual,
+    );
+    assert_eq!(level(&limiter), 350.0);
+    // Underestimated input becomes debt: the next waiter waits longer.
+    let mut r = limiter.try_reserve(Cost::call(100, 0)).unwrap();
+    r.mark_sent();
+    r.settle(
+        &Usage {
+            input_tokens: 500,
+            ..Usage::default()
+        },
+        actual,
+    );
+    assert_eq!(level(&limiter), -150.0);
+    let start = Instant::now();
+    limiter
+        .reserve(Cost::call(50, 0))
+        .await
+        .unwrap()
+        .mark_sent();
+    assert_eq!(start.elapsed(), Duration::from_secs(12)); // 200 tokens at 1000/min
+}
+
+#[tokio::test(start_paused = true)]
+async fn reservation_is_all_or_nothing_across_dimensions() {
+    let limiter = limiter(Limits {
+        rpm: 100,
+        input_tpm: 1000,
+        output_tpm: 100,
+        ..Limits::default()
+    });
+    limiter.try_reserve(Cost::call(0, 100)).unwrap().mark_sent(); // output bucket empty
+    assert!(matches!(
+        limiter.try_reserve(Cost::call(10, 10)),
+        Err(TryReserveError::WouldWait { .. })
+    ));
+    let levels = limiter.snapshot().levels;
+    assert_eq!(
+        levels[0],
+        (Dimension::Requests, 99.0, 100),
+        "requests untouched by the refusal"
+    );
+    assert_eq!(
+        levels[1],
+        (Dimension::InputTokens, 1000.0, 1000),
+        "input untouched by the refusal"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn burst_seconds_enforces_60_rpm_as_one_per_second() {
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", rpm(60))
+            .with_burst(Burst::Seconds(1))
+            .with_adaptive(false),
+    );
+    let start = Instant::now();
+    let mut at = Vec::new();
+    for _ in 0..4 {
+        limiter.reserve(one()).await.unwrap().mark_sent();
+        at.push(start.elapsed().as_secs());
+    }
+    assert_eq!(at, [0, 1, 2, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_slows_the_refill_for_every_caller_of_the_model() {
+    let adaptive = TokenBucketRateLimiter::new(LimiterConfig::new("m", rpm(60)));
+    for _ in 0..60 {
+        adaptive.try_reserve(one()).unwrap().mark_sent();
+    }
+    adaptive.feedback(Feedback::RateLimited { retry_after: None });
+    assert!(adaptive.snapshot().rate_factor < 1.0);
+    let other_caller = adaptive.clone();
+    let start = Instant::now();
+    other_caller.reserve(one()).await.unwrap().mark_sent();
+    assert!(
+        start.elapsed() > Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_pauses_the_model_for_everyone() {
+    let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", rpm(600)));
+    limiter.feedback(Feedback::RateLimited {
+        retry_after: Some(Duration::from_secs(7)),
+    });
+    assert!(matches!(
+        limiter.try_reserve(one()),
+        Err(TryReserveError::WouldWait { .. })
+    ));
+    let start = Instant::now();
+    limiter.reserve(one()).await.unwrap().mark_sent();
+    assert_eq!(start.elapsed(), Duration::from_secs(7));
+}
+
+#[tokio::test(start_paused = true)]
+async fn provider_remaining_header_lowers_the_bucket() {
+    let limiter = limiter(Limits {
+        tpm: 1000,
+        ..Limits::default()
+    });
+    limiter.feedback(Feedback::Remaining {
+        dimension: Dimension::Tokens,
+        remaining: 100,
+    });
+    assert_eq!(limiter.snapshot().levels[0].1, 100.0);
+    // It never raises the level.
+    limiter.feedback(Feedback::Remaining {
+        dimension: Dimension::Tokens,
+        remaining: 900,
+    });
+    assert_eq!(limiter.snapshot().levels[0].1, 100.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_day_of_greedy_traffic_admits_exactly_the_analytic_bound() {
+    let limiter = limiter(Limits {
+        rpm: 3,
+        tpm: 0,
+        ..Limits::default()
+    });
+    let start = Instant::now();
+    let mut admitted = 0u64;
+    while start.elapsed() < Duration::from_secs(24 * 3600) {
+        limiter.reserve(one()).await.unwrap().mark_sent();
+        admitted += 1;
+    }
+    // The last grant landed at exactly 24 h: capacity 3 plus 3 per minute for 1440 minutes.
+    assert_eq!(start.elapsed(), Duration::from_secs(24 * 3600));
+    assert_eq!(admitted, 3 + 3 * 1440);
+}
