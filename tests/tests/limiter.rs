@@ -447,3 +447,208 @@ async fn a_day_of_greedy_traffic_admits_exactly_the_analytic_bound() {
     assert_eq!(start.elapsed(), Duration::from_secs(24 * 3600));
     assert_eq!(admitted, 3 + 3 * 1440);
 }
+
+mod admission {
+    use super::*;
+    use tokio::sync::Semaphore;
+    use tollgate::limit::{Admission, LimiterBackend, SemaphoreResource};
+
+    #[tokio::test(start_paused = true)]
+    async fn admission_grants_the_reservation_and_permits_together() {
+        let limiter = limiter(rpm(60));
+        let pool = Arc::new(Semaphore::new(2));
+        let admission =
+            Admission::new(Arc::new(limiter.clone())).with(SemaphoreResource::new(pool.clone(), 1));
+        let grant = admission.admit(one()).await.unwrap();
+        assert_eq!(pool.available_permits(), 1);
+        assert_eq!(limiter.snapshot().levels[0].1, 59.0);
+        drop(grant); // unsent: everything comes back
+        assert_eq!(pool.available_permits(), 2);
+        assert_eq!(limiter.snapshot().levels[0].1, 60.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_job_holds_none_of_the_resources() {
+        let limiter = limiter(rpm(60));
+        let pool = Arc::new(Semaphore::new(1));
+        let backend: Arc<dyn LimiterBackend> = Arc::new(limiter.clone());
+        let admission = Admission::new(backend).with(SemaphoreResource::new(pool.clone(), 1));
+        // Someone else holds the only connection.
+        let held = pool.clone().try_acquire_owned().unwrap();
+        let job = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit(one()).await.map(|g| g.into_parts()) }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        // While it waits for the connection, it holds no reservation.
+        assert_eq!(limiter.snapshot().levels[0].1, 60.0);
+        assert!(!job.is_finished());
+        drop(held);
+        let (reservation, guards) = job.await.unwrap().unwrap();
+        assert_eq!(guards.len(), 1);
+        assert_eq!(pool.available_permits(), 0);
+        drop((reservation, guards));
+        assert_eq!(pool.available_permits(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_waiting_on_the_bucket_holds_no_permit() {
+        let limiter = limiter(rpm(1));
+        limiter.try_reserve(one()).unwrap().mark_sent();
+        let pool = Arc::new(Semaphore::new(1));
+        let admission =
+            Admission::new(Arc::new(limiter.clone())).with(SemaphoreResource::new(pool.clone(), 1));
+        let job = tokio::spawn(async move { admission.admit(one()).await.map(|_| Instant::now()) });
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(
+            pool.available_permits(),
+            1,
+            "no permit is held while waiting for the bucket"
+        );
+        assert_eq!(job.await.unwrap().unwrap() - start, Duration::from_secs(60));
+    }
+}
+
+mod fallback {
+    use super::*;
+    use tollgate::catalog::ModelEntry;
+    use tollgate::limit::{FallbackChain, LimiterBackend};
+    use tollgate::{Catalog, Models};
+
+    fn chain(limits: &[u64]) -> (FallbackChain, Vec<TokenBucketRateLimiter>) {
+        let limiters: Vec<_> = limits.iter().map(|n| limiter(rpm(*n))).collect();
+        let candidates = limiters
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                (
+                    format!("m{i}"),
+                    Arc::new(l.clone()) as Arc<dyn LimiterBackend>,
+                )
+            })
+            .collect();
+        (FallbackChain::new(candidates), limiters)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fallback_prefers_the_first_model_that_can_serve_now() {
+        let (chain, limiters) = chain(&[1, 10]);
+        let first = chain.reserve(one()).await.unwrap();
+        assert_eq!((first.model_id.as_str(), first.position), ("m0", 0));
+        first.reservation.release();
+        limiters[0].try_reserve(one()).unwrap().mark_sent(); // m0 now empty
+        let start = Instant::now();
+        let second = chain.reserve(one()).await.unwrap();
+        assert_eq!(second.model_id, "m1", "a busy candidate is skipped at once");
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fallback_skips_a_candidate_in_cooldown_after_a_429() {
+        let (chain, _) = chain(&[10, 10]);
+        chain.cooldown("m0", Some(Duration::from_secs(5)));
+        assert!(chain.in_cooldown("m0"));
+        assert_eq!(chain.reserve(one()).await.unwrap().model_id, "m1");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(!chain.in_cooldown("m0"));
+        assert_eq!(chain.reserve(one()).await.unwrap().model_id, "m0");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_last_remaining_candidate_waits() {
+        let (chain, limiters) = chain(&[1, 1]);
+        for l in &limiters {
+            l.try_reserve(one()).unwrap().mark_sent();
+        }
+        let start = Instant::now();
+        let grant = chain.reserve(one()).await.unwrap();
+        assert_eq!(grant.model_id, "m1");
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_every_candidate_cools_the_chain_waits_for_the_first_to_recover() {
+        let (chain, _) = chain(&[10, 10]);
+        chain.cooldown("m0", Some(Duration::from_secs(9)));
+        chain.cooldown("m1", Some(Duration::from_secs(4)));
+        let start = Instant::now();
+        let grant = chain.reserve(one()).await.unwrap();
+        assert_eq!(
+            (grant.model_id.as_str(), start.elapsed()),
+            ("m1", Duration::from_secs(4))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fallback_chain_comes_from_the_catalog() {
+        let catalog = Catalog::builder()
+            .model(
+                ModelEntry::new("main", "fake", "a")
+                    .with_output_tokens(100, 10)
+                    .with_fallbacks(["backup"])
+                    .with_limits(rpm(1)),
+            )
+            .model(
+                ModelEntry::new("backup", "fake", "b")
+                    .with_output_tokens(100, 10)
+                    .with_limits(rpm(5)),
+            )
+            .build()
+            .unwrap();
+        let models = Models::builder().catalog(catalog).build().unwrap();
+        let chain = models.fallback_chain("main").unwrap();
+        assert_eq!(chain.models(), ["main", "backup"]);
+        // The chain shares the handle's limiters: draining `main` there is seen here.
+        models
+            .limiter("main")
+            .unwrap()
+            .try_reserve(one())
+            .unwrap()
+            .mark_sent();
+        assert_eq!(chain.reserve(one()).await.unwrap().model_id, "backup");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fallback_reports_too_large_when_no_candidate_can_ever_fit() {
+        let limiters = [
+            limiter(Limits {
+                tpm: 100,
+                ..Limits::default()
+            }),
+            limiter(Limits {
+                tpm: 50,
+                ..Limits::default()
+            }),
+        ];
+        let chain = FallbackChain::new(
+            limiters
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    (
+                        format!("m{i}"),
+                        Arc::new(l.clone()) as Arc<dyn LimiterBackend>,
+                    )
+                })
+                .collect(),
+        );
+        let err = chain.reserve(Cost::call(500, 0)).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::TooLargeForBucket {
+                    needed: 500,
+                    capacity: 100,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // One that fits only the first is served there.
+        assert_eq!(
+            chain.reserve(Cost::call(80, 0)).await.unwrap().model_id,
+            "m0"
+        );
+    }
+}

@@ -266,3 +266,14 @@ fn price_counts_each_kind_of_token_once() {
     let expected = (3_000.0 + 30_000.0 + 37_500.0 + 12_000.0 + 7_500.0) / 1_000_000.0;
     assert!((price.cost_usd(&usage) - expected).abs() < 1e-12);
 }
+
+#[test]
+fn catalog_accepts_burst_seconds_from_1_to_60_only() {
+    let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
+    let ok = Catalog::from_toml_str(&format!("{base}burst_seconds = 1\n")).unwrap();
+    assert_eq!(ok.model("x").unwrap().burst_seconds, Some(1));
+    for bad in ["0", "61", "-1", "\"1s\""] {
+        let m = err(&format!("{base}burst_seconds = {bad}\n"));
+        assert_names(&m, "x", "burst_seconds");
+    }
+}

@@ -68,3 +68,6 @@ impl LimiterBackend for TokenBucketRateLimiter {
         TokenBucketRateLimiter::feedback(self, feedback);
     }
 }
+
+#[cfg(test)]
+mod tests;
