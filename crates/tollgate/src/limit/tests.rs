@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use super::{Cost, LimiterConfig, TokenBucketRateLimiter};
 use crate::catalog::Limits;
+use crate::error::Dimension;
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -59,16 +60,12 @@ proptest! {
     ) {
         let limits = Limits { rpm, tpm, output_tpm, ..Limits::default() };
         let grants = simulate(limits, arrivals);
-        let dims: [(u64, fn(&Cost) -> u64); 3] = [
-            (rpm, |c| c.requests),
-            (tpm, |c| c.input_tokens + c.output_tokens),
-            (output_tpm, |c| c.output_tokens),
-        ];
-        for (limit, amount) in dims {
+        let dims = [(rpm, Dimension::Requests), (tpm, Dimension::Tokens), (output_tpm, Dimension::OutputTokens)];
+        for (limit, dimension) in dims {
             for i in 0..grants.len() {
                 let mut admitted = 0u128;
                 for j in i..grants.len() {
-                    admitted += u128::from(amount(&grants[j].1));
+                    admitted += u128::from(grants[j].1.on(dimension));
                     let window_ns = u128::from(grants[j].0 - grants[i].0);
                     // capacity + rate · W, in tokens × 60e9 to stay in integers.
                     let bound = u128::from(limit) * 60_000_000_000 + u128::from(limit) * window_ns;
