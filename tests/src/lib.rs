@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use tollgate::catalog::ModelEntry;
 use tollgate::credentials::{CredentialError, CredentialStore, Secret};
+use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
 use tollgate::{
-    Block, Catalog, LlmClient, LlmRequest, LlmResponse, ResponseBody, ResponseStream, Result,
-    StopReason, Usage,
+    Block, Catalog, LlmRequest, LlmResponse, ResponseBody, ResponseStream, Result, StopReason,
+    Usage,
 };
 
 /// A catalog of chat models on the `fake` provider, each with a 1,000-token ceiling.
@@ -95,7 +96,7 @@ struct KeyedClients {
 }
 
 impl ProviderClients for KeyedClients {
-    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn LlmClient>> {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let credential = self
             .context
             .credential_ref(model)
@@ -116,8 +117,8 @@ struct KeyedChat {
 }
 
 #[tollgate::async_trait]
-impl LlmClient for KeyedChat {
-    async fn single_response(&self, _request: &LlmRequest) -> Result<LlmResponse> {
+impl ChatTransport for KeyedChat {
+    async fn send(&self, _request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let secret = self.credential.secret().await?;
         self.seen
             .lock()
@@ -131,10 +132,28 @@ impl LlmClient for KeyedChat {
         })
     }
 
-    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        let response = self.single_response(request).await?;
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let response = self.send(request, signals).await?;
         Ok(ResponseStream::new(futures::stream::iter([Ok(
             tollgate::StreamEvent::Completed(response),
         )])))
     }
+}
+
+/// The fake provider's chat transport for `model_id` of `catalog`, without the pipeline:
+/// for tests of the fake itself (the pipeline would retry its injected faults).
+pub async fn fake_transport(
+    fake: &tollgate_fake::FakeProvider,
+    catalog: Catalog,
+    model_id: &str,
+) -> Arc<dyn ChatTransport> {
+    let catalog = Arc::new(catalog);
+    let entry = catalog.model(model_id).expect("model in catalog").clone();
+    let context = ProviderContext::new(
+        "fake",
+        catalog,
+        Arc::new(tollgate::credentials::MemoryCredentialStore::new()),
+    );
+    let clients = fake.build(&context).await.expect("fake builds");
+    clients.chat(&entry).expect("fake serves chat")
 }

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tollgate::catalog::{EmbeddingCapabilities, ModelEntry};
+use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::{
     Catalog, Conversation, DecisionRequest, EmbeddingPurpose, Error, LlmRequest, Models,
     ProviderError, Question, ReplayCache, SamplingParams, StopReason, StreamEvent,
     compute_cache_key,
 };
 use tollgate_fake::{FakeProvider, FakeReply, Fault};
-use tollgate_integration_tests::fake_catalog;
+use tollgate_integration_tests::{fake_catalog, fake_transport};
 
 fn ask(model: &str, text: &str) -> LlmRequest {
     Conversation::new()
@@ -20,12 +21,27 @@ fn ask(model: &str, text: &str) -> LlmRequest {
         .unwrap()
 }
 
-fn models_with(fake: &FakeProvider, ids: &[&str]) -> Models {
-    Models::builder()
-        .catalog(fake_catalog(ids))
-        .provider(fake.clone())
-        .build()
-        .unwrap()
+/// The fake's own transport, without the pipeline (which would retry injected faults).
+struct Direct(std::sync::Arc<dyn ChatTransport>);
+
+impl Direct {
+    async fn single_response(
+        &self,
+        request: &LlmRequest,
+    ) -> tollgate::Result<tollgate::LlmResponse> {
+        self.0.send(request, &Signals::default()).await
+    }
+
+    async fn stream_response(
+        &self,
+        request: &LlmRequest,
+    ) -> tollgate::Result<tollgate::ResponseStream> {
+        self.0.send_stream(request, &Signals::default()).await
+    }
+}
+
+async fn direct(fake: &FakeProvider, model: &str) -> Direct {
+    Direct(fake_transport(fake, fake_catalog(&[model]), model).await)
 }
 
 #[tokio::test]
@@ -33,7 +49,7 @@ async fn fake_answers_from_a_queue_in_order_then_reports_unmatched() {
     let fake = FakeProvider::new();
     fake.reply("m", FakeReply::text("one"))
         .reply("m", FakeReply::text("two"));
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     assert_eq!(
         chat.single_response(&ask("m", "q")).await.unwrap().text(),
         "one"
@@ -62,7 +78,7 @@ async fn fake_answers_matched_requests_before_the_queue() {
         },
         FakeReply::text("sunny"),
     );
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     assert_eq!(
         chat.single_response(&ask("m", "the weather?"))
             .await
@@ -95,7 +111,7 @@ async fn fake_replays_recorded_answers_from_a_replay_directory() {
     recorder
         .reply("m", FakeReply::text("first"))
         .reply("m", FakeReply::text("second"));
-    let chat = models_with(&recorder, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&recorder, "m").await;
     for seq in 0..2 {
         let response = chat.single_response(&ask("m", "q")).await.unwrap();
         cache
@@ -109,7 +125,7 @@ async fn fake_replays_recorded_answers_from_a_replay_directory() {
     // Replay them offline, in order, byte for byte.
     let replayer = FakeProvider::new();
     replayer.replay(ReplayCache::in_dir(dir.path()), "run-1");
-    let chat = models_with(&replayer, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&replayer, "m").await;
     assert_eq!(
         chat.single_response(&ask("m", "q")).await.unwrap().text(),
         "first"
@@ -132,7 +148,7 @@ async fn fake_replays_recorded_answers_from_a_replay_directory() {
 async fn fake_streams_an_answer_as_deltas_that_add_up_to_it() {
     let fake = FakeProvider::new();
     fake.reply("m", FakeReply::text("The quick brown fox"));
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     let events: Vec<StreamEvent> = chat
         .stream_response(&ask("m", "q"))
         .await
@@ -162,7 +178,7 @@ async fn fake_streams_an_answer_as_deltas_that_add_up_to_it() {
 async fn fake_interrupted_stream_delivers_some_deltas_then_fails() {
     let fake = FakeProvider::new();
     fake.reply("m", FakeReply::text("a b c d").interrupted_after(2));
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     let items: Vec<_> = chat
         .stream_response(&ask("m", "q"))
         .await
@@ -219,7 +235,7 @@ async fn fake_injects_each_failure_on_the_chosen_call() {
         fake.reply_any(FakeReply::text("ok"))
             .reply_any(FakeReply::text("ok"));
         fake.inject("m", 2, fault.clone());
-        let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+        let chat = direct(&fake, "m").await;
         assert!(
             chat.single_response(&ask("m", "q")).await.is_ok(),
             "call 1 is not the chosen one"
@@ -237,7 +253,7 @@ async fn fake_injects_each_failure_on_the_chosen_call() {
 async fn fake_truncation_stops_at_max_tokens_with_the_output_limit_used() {
     let fake = FakeProvider::new();
     fake.fail("m", Fault::Truncated);
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     let request = ask("m", "long essay").with_max_output_tokens(77).unwrap();
     let r = chat.single_response(&request).await.unwrap();
     assert_eq!(r.stop_reason(), StopReason::MaxTokens);
@@ -282,7 +298,7 @@ async fn fake_latency_runs_on_tokios_clock() {
     let fake = FakeProvider::new();
     fake.reply("m", FakeReply::text("slow"))
         .with_latency(Duration::from_secs(3));
-    let chat = models_with(&fake, &["m"]).chat("m").await.unwrap();
+    let chat = direct(&fake, "m").await;
     let start = tokio::time::Instant::now();
     chat.single_response(&ask("m", "q")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(3));

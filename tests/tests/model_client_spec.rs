@@ -179,7 +179,9 @@ async fn rate_limit_error_carries_429_semantics_and_retry_after_round_trips() {
         .provider(fake)
         .build()
         .unwrap();
-    let err = models
+    // A job with no retries left gets the provider's error as it came.
+    let job = models.for_job(tollgate::JobContext::new("no-retries", 0));
+    let err = job
         .chat("m")
         .await
         .unwrap()

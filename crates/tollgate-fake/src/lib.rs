@@ -49,10 +49,13 @@ use std::time::Duration;
 
 use futures::stream;
 use tollgate::catalog::{Catalog, ModelEntry};
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext, RawEmbeddingsClient};
+use tollgate::pipeline::{
+    ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+};
+use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
 use tollgate::{
-    Decision, DecisionClient, DecisionRequest, DecisionWeights, EmbeddingPurpose, Error, LlmClient,
-    LlmRequest, LlmResponse, ReplayCache, ResponseStream, Result, StreamEvent, compute_cache_key,
+    DecisionRequest, DecisionWeights, Dimension, EmbeddingPurpose, Error, LlmRequest, LlmResponse,
+    ReplayCache, ResponseStream, Result, StreamEvent, Usage, compute_cache_key,
 };
 
 use script::Step;
@@ -79,6 +82,8 @@ struct State {
     replay_seq: HashMap<LlmRequest, u64>,
     decisions: HashMap<String, VecDeque<DecisionWeights>>,
     latency: Duration,
+    remaining: HashMap<String, Vec<(Dimension, u64)>>,
+    should_retry: HashMap<(String, u64), bool>,
 }
 
 /// The scripted provider. Clones share one script and one journal.
@@ -190,6 +195,44 @@ impl FakeProvider {
         self
     }
 
+    /// Reports, on every answer from `model_id`, that the provider has `remaining` left
+    /// of `dimension` (as rate-limit headers would).
+    pub fn report_remaining(&self, model_id: &str, dimension: Dimension, remaining: u64) -> &Self {
+        self.lock()
+            .remaining
+            .entry(model_id.into())
+            .or_default()
+            .push((dimension, remaining));
+        self
+    }
+
+    /// Sends `x-should-retry: <retry>` with call number `call` (1 for the first) to
+    /// `model_id`.
+    pub fn should_retry_on(&self, model_id: &str, call: u64, retry: bool) -> &Self {
+        self.lock()
+            .should_retry
+            .insert((model_id.into(), call), retry);
+        self
+    }
+
+    /// Fills `signals` as the provider's headers would for call `call` to `model_id`.
+    fn signal(&self, model_id: &str, call: u64, signals: &Signals) {
+        let state = self.lock();
+        for (dimension, remaining) in state.remaining.get(model_id).into_iter().flatten() {
+            signals.remaining(*dimension, *remaining);
+        }
+        if let Some(retry) = state.should_retry.get(&(model_id.to_owned(), call)) {
+            signals.should_retry(*retry);
+        }
+    }
+
+    /// Counts a call to `model_id` and returns its number (1 for the first).
+    fn count_call(state: &mut State, model_id: &str) -> u64 {
+        let n = state.calls.entry(model_id.to_owned()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
     /// How many calls reached `model_id` (failed ones included).
     pub fn calls(&self, model_id: &str) -> u64 {
         self.lock().calls.get(model_id).copied().unwrap_or(0)
@@ -231,15 +274,16 @@ impl FakeProvider {
     }
 
     /// Picks the step for one chat call and records it.
-    async fn next_step(&self, model: &ModelEntry, request: &LlmRequest) -> Result<Step> {
-        let (step, latency, replay) = {
+    async fn next_step(
+        &self,
+        model: &ModelEntry,
+        request: &LlmRequest,
+        signals: &Signals,
+    ) -> Result<Step> {
+        let (step, latency, replay, call) = {
             let mut state = self.lock();
             state.journal.push(request.clone());
-            let call = {
-                let n = state.calls.entry(model.id.clone()).or_insert(0);
-                *n += 1;
-                *n
-            };
+            let call = Self::count_call(&mut state, &model.id);
             let step = if let Some(fault) = state.injected.remove(&(model.id.clone(), call)) {
                 Some(Step::Fault(fault))
             } else if let Some((_, step)) = state.rules.iter().find(|(m, _)| m(request)) {
@@ -263,11 +307,12 @@ impl FakeProvider {
                 }
                 _ => None,
             };
-            (step, state.latency, replay)
+            (step, state.latency, replay, call)
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
+        self.signal(&model.id, call, signals);
         if let Some(step) = step {
             return Ok(step);
         }
@@ -322,14 +367,14 @@ struct FakeClients {
 }
 
 impl ProviderClients for FakeClients {
-    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn LlmClient>> {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(FakeChat {
             provider: self.provider.clone(),
             model: model.clone(),
         }))
     }
 
-    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn RawEmbeddingsClient>> {
+    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
         let width = model
             .embedding
             .native_width
@@ -342,7 +387,7 @@ impl ProviderClients for FakeClients {
         }))
     }
 
-    fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionClient>> {
+    fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionTransport>> {
         Ok(Arc::new(FakeDecision {
             provider: self.provider.clone(),
             model_id: model.id.clone(),
@@ -350,7 +395,7 @@ impl ProviderClients for FakeClients {
     }
 }
 
-/// The fake chat client for one model.
+/// The fake chat transport for one model.
 #[derive(Debug)]
 struct FakeChat {
     provider: FakeProvider,
@@ -358,12 +403,20 @@ struct FakeChat {
 }
 
 impl FakeChat {
-    async fn answer(&self, request: &LlmRequest) -> Result<(LlmResponse, Option<usize>)> {
-        match self.provider.next_step(&self.model, request).await? {
-            Step::Fault(fault) => match fault.into_outcome(&self.model, request) {
-                Ok(reply) => Ok((reply.into_response(&self.model, request)?, None)),
-                Err(e) => Err(e),
-            },
+    async fn answer(
+        &self,
+        request: &LlmRequest,
+        signals: &Signals,
+    ) -> Result<(LlmResponse, Option<usize>)> {
+        match self
+            .provider
+            .next_step(&self.model, request, signals)
+            .await?
+        {
+            Step::Fault(fault) => {
+                let reply = fault.into_outcome(&self.model, request)?;
+                Ok((reply.into_response(&self.model, request)?, None))
+            }
             Step::Reply(reply) => {
                 let interrupt = reply.interrupt_after();
                 Ok((reply.into_response(&self.model, request)?, interrupt))
@@ -374,16 +427,16 @@ impl FakeChat {
 }
 
 #[tollgate::async_trait]
-impl LlmClient for FakeChat {
-    async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        match self.answer(request).await? {
+impl ChatTransport for FakeChat {
+    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
+        match self.answer(request, signals).await? {
             (_, Some(_)) => Err(script::INTERRUPTION.into()),
             (response, None) => Ok(response),
         }
     }
 
-    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        let (response, interrupt) = self.answer(request).await?;
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let (response, interrupt) = self.answer(request, signals).await?;
         let mut events: Vec<Result<StreamEvent>> =
             script::deltas(&response).into_iter().map(Ok).collect();
         if let Some(after) = interrupt {
@@ -407,22 +460,27 @@ struct FakeEmbeddings {
 }
 
 #[tollgate::async_trait]
-impl RawEmbeddingsClient for FakeEmbeddings {
-    async fn embed_raw(
+impl EmbeddingsTransport for FakeEmbeddings {
+    async fn embed(
         &self,
         texts: &[String],
         purpose: EmbeddingPurpose,
         dimensions: Option<u64>,
-    ) -> Result<Vec<Vec<f32>>> {
-        {
-            let mut state = self.provider.lock();
-            *state.calls.entry(self.model_id.clone()).or_insert(0) += 1;
-        }
+        signals: &Signals,
+    ) -> Result<EmbeddingsReply> {
+        let call = FakeProvider::count_call(&mut self.provider.lock(), &self.model_id);
+        self.provider.signal(&self.model_id, call, signals);
         let width = dimensions.unwrap_or(self.native_width);
-        Ok(texts
-            .iter()
-            .map(|t| script::pseudo_vector(t, purpose, width))
-            .collect())
+        Ok(EmbeddingsReply {
+            vectors: texts
+                .iter()
+                .map(|t| script::pseudo_vector(t, purpose, width))
+                .collect(),
+            usage: Usage {
+                input_tokens: self.estimate_input_tokens(texts),
+                ..Usage::default()
+            },
+        })
     }
 }
 
@@ -434,18 +492,28 @@ struct FakeDecision {
 }
 
 #[tollgate::async_trait]
-impl DecisionClient for FakeDecision {
-    async fn decide(&self, request: &DecisionRequest) -> Result<Decision> {
-        let weights = {
+impl DecisionTransport for FakeDecision {
+    async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
+        let (weights, call) = {
             let mut state = self.provider.lock();
-            *state.calls.entry(self.model_id.clone()).or_insert(0) += 1;
-            state
-                .decisions
-                .get_mut(&self.model_id)
-                .and_then(VecDeque::pop_front)
+            let call = FakeProvider::count_call(&mut state, &self.model_id);
+            (
+                state
+                    .decisions
+                    .get_mut(&self.model_id)
+                    .and_then(VecDeque::pop_front),
+                call,
+            )
         };
+        self.provider.signal(&self.model_id, call, signals);
         match weights {
-            Some(w) => Decision::from_weights(request, w),
+            Some(w) => Ok(DecisionReply {
+                decision: tollgate::Decision::from_weights(request, w)?,
+                usage: Usage {
+                    input_tokens: self.estimate_input_tokens(request),
+                    ..Usage::default()
+                },
+            }),
             None => Err(Error::UnmatchedRequest {
                 model_id: self.model_id.clone(),
                 cache_key: "(decision requests have no cache key)".into(),

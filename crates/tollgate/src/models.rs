@@ -1,9 +1,10 @@
 //! [`Models`]: the catalog, the credential store and the provider registry in one
-//! handle that gives a client per catalog model.
+//! handle that gives a pipeline client per catalog model.
 //!
 //! A provider is built on the first call to one of its models, once, even when many
 //! tasks ask at the same moment; a provider whose models are never called is never
-//! built and never asks the store for credentials.
+//! built and never asks the store for credentials. Every client runs its calls through
+//! the pipeline ([`crate::pipeline`]) with the model's one limiter and circuit breaker.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -12,32 +13,30 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::catalog::{Catalog, KnownProviders, ModelEntry, ModelKind};
-use crate::client::{
-    Decision, DecisionClient, DecisionRequest, Embedding, EmbeddingPurpose, EmbeddingsClient,
-    LlmClient,
-};
+use crate::client::{DecisionClient, EmbeddingsClient, LlmClient};
 use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
 use crate::limit::{FallbackChain, TokenBucketRateLimiter};
-use crate::provider::{
-    ClientProvider, ProviderClients, ProviderContext, ProviderRegistry, RawEmbeddingsClient,
+use crate::pipeline::{
+    CircuitBreaker, JobContext, ModelRuntime, PipelineChat, PipelineConfig, PipelineDecision,
+    PipelineEmbeddings, Recorder,
 };
-use crate::request::LlmRequest;
-use crate::response::LlmResponse;
-use crate::stream::ResponseStream;
+use crate::provider::{ClientProvider, ProviderClients, ProviderContext, ProviderRegistry};
 
 type BuiltProvider = Arc<OnceCell<Arc<dyn ProviderClients>>>;
 
 /// The entry point: `models.chat("claude-sonnet").await?` gives a client for that
-/// catalog model. Cheap to clone; clones share built providers.
+/// catalog model. Cheap to clone; clones share built providers, limiters and breakers.
 #[derive(Clone)]
 pub struct Models {
     inner: Arc<Inner>,
+    job: Option<JobContext>,
 }
 
 struct Inner {
     catalog: Arc<Catalog>,
-    limiters: HashMap<String, TokenBucketRateLimiter>,
+    runtimes: HashMap<String, Arc<ModelRuntime>>,
+    config: Arc<PipelineConfig>,
     credentials: Arc<dyn CredentialStore>,
     registry: ProviderRegistry,
     built: Mutex<HashMap<&'static str, BuiltProvider>>,
@@ -56,6 +55,7 @@ impl fmt::Debug for Models {
                     .collect::<Vec<_>>(),
             )
             .field("providers", &self.inner.registry)
+            .field("job", &self.job)
             .finish_non_exhaustive()
     }
 }
@@ -66,11 +66,14 @@ pub struct ModelsBuilder {
     catalog: Option<Catalog>,
     credentials: Option<Arc<dyn CredentialStore>>,
     providers: Vec<Arc<dyn ClientProvider>>,
+    config: PipelineConfig,
 }
 
 impl fmt::Debug for ModelsBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ModelsBuilder").finish_non_exhaustive()
+        f.debug_struct("ModelsBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,8 +103,20 @@ impl ModelsBuilder {
         self
     }
 
-    /// Builds the handle. Fails if no catalog was given, if two linked crates register
-    /// one key, or if the catalog names a provider key that is neither known nor given.
+    /// How calls are run: retries, timeouts, circuit breakers, corrections.
+    pub fn pipeline(mut self, config: PipelineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where call and attempt records go (shorthand for the pipeline's `recorder`).
+    pub fn recorder(mut self, recorder: Arc<dyn Recorder>) -> Self {
+        self.config.recorder = recorder;
+        self
+    }
+
+    /// Builds the handle. Fails if no catalog was given or if two linked crates register
+    /// one key.
     pub fn build(self) -> Result<Models> {
         let catalog = self.catalog.ok_or_else(|| Error::InvalidRequest {
             field: "catalog".into(),
@@ -114,18 +129,26 @@ impl ModelsBuilder {
         let credentials = self
             .credentials
             .unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
-        let limiters = catalog
+        let config = Arc::new(self.config);
+        let runtimes = catalog
             .models()
-            .map(|m| (m.id.clone(), TokenBucketRateLimiter::for_model(m)))
+            .map(|m| {
+                (
+                    m.id.clone(),
+                    Arc::new(ModelRuntime::new(m.clone(), config.clone())),
+                )
+            })
             .collect();
         Ok(Models {
             inner: Arc::new(Inner {
-                limiters,
                 catalog: Arc::new(catalog),
+                runtimes,
+                config,
                 credentials,
                 registry,
                 built: Mutex::new(HashMap::new()),
             }),
+            job: None,
         })
     }
 }
@@ -136,6 +159,16 @@ impl Models {
         ModelsBuilder::default()
     }
 
+    /// A handle whose clients make their calls for `job`: they share its retry budget
+    /// and count against its spend cap. Limiters, breakers and built providers stay
+    /// shared with `self`.
+    pub fn for_job(&self, job: JobContext) -> Models {
+        Models {
+            inner: self.inner.clone(),
+            job: Some(job),
+        }
+    }
+
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
@@ -144,20 +177,24 @@ impl Models {
     /// The rate limiter of catalog model `model_id` (one per model, shared by every
     /// client and clone of this handle).
     pub fn limiter(&self, model_id: &str) -> Result<&TokenBucketRateLimiter> {
-        self.inner.catalog.get(model_id)?;
-        self.inner
-            .limiters
-            .get(model_id)
-            .ok_or_else(|| Error::UnknownModel {
-                model_id: model_id.into(),
-                known: String::new(),
-            })
+        Ok(&self.runtime(model_id)?.limiter)
+    }
+
+    /// The circuit breaker of catalog model `model_id`.
+    pub fn breaker(&self, model_id: &str) -> Result<&CircuitBreaker> {
+        Ok(&self.runtime(model_id)?.breaker)
     }
 
     /// The fallback chain the catalog gives `model_id` (the model, then its
     /// `fallbacks`), over this handle's limiters.
     pub fn fallback_chain(&self, model_id: &str) -> Result<FallbackChain> {
-        FallbackChain::from_catalog(&self.inner.catalog, model_id, &self.inner.limiters)
+        let limiters: HashMap<String, TokenBucketRateLimiter> = self
+            .inner
+            .runtimes
+            .iter()
+            .map(|(id, rt)| (id.clone(), rt.limiter.clone()))
+            .collect();
+        FallbackChain::from_catalog(&self.inner.catalog, model_id, &limiters)
     }
 
     /// The provider keys available (linked and given), sorted.
@@ -165,13 +202,25 @@ impl Models {
         self.inner.registry.keys()
     }
 
+    fn runtime(&self, model_id: &str) -> Result<&Arc<ModelRuntime>> {
+        self.inner.catalog.get(model_id)?;
+        self.inner
+            .runtimes
+            .get(model_id)
+            .ok_or_else(|| Error::UnknownModel {
+                model_id: model_id.into(),
+                known: String::new(),
+            })
+    }
+
     /// A chat client for catalog model `model_id`.
     pub async fn chat(&self, model_id: &str) -> Result<Arc<dyn LlmClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
-        let inner = provider.chat(entry)?;
-        Ok(Arc::new(ModelChat {
-            model_id: entry.id.clone(),
-            inner,
+        let transport = provider.chat(entry)?;
+        Ok(Arc::new(PipelineChat {
+            rt: self.runtime(model_id)?.clone(),
+            transport,
+            job: self.job.clone(),
         }))
     }
 
@@ -179,7 +228,7 @@ impl Models {
     /// L2-normalized and of the catalog's `[embeddings] width`.
     pub async fn embeddings(&self, model_id: &str) -> Result<Arc<dyn EmbeddingsClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Embeddings).await?;
-        let inner = provider.embeddings(entry)?;
+        let transport = provider.embeddings(entry)?;
         let width = self
             .inner
             .catalog
@@ -188,22 +237,22 @@ impl Models {
                 field: "embeddings.width".into(),
                 reason: "is not set in the catalog".into(),
             })?;
-        Ok(Arc::new(ModelEmbeddings {
-            model_id: entry.id.clone(),
+        Ok(Arc::new(PipelineEmbeddings {
+            rt: self.runtime(model_id)?.clone(),
+            transport,
+            job: self.job.clone(),
             width,
-            dimensions: entry.embedding.dimensions_param.then_some(width),
-            truncate: entry.embedding.truncation_safe,
-            inner,
         }))
     }
 
     /// A decision client for catalog model `model_id`.
     pub async fn decision(&self, model_id: &str) -> Result<Arc<dyn DecisionClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Decision).await?;
-        let inner = provider.decision(entry)?;
-        Ok(Arc::new(ModelDecision {
-            model_id: entry.id.clone(),
-            inner,
+        let transport = provider.decision(entry)?;
+        Ok(Arc::new(PipelineDecision {
+            rt: self.runtime(model_id)?.clone(),
+            transport,
+            job: self.job.clone(),
         }))
     }
 
@@ -250,112 +299,13 @@ impl Models {
                     provider.key(),
                     self.inner.catalog.clone(),
                     self.inner.credentials.clone(),
-                );
+                )
+                .with_connect_timeout(self.inner.config.connect_timeout);
                 tracing::debug!(provider = provider.key(), "building provider clients");
                 provider.build(&context).await
             })
             .await?
             .clone();
         Ok((entry, clients))
-    }
-}
-
-/// A chat client bound to one catalog model.
-#[derive(Debug)]
-struct ModelChat {
-    model_id: String,
-    inner: Arc<dyn LlmClient>,
-}
-
-impl ModelChat {
-    fn check(&self, request: &LlmRequest) -> Result<()> {
-        if request.model_id() == self.model_id {
-            Ok(())
-        } else {
-            Err(Error::InvalidRequest {
-                field: "model_id".into(),
-                reason: format!(
-                    "is `{}` but this client serves model `{}`; ask Models::chat for `{}`",
-                    request.model_id(),
-                    self.model_id,
-                    request.model_id()
-                ),
-            })
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl LlmClient for ModelChat {
-    async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        self.check(request)?;
-        self.inner.single_response(request).await
-    }
-
-    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        self.check(request)?;
-        self.inner.stream_response(request).await
-    }
-}
-
-/// An embeddings client bound to one model, enforcing the deployment's width.
-#[derive(Debug)]
-struct ModelEmbeddings {
-    model_id: String,
-    width: u64,
-    dimensions: Option<u64>,
-    truncate: bool,
-    inner: Arc<dyn RawEmbeddingsClient>,
-}
-
-#[async_trait::async_trait]
-impl EmbeddingsClient for ModelEmbeddings {
-    async fn embed_batch(
-        &self,
-        texts: &[String],
-        purpose: EmbeddingPurpose,
-    ) -> Result<Vec<Embedding>> {
-        let raw = self
-            .inner
-            .embed_raw(texts, purpose, self.dimensions)
-            .await?;
-        if raw.len() != texts.len() {
-            return Err(Error::ProviderRequest(crate::ProviderRequestError::new(
-                200,
-                format!(
-                    "asked for {} embeddings, the provider returned {}",
-                    texts.len(),
-                    raw.len()
-                ),
-            )));
-        }
-        let width = usize::try_from(self.width).unwrap_or(usize::MAX);
-        raw.into_iter()
-            .map(|v| Embedding::normalize(&self.model_id, v, width, self.truncate))
-            .collect()
-    }
-}
-
-/// A decision client bound to one catalog model.
-#[derive(Debug)]
-struct ModelDecision {
-    model_id: String,
-    inner: Arc<dyn DecisionClient>,
-}
-
-#[async_trait::async_trait]
-impl DecisionClient for ModelDecision {
-    async fn decide(&self, request: &DecisionRequest) -> Result<Decision> {
-        if request.model_id() != self.model_id {
-            return Err(Error::InvalidRequest {
-                field: "model_id".into(),
-                reason: format!(
-                    "is `{}` but this client serves model `{}`",
-                    request.model_id(),
-                    self.model_id
-                ),
-            });
-        }
-        self.inner.decide(request).await
     }
 }

@@ -202,6 +202,24 @@ impl Reservation {
         }
     }
 
+    /// Settles at exactly `counted` (e.g. a rejected request: its request counts, its
+    /// tokens do not).
+    pub fn settle_counted(mut self, counted: Cost) {
+        if let Some(ledger) = self.ledger.take() {
+            let diff = |a: u64, b: u64| {
+                i64::try_from(a).unwrap_or(i64::MAX) - i64::try_from(b).unwrap_or(i64::MAX)
+            };
+            let delta = CostDelta {
+                requests: diff(counted.requests, self.cost.requests),
+                input_tokens: diff(counted.input_tokens, self.cost.input_tokens),
+                output_tokens: diff(counted.output_tokens, self.cost.output_tokens),
+            };
+            if !delta.is_zero() {
+                ledger.adjust(delta);
+            }
+        }
+    }
+
     /// Gives everything back now (the request was not sent).
     pub fn release(mut self) {
         if let Some(ledger) = self.ledger.take() {

@@ -1,5 +1,6 @@
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::catalog::{Catalog, ModelEntry};
 use crate::credentials::{CredentialStore, Secret};
@@ -9,6 +10,7 @@ use crate::error::Result;
 #[derive(Debug, Clone)]
 pub struct ProviderContext {
     key: String,
+    connect_timeout: Duration,
     catalog: Arc<Catalog>,
     credentials: Arc<dyn CredentialStore>,
 }
@@ -22,9 +24,23 @@ impl ProviderContext {
     ) -> Self {
         ProviderContext {
             key: key.into(),
+            connect_timeout: Duration::from_secs(10),
             catalog,
             credentials,
         }
+    }
+
+    /// Sets the connect timeout transports should use.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a transport may take to connect; a slower connect is a
+    /// [`crate::ProviderError::Timeout`]. (The whole attempt's deadline is enforced by
+    /// the pipeline.)
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The provider key being built.

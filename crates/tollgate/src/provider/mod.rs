@@ -11,7 +11,7 @@
 //! struct MyProvider;
 //!
 //! #[derive(Debug)]
-//! struct MyClients; // overrides `chat`, `embeddings` or `decision` for what it serves
+//! struct MyClients; // overrides `chat`, `embeddings` or `decision` with its transports
 //! impl ProviderClients for MyClients {}
 //!
 //! #[tollgate::async_trait]
@@ -42,8 +42,8 @@ pub use context::{CredentialRef, ProviderContext};
 pub use registry::{ProviderRegistration, ProviderRegistry, linked_providers};
 
 use crate::catalog::ModelEntry;
-use crate::client::{DecisionClient, EmbeddingPurpose, LlmClient};
 use crate::error::{Error, Result};
+use crate::pipeline::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 
 /// A provider: its key, and how to build its clients.
 ///
@@ -65,21 +65,22 @@ pub trait ClientProvider: Send + Sync + Debug + 'static {
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>>;
 }
 
-/// What a built provider hands out, per catalog model. A provider overrides the kinds it
-/// serves; the others answer [`Error::Unsupported`].
+/// What a built provider hands out, per catalog model: the transports the pipeline
+/// drives. A provider overrides the kinds it serves; the others answer
+/// [`Error::Unsupported`].
 pub trait ProviderClients: Send + Sync + Debug {
-    /// A chat client for `model`.
-    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn LlmClient>> {
+    /// The chat transport for `model`.
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Err(unsupported(model, "chat"))
     }
 
-    /// An embeddings client for `model`.
-    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn RawEmbeddingsClient>> {
+    /// The embeddings transport for `model`.
+    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
         Err(unsupported(model, "embeddings"))
     }
 
-    /// A decision client for `model`.
-    fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionClient>> {
+    /// The decision transport for `model`.
+    fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionTransport>> {
         Err(unsupported(model, "decision"))
     }
 }
@@ -90,21 +91,4 @@ fn unsupported(model: &ModelEntry, capability: &str) -> Error {
         provider: model.provider.clone(),
         capability: capability.into(),
     }
-}
-
-/// The provider side of embeddings: raw vectors as the provider returns them.
-///
-/// The core turns them into [`crate::Embedding`]s of the deployment's width (asking for
-/// that width where the model takes a dimensions parameter, truncating where the catalog
-/// declares it safe, then L2-normalizing), so every provider obeys the same rule.
-#[async_trait::async_trait]
-pub trait RawEmbeddingsClient: Send + Sync + Debug {
-    /// One vector per text, in order. `dimensions` is set when the catalog says the model
-    /// takes a dimensions parameter; send it to the provider.
-    async fn embed_raw(
-        &self,
-        texts: &[String],
-        purpose: EmbeddingPurpose,
-        dimensions: Option<u64>,
-    ) -> Result<Vec<Vec<f32>>>;
 }

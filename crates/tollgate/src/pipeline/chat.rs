@@ -1,0 +1,303 @@
+//! The chat client `Models::chat` hands out: the pipeline around a provider's
+//! [`ChatTransport`].
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::{Stream, StreamExt};
+
+use super::engine::{CallState, ModelRuntime, Prepared};
+use super::job::JobContext;
+use super::shape;
+use super::transport::{ChatTransport, Signals};
+use crate::client::LlmClient;
+use crate::conversation::{Message, Role};
+use crate::error::{Error, ProviderError, ProviderRequestError, Result};
+use crate::limit::{AccountingRule, Cost};
+use crate::request::{LlmRequest, ResponseShape};
+use crate::response::{LlmResponse, StopReason};
+use crate::stream::{ResponseStream, StreamEvent};
+
+/// A chat client for one catalog model, running every call through the pipeline.
+#[derive(Debug)]
+pub(crate) struct PipelineChat {
+    pub(crate) rt: Arc<ModelRuntime>,
+    pub(crate) transport: Arc<dyn ChatTransport>,
+    pub(crate) job: Option<JobContext>,
+}
+
+impl PipelineChat {
+    /// Checks the request against the model and fills in the output limit.
+    fn prepare_request(&self, request: &LlmRequest) -> Result<(LlmRequest, u64)> {
+        let entry = &self.rt.entry;
+        if request.model_id() != entry.id {
+            return Err(Error::InvalidRequest {
+                field: "model_id".into(),
+                reason: format!(
+                    "is `{}` but this client serves model `{}`; ask Models::chat for `{}`",
+                    request.model_id(),
+                    entry.id,
+                    request.model_id()
+                ),
+            });
+        }
+        let ceiling = entry.max_output_tokens.unwrap_or(u64::MAX);
+        let limit = entry
+            .output_limit(request.sampling_params().max_output_tokens())
+            .unwrap_or(ceiling);
+        if limit > ceiling {
+            return Err(Error::InvalidRequest {
+                field: "sampling_params.max_output_tokens".into(),
+                reason: format!(
+                    "is {limit}, above model `{}`'s output ceiling of {ceiling}",
+                    entry.id
+                ),
+            });
+        }
+        let request = if request.sampling_params().max_output_tokens() == Some(limit) {
+            request.clone()
+        } else {
+            request.with_max_output_tokens(limit)?
+        };
+        Ok((request, limit))
+    }
+
+    fn cost(&self, request: &LlmRequest, limit: u64) -> Cost {
+        Cost::call(self.transport.estimate_input_tokens(request), limit)
+    }
+
+    async fn answer(&self, call: &mut CallState, request: &LlmRequest) -> Result<LlmResponse> {
+        let (mut request, mut limit) = self.prepare_request(request)?;
+        let ceiling = self.rt.entry.max_output_tokens.unwrap_or(limit);
+        let rule = self.transport.accounting();
+        let mut corrections = 0;
+        let mut rerun_at_ceiling = false;
+        loop {
+            call.span().record("gen_ai.request.max_tokens", limit);
+            let send = || {
+                let (transport, request) = (self.transport.clone(), request.clone());
+                async move {
+                    let signals = Signals::default();
+                    let result = transport.send(&request, &signals).await.map(|r| {
+                        let usage = r.usage();
+                        (r, usage)
+                    });
+                    (result, signals)
+                }
+            };
+            let (response, _) = call.run(self.cost(&request, limit), rule, send).await?;
+            match response.stop_reason() {
+                StopReason::MaxTokens if limit < ceiling && !rerun_at_ceiling => {
+                    // Cut off below the ceiling: once more with the model's whole ceiling.
+                    rerun_at_ceiling = true;
+                    limit = ceiling;
+                    request = request.with_max_output_tokens(ceiling)?;
+                    continue;
+                }
+                StopReason::MaxTokens => {
+                    return Err(Error::OutputTruncated {
+                        model_id: self.rt.entry.id.clone(),
+                        max_output_tokens: limit,
+                    });
+                }
+                StopReason::Refusal => return Err(refusal(&response)),
+                _ => {}
+            }
+            if let Some(shape) = request.sampling_params().response_shape().cloned()
+                && let Err(errors) = shape::check(&shape, &response.text())?
+            {
+                if corrections >= self.rt.config.max_corrections {
+                    return Err(Error::ShapeInvalid { errors });
+                }
+                corrections += 1;
+                request = request.with_appended([
+                    Message {
+                        role: Role::Assistant,
+                        content: response.blocks().to_vec(),
+                    },
+                    Message::user(shape::correction(&shape, &errors)),
+                ])?;
+                continue;
+            }
+            return Ok(response);
+        }
+    }
+}
+
+fn refusal(response: &LlmResponse) -> Error {
+    Error::ProviderRefusal {
+        category: "refusal".into(),
+        explanation: response.text(),
+    }
+}
+
+fn stop_name(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn => "end_turn",
+        StopReason::MaxTokens => "max_tokens",
+        StopReason::StopSequence => "stop_sequence",
+        StopReason::ToolUse => "tool_use",
+        StopReason::Refusal => "refusal",
+        StopReason::ContentFilter => "content_filter",
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmClient for PipelineChat {
+    async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
+        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat");
+        let result = self.answer(&mut call, request).await;
+        let reason = result.as_ref().ok().map(|r| stop_name(r.stop_reason()));
+        call.finish(result.as_ref().map(|_| ()), reason);
+        result
+    }
+
+    async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
+        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream");
+        let (request, limit) = match self.prepare_request(request) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                call.finish(Err(&e), None);
+                return Err(e);
+            }
+        };
+        let cost = self.cost(&request, limit);
+        let timeout = self.rt.config.attempt_timeout;
+        loop {
+            let prepared = match call.prepare(cost).await {
+                Ok(p) => p,
+                Err(e) => {
+                    call.finish(Err(&e), None);
+                    return Err(e);
+                }
+            };
+            let signals = Signals::default();
+            // Failures before the first event reaches the reader are retried like any other.
+            let opened = tokio::time::timeout(timeout, async {
+                let mut stream = self.transport.send_stream(&request, &signals).await?;
+                match stream.next().await {
+                    Some(Ok(first)) => Ok((stream, first)),
+                    Some(Err(e)) => Err(e),
+                    None => Err(ProviderRequestError::new(
+                        200,
+                        "the stream ended before its first event",
+                    )
+                    .into()),
+                }
+            })
+            .await
+            .unwrap_or_else(|_| {
+                Err(ProviderError::Timeout {
+                    after: Some(timeout),
+                }
+                .into())
+            });
+            match opened {
+                Ok((inner, first)) => {
+                    call.time_to_first_token = Some(call.started().elapsed());
+                    return Ok(ResponseStream::new(PipelineStream {
+                        inner,
+                        first: Some(first),
+                        prepared: Some(prepared),
+                        signals,
+                        call,
+                        rule: self.transport.accounting(),
+                        shape: request.sampling_params().response_shape().cloned(),
+                        delivered: 0,
+                        done: false,
+                    }));
+                }
+                Err(e) => match call.fail(prepared, &e, &signals) {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => {
+                        call.finish(Err(&e), None);
+                        return Err(e);
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// The stream handed to the reader: events pass through; a failure after the first event
+/// ends it with [`Error::StreamInterrupted`] (never re-sent, so no text twice); the
+/// completed response settles the reservation and the spend cap.
+struct PipelineStream {
+    inner: ResponseStream,
+    first: Option<StreamEvent>,
+    prepared: Option<Prepared>,
+    signals: Signals,
+    call: CallState,
+    rule: AccountingRule,
+    shape: Option<ResponseShape>,
+    delivered: u64,
+    done: bool,
+}
+
+impl PipelineStream {
+    fn on_event(&mut self, event: StreamEvent) -> Result<StreamEvent> {
+        let StreamEvent::Completed(response) = &event else {
+            self.delivered += 1;
+            return Ok(event);
+        };
+        self.done = true;
+        if let Some(p) = self.prepared.take() {
+            self.call
+                .succeed(p, &response.usage(), self.rule, &self.signals);
+        }
+        let outcome = match &self.shape {
+            Some(shape) => match shape::check(shape, &response.text()) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(errors)) => Err(Error::ShapeInvalid { errors }),
+                Err(e) => Err(e),
+            },
+            None => Ok(()),
+        };
+        let reason = stop_name(response.stop_reason());
+        self.call.finish(outcome.as_ref().map(|_| ()), Some(reason));
+        outcome.map(|()| event)
+    }
+
+    fn interrupted(&mut self, cause: Error) -> Error {
+        self.done = true;
+        if let Some(p) = self.prepared.take() {
+            // Never retried: the reader already has part of the answer.
+            self.call.fail_final(p, &cause, &self.signals);
+        }
+        let error = Error::StreamInterrupted {
+            model_id: self.call.entry().id.clone(),
+            delivered_events: self.delivered,
+            cause: Box::new(cause),
+        };
+        self.call.finish(Err(&error), None);
+        error
+    }
+}
+
+impl Stream for PipelineStream {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(this.on_event(first)));
+        }
+        match this.inner.poll_next_unpin(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(event))) => Poll::Ready(Some(this.on_event(event))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.interrupted(e)))),
+            Poll::Ready(None) => {
+                let cause = ProviderRequestError::new(
+                    200,
+                    "the stream ended without its completed response",
+                )
+                .into();
+                Poll::Ready(Some(Err(this.interrupted(cause))))
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! A job: the retry budget and spend cap shared by every call made on its behalf.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+/// A unit of work (a workflow run, a request from a user) that may make many calls.
+///
+/// Every call made through `Models::for_job(job)` draws retries from the job's one
+/// `upstream_retries` budget and counts against its spend cap, so a job that hits a bad
+/// patch cannot multiply its retries by its number of calls.
+#[derive(Clone)]
+pub struct JobContext {
+    id: Arc<str>,
+    retries_left: Arc<AtomicU32>,
+    spend_cap: Option<SpendCap>,
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("id", &self.id)
+            .field("retries_left", &self.retries_left())
+            .field("spend_cap", &self.spend_cap)
+            .finish()
+    }
+}
+
+impl JobContext {
+    /// A job with `upstream_retries` retries to share among its calls.
+    pub fn new(id: impl Into<String>, upstream_retries: u32) -> Self {
+        JobContext {
+            id: Arc::from(id.into()),
+            retries_left: Arc::new(AtomicU32::new(upstream_retries)),
+            spend_cap: None,
+        }
+    }
+
+    /// Counts every call of the job against `cap`.
+    pub fn with_spend_cap(mut self, cap: SpendCap) -> Self {
+        self.spend_cap = Some(cap);
+        self
+    }
+
+    /// The job id (recorded with every call).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Retries left in the job's budget.
+    pub fn retries_left(&self) -> u32 {
+        self.retries_left.load(Ordering::SeqCst)
+    }
+
+    /// The job's spend cap, if any.
+    pub fn spend_cap(&self) -> Option<&SpendCap> {
+        self.spend_cap.as_ref()
+    }
+
+    /// Takes one retry from the budget; false when it is spent.
+    pub(crate) fn take_retry(&self) -> bool {
+        self.retries_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+/// A spend limit in USD for a workflow. Each call reserves its worst-case cost before it
+/// is sent and settles at its actual cost afterwards; a call that cannot fit fails with
+/// [`Error::SpendCapExceeded`] before anything is sent.
+#[derive(Clone)]
+pub struct SpendCap {
+    name: Arc<str>,
+    limit_usd: f64,
+    state: Arc<Mutex<CapState>>,
+}
+
+#[derive(Debug, Default)]
+struct CapState {
+    spent_usd: f64,
+    held_usd: f64,
+}
+
+impl fmt::Debug for SpendCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("SpendCap")
+            .field("name", &self.name)
+            .field("limit_usd", &self.limit_usd)
+            .field("spent_usd", &state.spent_usd)
+            .field("held_usd", &state.held_usd)
+            .finish()
+    }
+}
+
+impl SpendCap {
+    /// A cap named `name` of `limit_usd`.
+    pub fn new(name: impl Into<String>, limit_usd: f64) -> Self {
+        SpendCap {
+            name: Arc::from(name.into()),
+            limit_usd,
+            state: Arc::default(),
+        }
+    }
+
+    /// What has been spent (settled calls).
+    pub fn spent_usd(&self) -> f64 {
+        self.lock().spent_usd
+    }
+
+    /// What is held for calls in flight (their worst case).
+    pub fn held_usd(&self) -> f64 {
+        self.lock().held_usd
+    }
+
+    /// What is left for new calls.
+    pub fn remaining_usd(&self) -> f64 {
+        let s = self.lock();
+        (self.limit_usd - s.spent_usd - s.held_usd).max(0.0)
+    }
+
+    /// Holds `worst_case_usd` for a call about to be sent, or refuses.
+    pub fn hold(&self, worst_case_usd: f64) -> Result<SpendHold> {
+        let mut s = self.lock();
+        let remaining = self.limit_usd - s.spent_usd - s.held_usd;
+        // A tolerance for float rounding, far below a millionth of a cent.
+        if worst_case_usd > remaining + 1e-12 {
+            return Err(Error::SpendCapExceeded {
+                cap: self.name.to_string(),
+                limit_usd: self.limit_usd,
+                remaining_usd: remaining.max(0.0),
+                needed_usd: worst_case_usd,
+            });
+        }
+        s.held_usd += worst_case_usd;
+        Ok(SpendHold {
+            cap: Some(self.clone()),
+            held_usd: worst_case_usd,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CapState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A call's hold on a spend cap. Settle it at the actual cost; dropped unsettled, it
+/// is settled at the worst case (the call may have been billed).
+#[derive(Debug)]
+pub struct SpendHold {
+    cap: Option<SpendCap>,
+    held_usd: f64,
+}
+
+impl SpendHold {
+    /// A hold on no cap.
+    pub(crate) fn none() -> Self {
+        SpendHold {
+            cap: None,
+            held_usd: 0.0,
+        }
+    }
+
+    /// Releases the hold and records `actual_usd` as spent.
+    pub fn settle(mut self, actual_usd: f64) {
+        self.finish(actual_usd);
+    }
+
+    fn finish(&mut self, actual_usd: f64) {
+        if let Some(cap) = self.cap.take() {
+            let mut s = cap.lock();
+            s.held_usd = (s.held_usd - self.held_usd).max(0.0);
+            s.spent_usd += actual_usd;
+        }
+    }
+}
+
+impl Drop for SpendHold {
+    fn drop(&mut self) {
+        let worst = self.held_usd;
+        self.finish(worst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spend_cap_refuses_a_call_that_cannot_fit_and_settles_at_actual_cost() {
+        let cap = SpendCap::new("workflow", 1.0);
+        let hold = cap.hold(0.6).unwrap();
+        assert!((cap.remaining_usd() - 0.4).abs() < 1e-12);
+        let err = cap.hold(0.5).unwrap_err();
+        assert!(matches!(err, Error::SpendCapExceeded { .. }), "{err}");
+        hold.settle(0.1);
+        assert!((cap.spent_usd() - 0.1).abs() < 1e-12);
+        assert_eq!(cap.held_usd(), 0.0);
+        cap.hold(0.5).unwrap().settle(0.5);
+        assert!((cap.remaining_usd() - 0.4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn job_retry_budget_is_shared_and_runs_out() {
+        let job = JobContext::new("j", 2);
+        let clone = job.clone();
+        assert!(job.take_retry());
+        assert!(clone.take_retry());
+        assert!(!job.take_retry());
+        assert_eq!(clone.retries_left(), 0);
+    }
+}

@@ -1,0 +1,54 @@
+//! The call pipeline: the lifecycle every provider shares, written once.
+//!
+//! For each call that [`crate::Models`] hands out a client for:
+//!
+//! 1. **price** it: input tokens estimated by the transport, plus the output limit
+//!    (the request's, or the catalog's default, never above the ceiling);
+//! 2. **spend cap**: hold the worst-case cost on the job's [`SpendCap`], or fail with
+//!    `SpendCapExceeded` before anything is sent;
+//! 3. **limiter**: reserve on the model's buckets, waiting holding nothing (or fail at
+//!    once with `TooLargeForBucket`); check the model's [`CircuitBreaker`];
+//! 4. **send** through the provider's transport, the only per-provider part;
+//! 5. **classify** by error type: retryable failures back off (full jitter,
+//!    `retry-after` as a floor) and go again from step 2 with fresh holdings, within the
+//!    job's retry budget; everything else is final;
+//! 6. **settle** the reservation against reported usage, feed the adaptive throttle and
+//!    the breaker, cost the call from catalog prices, settle the spend cap, **record**.
+//!
+//! Then, for chat: an answer cut off below the model's ceiling is re-run once at the
+//! ceiling; an answer that fails its declared JSON Schema is sent back with what was
+//! wrong, up to [`MAX_CORRECTIONS`] times; a refusal becomes `ProviderRefusal`. Streams
+//! are retried only before their first event reaches the reader; later failures end the
+//! stream with `StreamInterrupted`, so no text is ever sent twice. See
+//! `docs/failures.md`.
+
+mod breaker;
+mod chat;
+mod engine;
+mod estimate;
+mod job;
+mod other;
+mod record;
+mod retry;
+mod shape;
+mod transport;
+
+pub use breaker::{BreakerConfig, CircuitBreaker};
+pub use engine::{MAX_CORRECTIONS, PipelineConfig};
+pub use estimate::{
+    DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
+    TokenEstimator,
+};
+pub use job::{JobContext, SpendCap, SpendHold};
+pub use record::{
+    AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
+    error_kind,
+};
+pub use retry::{RetryPolicy, parse_retry_after};
+pub use transport::{
+    ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+};
+
+pub(crate) use chat::PipelineChat;
+pub(crate) use engine::ModelRuntime;
+pub(crate) use other::{PipelineDecision, PipelineEmbeddings};

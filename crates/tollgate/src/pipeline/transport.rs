@@ -1,0 +1,142 @@
+//! What a provider implements: encode, send, decode; plus what its answers say about
+//! limits, and how it counts tokens. Everything else is the pipeline's.
+
+use std::fmt::Debug;
+use std::sync::Mutex;
+
+use crate::client::{Decision, DecisionRequest, EmbeddingPurpose};
+use crate::error::{Dimension, Result};
+use crate::limit::AccountingRule;
+use crate::request::LlmRequest;
+use crate::response::{LlmResponse, Usage};
+use crate::stream::ResponseStream;
+
+use super::estimate::{DefaultEstimator, TokenEstimator};
+
+/// What one attempt's answer said besides its body: rate-limit headers and the
+/// provider's retry advice. A transport fills it while sending; the pipeline reads it.
+#[derive(Debug, Default)]
+pub struct Signals {
+    inner: Mutex<SignalValues>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct SignalValues {
+    remaining: Vec<(Dimension, u64)>,
+    should_retry: Option<bool>,
+}
+
+impl Signals {
+    /// The provider says `remaining` is left of `dimension` (e.g.
+    /// `anthropic-ratelimit-tokens-remaining`). The limiter lowers its bucket to it.
+    pub fn remaining(&self, dimension: Dimension, remaining: u64) {
+        self.lock().remaining.push((dimension, remaining));
+    }
+
+    /// The provider's `x-should-retry` header: `false` vetoes a retry of a retryable
+    /// failure; `true` allows retrying a rejected request (`ProviderRequestError`).
+    pub fn should_retry(&self, retry: bool) {
+        self.lock().should_retry = Some(retry);
+    }
+
+    pub(crate) fn take(&self) -> (Vec<(Dimension, u64)>, Option<bool>) {
+        let mut v = self.lock();
+        (std::mem::take(&mut v.remaining), v.should_retry.take())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SignalValues> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A provider's chat model, as the pipeline drives it. Implementations send once and
+/// report failures by type ([`crate::Error`]); they never retry, sleep or rate-limit.
+#[async_trait::async_trait]
+pub trait ChatTransport: Send + Sync + Debug {
+    /// Sends the request and decodes the whole answer.
+    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse>;
+
+    /// Sends the request and decodes the answer as a stream of events ending with
+    /// [`crate::StreamEvent::Completed`].
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream>;
+
+    /// How the provider counts a finished call against its limits.
+    fn accounting(&self) -> AccountingRule {
+        AccountingRule::default()
+    }
+
+    /// Estimates the request's input tokens before sending (reconciled at settle time).
+    fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
+        DefaultEstimator.estimate_request(request)
+    }
+}
+
+/// What an embeddings transport returns: one raw vector per text, and the usage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingsReply {
+    /// One vector per text, in order, as the provider returned them.
+    pub vectors: Vec<Vec<f32>>,
+    /// Tokens used (input only, for embeddings).
+    pub usage: Usage,
+}
+
+/// A provider's embeddings model, as the pipeline drives it.
+///
+/// Returns raw vectors; the core makes every vector the deployment's width and unit
+/// length, so every provider obeys the same rule.
+#[async_trait::async_trait]
+pub trait EmbeddingsTransport: Send + Sync + Debug {
+    /// Embeds `texts`. `dimensions` is set when the catalog says the model takes a
+    /// dimensions parameter: send it to the provider.
+    async fn embed(
+        &self,
+        texts: &[String],
+        purpose: EmbeddingPurpose,
+        dimensions: Option<u64>,
+        signals: &Signals,
+    ) -> Result<EmbeddingsReply>;
+
+    /// How the provider counts a finished call against its limits.
+    fn accounting(&self) -> AccountingRule {
+        AccountingRule::default()
+    }
+
+    /// Estimates the input tokens of `texts` before sending.
+    fn estimate_input_tokens(&self, texts: &[String]) -> u64 {
+        texts
+            .iter()
+            .map(|t| DefaultEstimator.estimate_text(t))
+            .sum()
+    }
+}
+
+/// What a decision transport returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionReply {
+    /// The probabilities.
+    pub decision: Decision,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// A provider's decision model, as the pipeline drives it.
+#[async_trait::async_trait]
+pub trait DecisionTransport: Send + Sync + Debug {
+    /// Answers every question of the request.
+    async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply>;
+
+    /// How the provider counts a finished call against its limits.
+    fn accounting(&self) -> AccountingRule {
+        AccountingRule::default()
+    }
+
+    /// Estimates the input tokens before sending.
+    fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {
+        let questions: u64 = request
+            .questions()
+            .iter()
+            .map(|q| DefaultEstimator.estimate_text(&format!("{q:?}")))
+            .sum();
+        DefaultEstimator.estimate_text(request.state()) + questions
+    }
+}
