@@ -50,6 +50,44 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Usage from a provider whose input count *excludes* cached tokens (Anthropic's
+    /// `input_tokens`, and Bedrock's as far as is known): each count is taken as is.
+    pub fn from_cache_exclusive(
+        input_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        cache_write_1h_tokens: u64,
+        output_tokens: u64,
+    ) -> Self {
+        Usage {
+            input_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_write_1h_tokens,
+            output_tokens,
+        }
+    }
+
+    /// Usage from a provider whose input count *includes* cached tokens (OpenAI's
+    /// `prompt_tokens` with `cached_tokens` and `cache_write_tokens` as sub-counts): the
+    /// sub-counts are taken out of the total so nothing is counted twice.
+    pub fn from_cache_inclusive(
+        total_input_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        output_tokens: u64,
+    ) -> Self {
+        let cache_read_tokens = cache_read_tokens.min(total_input_tokens);
+        let cache_write_tokens = cache_write_tokens.min(total_input_tokens - cache_read_tokens);
+        Usage {
+            input_tokens: total_input_tokens - cache_read_tokens - cache_write_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_write_1h_tokens: 0,
+            output_tokens,
+        }
+    }
+
     /// All input tokens: full-price, cache reads and cache writes.
     pub fn total_input_tokens(&self) -> u64 {
         self.input_tokens

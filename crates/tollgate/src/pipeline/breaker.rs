@@ -42,8 +42,14 @@ impl Default for BreakerConfig {
 #[derive(Debug)]
 enum Phase {
     Closed,
-    Open { until: Instant },
-    HalfOpen { probing: bool },
+    Open {
+        until: Instant,
+    },
+    /// One probe may go; `probe_since` is when the current probe went (a probe whose
+    /// outcome never comes back, e.g. a cancelled call, frees the slot after a cool-off).
+    HalfOpen {
+        probe_since: Option<Instant>,
+    },
 }
 
 #[derive(Debug)]
@@ -100,22 +106,43 @@ impl CircuitBreaker {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a call may go now; in half-open state only one probe may.
+    /// Fails fast while the circuit is open, without taking the probe slot (used before
+    /// waiting for the limiter).
+    pub fn peek(&self) -> Result<()> {
+        let s = self.lock();
+        match s.phase {
+            Phase::Open { until } if Instant::now() < until => {
+                Err(self.open_error(until - Instant::now()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a call may go now; in half-open state only one probe may, and this call
+    /// becomes it.
     pub fn check(&self) -> Result<()> {
         let mut s = self.lock();
         let now = Instant::now();
         match s.phase {
             Phase::Closed => Ok(()),
-            Phase::Open { until } if now >= until => {
-                s.phase = Phase::HalfOpen { probing: true };
+            Phase::Open { until } if now < until => Err(self.open_error(until - now)),
+            Phase::Open { .. } | Phase::HalfOpen { probe_since: None } => {
+                s.phase = Phase::HalfOpen {
+                    probe_since: Some(now),
+                };
                 Ok(())
             }
-            Phase::Open { until } => Err(self.open_error(until - now)),
-            Phase::HalfOpen { probing: false } => {
-                s.phase = Phase::HalfOpen { probing: true };
+            Phase::HalfOpen {
+                probe_since: Some(t),
+            } if now.duration_since(t) >= self.config.cool_off => {
+                s.phase = Phase::HalfOpen {
+                    probe_since: Some(now),
+                };
                 Ok(())
             }
-            Phase::HalfOpen { probing: true } => Err(self.open_error(Duration::ZERO)),
+            Phase::HalfOpen {
+                probe_since: Some(t),
+            } => Err(self.open_error(self.config.cool_off.saturating_sub(now.duration_since(t)))),
         }
     }
 
@@ -137,8 +164,11 @@ impl CircuitBreaker {
         if outcome.is_err() && !failed {
             // A 4xx or 429 says nothing about health; release a probe slot if it held one.
             let mut s = self.lock();
-            if let Phase::HalfOpen { probing: true } = s.phase {
-                s.phase = Phase::HalfOpen { probing: false };
+            if let Phase::HalfOpen {
+                probe_since: Some(_),
+            } = s.phase
+            {
+                s.phase = Phase::HalfOpen { probe_since: None };
             }
             return;
         }

@@ -167,14 +167,16 @@ impl CallState {
     /// Checks the circuit, holds the worst case on the spend cap, reserves on the
     /// limiter. Nothing has been sent when this fails.
     pub(crate) async fn prepare(&mut self, cost: Cost) -> Result<Prepared> {
-        self.rt.breaker.check()?;
+        // Fail fast while open; the probe slot is taken only once the bucket grants.
+        self.rt.breaker.peek()?;
         let worst_usd = worst_case_usd(self.rt.entry.price.as_ref(), &cost);
         let hold = match self.job.as_ref().and_then(JobContext::spend_cap) {
             Some(cap) => cap.hold(worst_usd)?,
             None => SpendHold::none(),
         };
         let mut reservation = self.rt.limiter.reserve(cost).await?;
-        // Checked again: the circuit may have opened while we waited for the bucket.
+        // The circuit may have opened while we waited; dropping the reservation unsent
+        // gives it back.
         self.rt.breaker.check()?;
         reservation.mark_sent();
         self.attempts += 1;
@@ -205,9 +207,6 @@ impl CallState {
         rule: AccountingRule,
         signals: &Signals,
     ) {
-        self.apply_signals(signals);
-        self.rt.limiter.feedback(Feedback::Success);
-        self.rt.breaker.record(&Ok(()));
         let cost = self
             .rt
             .entry
@@ -215,6 +214,10 @@ impl CallState {
             .map_or(0.0, |price| price.cost_usd(usage));
         p.reservation.settle(usage, rule);
         p.hold.settle(cost);
+        // After settling: the provider's "remaining" already counts this call.
+        self.apply_signals(signals);
+        self.rt.limiter.feedback(Feedback::Success);
+        self.rt.breaker.record(&Ok(()));
         self.add_usage(usage, cost);
         self.record_attempt(Outcome::Success, *usage, p.sent_at.elapsed(), None);
     }
@@ -255,7 +258,6 @@ impl CallState {
         error: &Error,
         signals: &Signals,
     ) -> (Option<bool>, Duration) {
-        let should_retry = self.apply_signals(signals);
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
                 self.rt.limiter.feedback(Feedback::RateLimited {
@@ -298,6 +300,7 @@ impl CallState {
                 hold.settle(worst_usd);
             }
         }
+        let should_retry = self.apply_signals(signals);
         (should_retry, sent_at.elapsed())
     }
 
