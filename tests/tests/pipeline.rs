@@ -917,3 +917,137 @@ async fn json_lines_recorder_writes_one_object_per_call_and_attempt() {
     assert_eq!(lines[2]["usage"]["input_tokens"], 4);
     assert_eq!(lines[0]["outcome"]["error"], "server_error");
 }
+
+mod fallback_chain {
+    use super::*;
+    use tollgate::pipeline::FallbackOptions;
+
+    fn chain_setup() -> Setup {
+        setup_with(vec![entry("m").with_fallbacks(["n"]), entry("n")], config())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_moves_the_call_to_the_next_model_and_cools_the_first() {
+        let s = chain_setup();
+        s.fake.fail(
+            "m",
+            Fault::RateLimited {
+                retry_after: Some(Duration::from_secs(20)),
+            },
+        );
+        s.fake
+            .reply("n", FakeReply::text("from n"))
+            .reply("n", FakeReply::text("from n again"));
+        let chat = s
+            .models
+            .chat_with_fallbacks("m", FallbackOptions::default())
+            .await
+            .unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            chat.single_response(&ask("hi")).await.unwrap().text(),
+            "from n"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "no waiting on the refused model"
+        );
+        // While m cools, calls go straight to n.
+        assert_eq!(
+            chat.single_response(&ask("hi")).await.unwrap().text(),
+            "from n again"
+        );
+        assert_eq!((s.fake.calls("m"), s.fake.calls("n")), (1, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_model_whose_bucket_is_empty_is_skipped_at_once() {
+        let s = chain_setup();
+        s.fake.reply("n", FakeReply::text("from n"));
+        let limiter = s.models.limiter("m").unwrap();
+        limiter
+            .try_reserve(tollgate::limit::Cost::call(0, 0))
+            .unwrap()
+            .mark_sent();
+        for _ in 0..599 {
+            limiter
+                .try_reserve(tollgate::limit::Cost::call(0, 0))
+                .unwrap()
+                .mark_sent();
+        }
+        let chat = s
+            .models
+            .chat_with_fallbacks("m", FallbackOptions::default())
+            .await
+            .unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            chat.single_response(&ask("hi")).await.unwrap().text(),
+            "from n"
+        );
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_model_whose_circuit_is_open_is_skipped() {
+        let s = chain_setup();
+        let breaker = s.models.breaker("m").unwrap();
+        for _ in 0..5 {
+            let e: Error = ProviderError::Server { status: 500 }.into();
+            breaker.record(&Err(&e));
+        }
+        assert!(breaker.is_open());
+        s.fake.reply("n", FakeReply::text("from n"));
+        let chat = s
+            .models
+            .chat_with_fallbacks("m", FallbackOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            chat.single_response(&ask("hi")).await.unwrap().text(),
+            "from n"
+        );
+        assert_eq!(s.fake.calls("m"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusal_moves_on_only_when_opted_in_and_never_back() {
+        let s = chain_setup();
+        let refusal = || Fault::Refusal {
+            category: "policy".into(),
+            explanation: "no".into(),
+        };
+        s.fake
+            .fail("m", refusal())
+            .reply("n", FakeReply::text("n answers"));
+        let strict = s
+            .models
+            .chat_with_fallbacks("m", FallbackOptions::default())
+            .await
+            .unwrap();
+        assert!(matches!(
+            strict.single_response(&ask("hi")).await,
+            Err(Error::ProviderRefusal { .. })
+        ));
+        assert_eq!(s.fake.calls("n"), 0);
+
+        s.fake.fail("m", refusal());
+        let lenient = s
+            .models
+            .chat_with_fallbacks("m", FallbackOptions { on_refusal: true })
+            .await
+            .unwrap();
+        assert_eq!(
+            lenient.single_response(&ask("hi")).await.unwrap().text(),
+            "n answers"
+        );
+        // When every model refuses, the refusal is returned; no model is asked twice.
+        s.fake.fail("m", refusal()).fail("n", refusal());
+        assert!(matches!(
+            lenient.single_response(&ask("hi")).await,
+            Err(Error::ProviderRefusal { .. })
+        ));
+        assert_eq!((s.fake.calls("m"), s.fake.calls("n")), (3, 2));
+    }
+}

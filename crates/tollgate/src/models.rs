@@ -18,8 +18,8 @@ use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
 use crate::limit::{FallbackChain, TokenBucketRateLimiter};
 use crate::pipeline::{
-    CircuitBreaker, JobContext, ModelRuntime, PipelineChat, PipelineConfig, PipelineDecision,
-    PipelineEmbeddings, Recorder,
+    CircuitBreaker, FallbackChat, FallbackOptions, JobContext, ModelRuntime, PipelineChat,
+    PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
 };
 use crate::provider::{ClientProvider, ProviderClients, ProviderContext, ProviderRegistry};
 
@@ -217,10 +217,41 @@ impl Models {
     pub async fn chat(&self, model_id: &str) -> Result<Arc<dyn LlmClient>> {
         let (entry, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
         let transport = provider.chat(entry)?;
+        let rt = self.runtime(model_id)?.clone();
         Ok(Arc::new(PipelineChat {
-            rt: self.runtime(model_id)?.clone(),
+            rt,
             transport,
             job: self.job.clone(),
+            in_chain: false,
+        }))
+    }
+
+    /// A chat client over `model_id` and its catalog `fallbacks`: each call goes to the
+    /// first model that can serve it now (not cooling after a 429, circuit not open,
+    /// bucket free), and only the last remaining one is waited for. See
+    /// [`FallbackOptions`] for moving on after a refusal.
+    pub async fn chat_with_fallbacks(
+        &self,
+        model_id: &str,
+        options: FallbackOptions,
+    ) -> Result<Arc<dyn LlmClient>> {
+        let entry = self.inner.catalog.get(model_id)?;
+        let mut members = Vec::new();
+        for id in std::iter::once(&entry.id).chain(&entry.fallbacks) {
+            let (member, provider) = self.provider_for(id, ModelKind::Chat).await?;
+            let transport = provider.chat(member)?;
+            let rt = self.runtime(id)?.clone();
+            members.push(PipelineChat {
+                rt,
+                transport,
+                job: self.job.clone(),
+                in_chain: true,
+            });
+        }
+        Ok(Arc::new(FallbackChat {
+            members,
+            chain: self.fallback_chain(model_id)?,
+            options,
         }))
     }
 

@@ -295,6 +295,16 @@ impl LlmRequest {
         Ok(copy)
     }
 
+    /// A copy of this request for another catalog model (e.g. a fallback).
+    pub fn with_model_id(&self, model_id: impl Into<String>) -> Result<Self> {
+        LlmRequest::new(
+            model_id,
+            self.messages.clone(),
+            self.tools_schema.clone(),
+            self.sampling_params.clone(),
+        )
+    }
+
     /// A copy of this request with more messages appended (e.g. a shape correction).
     pub fn with_appended(&self, more: impl IntoIterator<Item = Message>) -> Result<Self> {
         let mut messages = self.messages.clone();

@@ -126,6 +126,16 @@ impl FallbackChain {
         }
     }
 
+    /// How long `model_id` stays in cooldown, if it is cooling now.
+    pub fn cooldown_remaining(&self, model_id: &str) -> Option<Duration> {
+        let now = Instant::now();
+        self.candidates
+            .iter()
+            .find(|c| c.model_id == model_id)
+            .and_then(|c| c.cooling(now))
+            .map(|u| u - now)
+    }
+
     /// Whether `model_id` is in cooldown now.
     pub fn in_cooldown(&self, model_id: &str) -> bool {
         self.candidates

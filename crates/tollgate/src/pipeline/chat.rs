@@ -25,9 +25,27 @@ pub(crate) struct PipelineChat {
     pub(crate) rt: Arc<ModelRuntime>,
     pub(crate) transport: Arc<dyn ChatTransport>,
     pub(crate) job: Option<JobContext>,
+    /// Set for the members of a fallback chain: a 429 ends the attempt on this model.
+    pub(crate) in_chain: bool,
 }
 
 impl PipelineChat {
+    /// What a call of `request` would reserve on this model (for a chain picking one).
+    pub(crate) fn probe_cost(&self, request: &LlmRequest) -> Result<Cost> {
+        let (request, limit) = self.prepare_request(request)?;
+        Ok(self.cost(&request, limit))
+    }
+
+    /// Answers on this model, recording the call.
+    pub(crate) async fn answer_recorded(&self, request: &LlmRequest) -> Result<LlmResponse> {
+        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat");
+        call.rate_limited_is_final = self.in_chain;
+        let result = self.answer(&mut call, request).await;
+        let reason = result.as_ref().ok().map(|r| stop_name(r.stop_reason()));
+        call.finish(result.as_ref().map(|_| ()), reason);
+        result
+    }
+
     /// Checks the request against the model and fills in the output limit.
     fn prepare_request(&self, request: &LlmRequest) -> Result<(LlmRequest, u64)> {
         let entry = &self.rt.entry;
@@ -146,15 +164,12 @@ fn stop_name(stop: StopReason) -> &'static str {
 #[async_trait::async_trait]
 impl LlmClient for PipelineChat {
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat");
-        let result = self.answer(&mut call, request).await;
-        let reason = result.as_ref().ok().map(|r| stop_name(r.stop_reason()));
-        call.finish(result.as_ref().map(|_| ()), reason);
-        result
+        self.answer_recorded(request).await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream");
+        call.rate_limited_is_final = self.in_chain;
         let (request, limit) = match self.prepare_request(request) {
             Ok(prepared) => prepared,
             Err(e) => {

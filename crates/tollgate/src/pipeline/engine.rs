@@ -110,6 +110,8 @@ pub(crate) struct CallState {
     pub(crate) time_to_first_token: Option<Duration>,
     span: tracing::Span,
     finished: bool,
+    /// In a fallback chain a 429 moves the call to another model instead of waiting.
+    pub(crate) rate_limited_is_final: bool,
 }
 
 impl CallState {
@@ -153,6 +155,7 @@ impl CallState {
             time_to_first_token: None,
             span,
             finished: false,
+            rate_limited_is_final: false,
         }
     }
 
@@ -310,7 +313,9 @@ impl CallState {
             Some(true) => error.is_retryable() || matches!(error, Error::ProviderRequest(_)),
             None => error.is_retryable(),
         };
-        if !retryable {
+        let chain_moves_on = self.rate_limited_is_final
+            && matches!(error, Error::Provider(ProviderError::RateLimited { .. }));
+        if !retryable || chain_moves_on {
             return None;
         }
         let policy = &self.rt.config.retry;

@@ -26,6 +26,7 @@ mod breaker;
 mod chat;
 mod engine;
 mod estimate;
+mod fallback_chat;
 mod job;
 mod other;
 mod record;
@@ -39,6 +40,7 @@ pub use estimate::{
     DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
     TokenEstimator,
 };
+pub use fallback_chat::FallbackOptions;
 pub use job::{JobContext, SpendCap, SpendHold};
 pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
@@ -51,4 +53,5 @@ pub use transport::{
 
 pub(crate) use chat::PipelineChat;
 pub(crate) use engine::ModelRuntime;
+pub(crate) use fallback_chat::FallbackChat;
 pub(crate) use other::{PipelineDecision, PipelineEmbeddings};
