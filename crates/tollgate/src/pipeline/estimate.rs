@@ -57,14 +57,41 @@ pub const REQUEST_OVERHEAD_TOKENS: u64 = 8;
 /// Tokens assumed for an image (a large image at Anthropic is about 1,600 tokens).
 pub const IMAGE_TOKENS: u64 = 1_600;
 
-/// One token per three bytes of UTF-8, rounded up: above the ~4 characters per token of
-/// English text for the common tokenizers, so estimates err high.
+/// A tokenizer-free estimate that errs high for prose, code, numbers and non-Latin text
+/// alike: each run of ASCII letters, and each run of digits, counts one token per three
+/// characters (rounded up; BPE tokens average about four letters, and split digits in
+/// groups of at most three), every punctuation mark one token, every non-ASCII character
+/// one token per UTF-8 byte pair (CJK text runs 1–2 tokens a character), and each line
+/// break one token.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultEstimator;
 
 impl TokenEstimator for DefaultEstimator {
     fn estimate_text(&self, text: &str) -> u64 {
-        (text.len() as u64).div_ceil(3)
+        let mut tokens = 0u64;
+        // The current run: its length, and whether it is digits.
+        let mut run = 0u64;
+        let mut digits = false;
+        for c in text.chars() {
+            if c.is_ascii_alphanumeric() {
+                let is_digit = c.is_ascii_digit();
+                if run > 0 && is_digit != digits {
+                    tokens += run.div_ceil(3);
+                    run = 0;
+                }
+                digits = is_digit;
+                run += 1;
+                continue;
+            }
+            tokens += run.div_ceil(3);
+            run = 0;
+            if c == '\n' || c.is_ascii_punctuation() {
+                tokens += 1;
+            } else if !c.is_ascii() {
+                tokens += (c.len_utf8() as u64).div_ceil(2);
+            }
+        }
+        tokens + run.div_ceil(3)
     }
 }
 
@@ -93,5 +120,63 @@ mod tests {
             DefaultEstimator.estimate_request(&r),
             1 + 2 + 2 * MESSAGE_OVERHEAD_TOKENS + REQUEST_OVERHEAD_TOKENS
         );
+    }
+}
+
+/// Which OpenAI byte-pair encoding a [`TiktokenEstimator`] uses.
+#[cfg(feature = "tiktoken")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TiktokenEncoding {
+    /// `cl100k_base` (GPT-4, GPT-3.5, the text-embedding-3 models).
+    Cl100k,
+    /// `o200k_base` (GPT-4o, o-series and later).
+    O200k,
+}
+
+/// Exact token counts for OpenAI models, offline: the BPE tables are compiled into the
+/// binary (feature `tiktoken`). Loading a table takes tens of milliseconds once; later
+/// calls share it.
+#[cfg(feature = "tiktoken")]
+#[derive(Debug, Clone, Copy)]
+pub struct TiktokenEstimator {
+    encoding: TiktokenEncoding,
+}
+
+#[cfg(feature = "tiktoken")]
+impl TiktokenEstimator {
+    /// An estimator for `encoding`.
+    pub fn new(encoding: TiktokenEncoding) -> Self {
+        TiktokenEstimator { encoding }
+    }
+
+    /// The encoding an OpenAI model name uses (`gpt-4o`, `o1`, … → o200k; else cl100k).
+    pub fn for_model(name: &str) -> Self {
+        let o200k = [
+            "gpt-4o",
+            "gpt-4.1",
+            "gpt-4.5",
+            "gpt-5",
+            "o1",
+            "o3",
+            "o4",
+            "chatgpt-4o",
+        ];
+        let encoding = if o200k.iter().any(|p| name.starts_with(p)) {
+            TiktokenEncoding::O200k
+        } else {
+            TiktokenEncoding::Cl100k
+        };
+        Self::new(encoding)
+    }
+}
+
+#[cfg(feature = "tiktoken")]
+impl TokenEstimator for TiktokenEstimator {
+    fn estimate_text(&self, text: &str) -> u64 {
+        let bpe = match self.encoding {
+            TiktokenEncoding::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+            TiktokenEncoding::O200k => tiktoken_rs::o200k_base_singleton(),
+        };
+        bpe.encode_ordinary(text).len() as u64
     }
 }

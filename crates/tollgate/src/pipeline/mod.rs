@@ -40,6 +40,8 @@ pub use estimate::{
     DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
     TokenEstimator,
 };
+#[cfg(feature = "tiktoken")]
+pub use estimate::{TiktokenEncoding, TiktokenEstimator};
 pub use fallback_chat::FallbackOptions;
 pub use job::{JobContext, SpendCap, SpendHold};
 pub use record::{
