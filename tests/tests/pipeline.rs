@@ -1051,3 +1051,61 @@ mod fallback_chain {
         assert_eq!((s.fake.calls("m"), s.fake.calls("n")), (3, 2));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn call_deadline_bounds_the_whole_call_retries_included() {
+    let deadline_10s = PipelineConfig {
+        call_deadline: Some(Duration::from_secs(10)),
+        ..config()
+    };
+    let s = setup_with(vec![entry("m")], deadline_10s);
+    for _ in 0..10 {
+        s.fake.fail(
+            "m",
+            Fault::RateLimited {
+                retry_after: Some(Duration::from_secs(4)),
+            },
+        );
+    }
+    let start = Instant::now();
+    let err = s
+        .models
+        .chat("m")
+        .await
+        .unwrap()
+        .single_response(&ask("hi"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Provider(ProviderError::RateLimited { .. })),
+        "{err}"
+    );
+    // Attempts at 0 s, 4 s and 8 s; a fourth at 12 s would pass the 10 s deadline.
+    assert_eq!(s.fake.calls("m"), 3);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // A slow answer is cut at what is left of the deadline.
+    let s = setup_with(
+        vec![entry("m")],
+        PipelineConfig {
+            call_deadline: Some(Duration::from_secs(3)),
+            ..config()
+        },
+    );
+    s.fake
+        .reply_any(FakeReply::text("late"))
+        .with_latency(Duration::from_secs(20));
+    let start = Instant::now();
+    let err = s
+        .models
+        .chat("m")
+        .await
+        .unwrap()
+        .single_response(&ask("hi"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Provider(ProviderError::Timeout { .. })),
+        "{err}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+}

@@ -178,8 +178,8 @@ impl LlmClient for PipelineChat {
             }
         };
         let cost = self.cost(&request, limit);
-        let timeout = self.rt.config.attempt_timeout;
         loop {
+            let timeout = call.attempt_timeout();
             let prepared = match call.prepare(cost).await {
                 Ok(p) => p,
                 Err(e) => {

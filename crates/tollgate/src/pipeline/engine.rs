@@ -31,6 +31,9 @@ pub struct PipelineConfig {
     /// Deadline for one attempt, from send to the whole answer (streams: to the first
     /// event). Passing it is a [`ProviderError::Timeout`].
     pub attempt_timeout: Duration,
+    /// Deadline for the whole call, retries and waits included (`None`: no limit). A
+    /// retry that would end past it is not made; an attempt is cut at it.
+    pub call_deadline: Option<Duration>,
     /// Deadline for connecting, handed to transports (see
     /// [`crate::ProviderContext::connect_timeout`]).
     pub connect_timeout: Duration,
@@ -46,6 +49,7 @@ impl Default for PipelineConfig {
             retry: RetryPolicy::default(),
             breaker: BreakerConfig::default(),
             attempt_timeout: Duration::from_secs(600),
+            call_deadline: None,
             connect_timeout: Duration::from_secs(10),
             max_corrections: MAX_CORRECTIONS,
             recorder: Arc::new(NoRecorder),
@@ -325,6 +329,12 @@ impl CallState {
         };
         // Checked before the budget: a wait we will not honour spends no retry.
         let wait = policy.delay(self.retries, retry_after, self.jitter.draw())?;
+        // A retry that would start past the call's deadline is not made.
+        if let Some(deadline) = self.rt.config.call_deadline
+            && self.started.elapsed() + wait >= deadline
+        {
+            return None;
+        }
         let budget = match &self.job {
             Some(job) => job.take_retry(),
             None => self.retries < policy.default_retries,
@@ -349,7 +359,7 @@ impl CallState {
     {
         loop {
             let prepared = self.prepare(cost).await?;
-            let timeout = self.rt.config.attempt_timeout;
+            let timeout = self.attempt_timeout();
             let (result, signals) = match tokio::time::timeout(timeout, send()).await {
                 Ok(outcome) => outcome,
                 Err(_) => (
@@ -440,6 +450,16 @@ impl CallState {
             time_to_first_token: self.time_to_first_token,
             outcome,
         });
+    }
+
+    /// This attempt's deadline: the per-attempt timeout, cut to what is left of the
+    /// call's deadline.
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        let per_attempt = self.rt.config.attempt_timeout;
+        match self.rt.config.call_deadline {
+            Some(deadline) => per_attempt.min(deadline.saturating_sub(self.started.elapsed())),
+            None => per_attempt,
+        }
     }
 
     pub(crate) fn started(&self) -> Instant {
