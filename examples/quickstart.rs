@@ -4,9 +4,11 @@
 //! Run it with `cargo run --example quickstart`.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use tollgate::catalog::{Limits, ModelEntry, Price};
+use tollgate::pipeline::MemoryRecorder;
 use tollgate::{Catalog, Conversation, Models, SamplingParams, StreamEvent, compute_cache_key};
 
 // Linking a provider crate is one line: it registers the provider's key ("fake").
@@ -33,8 +35,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
 
     // 2. Models joins the catalog, a credential store (none needed here) and the linked
-    //    providers. The fake provider is built on this first call.
-    let models = Models::builder().catalog(catalog).build()?;
+    //    providers; every call runs through the pipeline (reserve before send, retries by
+    //    type, records). The fake provider is built on this first call.
+    let recorder = Arc::new(MemoryRecorder::new());
+    let models = Models::builder()
+        .catalog(catalog)
+        .recorder(recorder.clone())
+        .build()?;
     let chat = models.chat("assistant").await?;
 
     // 3. A conversation, turn by turn; each answer is streamed as it is produced.
@@ -81,6 +88,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             compute_cache_key(&request, "quickstart", seq as u64)?
         );
         println!("  response digest: {}", answer.response_digest_hex());
+        if let Some(record) = recorder.calls().last() {
+            println!(
+                "  pipeline: {} attempt(s), outcome {:?}",
+                record.attempts, record.outcome
+            );
+        }
         conversation.push_response(&answer);
     }
     Ok(())
