@@ -43,6 +43,17 @@ struct Setup {
     recorder: Arc<MemoryRecorder>,
 }
 
+impl Setup {
+    /// One chat call through the pipeline.
+    async fn send(&self, request: &LlmRequest) -> tollgate::Result<tollgate::LlmResponse> {
+        self.models
+            .chat(request.model_id())
+            .await?
+            .single_response(request)
+            .await
+    }
+}
+
 fn setup_with(entries: Vec<ModelEntry>, config: PipelineConfig) -> Setup {
     let fake = FakeProvider::new();
     let recorder = Arc::new(MemoryRecorder::new());
@@ -130,14 +141,7 @@ async fn rate_limited_twice_then_success_returns_the_success_with_spaced_retries
     s.fake
         .reply("m", FakeReply::text("finally").with_usage(usage(10, 2)));
     let start = Instant::now();
-    let answer = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap();
+    let answer = s.send(&ask("hi")).await.unwrap();
     assert_eq!(answer.text(), "finally");
     let attempts = s.recorder.attempts();
     assert_eq!(outcomes(&attempts), ["rate_limited", "rate_limited", "ok"]);
@@ -161,13 +165,7 @@ async fn overloaded_529_is_retried_and_slows_the_model_more_than_a_429() {
     s.fake
         .fail("n", Fault::RateLimited { retry_after: None })
         .reply("n", FakeReply::text("ok"));
-    s.models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap();
+    s.send(&ask("hi")).await.unwrap();
     let ask_n = Conversation::new()
         .user("hi")
         .request("n", SamplingParams::new())
@@ -190,15 +188,7 @@ async fn server_error_5xx_is_retried() {
     s.fake
         .fail("m", Fault::Server { status: 503 })
         .reply("m", FakeReply::text("ok"));
-    assert!(
-        s.models
-            .chat("m")
-            .await
-            .unwrap()
-            .single_response(&ask("hi"))
-            .await
-            .is_ok()
-    );
+    assert!(s.send(&ask("hi")).await.is_ok());
     assert_eq!(outcomes(&s.recorder.attempts()), ["server_error", "ok"]);
 }
 
@@ -208,15 +198,7 @@ async fn timeout_is_retried() {
     s.fake
         .fail("m", Fault::Timeout)
         .reply("m", FakeReply::text("ok"));
-    assert!(
-        s.models
-            .chat("m")
-            .await
-            .unwrap()
-            .single_response(&ask("hi"))
-            .await
-            .is_ok()
-    );
+    assert!(s.send(&ask("hi")).await.is_ok());
     assert_eq!(outcomes(&s.recorder.attempts()), ["timeout", "ok"]);
 }
 
@@ -258,14 +240,7 @@ async fn request_error_4xx_is_never_retried() {
             },
         )
         .reply("m", FakeReply::text("ok"));
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::ProviderRequest(ref r) if r.status == 400),
         "{err}"
@@ -280,14 +255,7 @@ async fn quota_exhausted_fails_at_once_and_is_never_retried() {
         .fail("m", Fault::QuotaExhausted)
         .reply("m", FakeReply::text("ok"));
     let start = Instant::now();
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(matches!(err, Error::QuotaExhausted { .. }), "{err}");
     assert_eq!((s.fake.calls("m"), start.elapsed()), (1, Duration::ZERO));
 }
@@ -303,14 +271,7 @@ async fn refusal_is_never_retried_on_that_model() {
         },
     );
     s.fake.reply("m", FakeReply::text("ok"));
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::ProviderRefusal { ref category, .. } if category == "cyber"),
         "{err}"
@@ -323,14 +284,7 @@ async fn refusal_is_never_retried_on_that_model() {
         FakeReply::text("I can't help with that.").with_stop(StopReason::Refusal),
     );
     s.fake.reply("m", FakeReply::text("ok"));
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("again"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("again")).await.unwrap_err();
     assert!(matches!(err, Error::ProviderRefusal { .. }), "{err}");
 }
 
@@ -340,14 +294,7 @@ async fn truncated_answer_is_rerun_once_at_the_ceiling() {
     s.fake
         .fail("m", Fault::Truncated)
         .reply("m", FakeReply::text("complete"));
-    let answer = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("essay"))
-        .await
-        .unwrap();
+    let answer = s.send(&ask("essay")).await.unwrap();
     assert_eq!(answer.text(), "complete");
     let sent = s.fake.requests();
     assert_eq!(
@@ -368,14 +315,7 @@ async fn answer_truncated_at_the_ceiling_fails_output_truncated() {
     s.fake
         .fail("m", Fault::Truncated)
         .fail("m", Fault::Truncated);
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("essay"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("essay")).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -390,14 +330,7 @@ async fn answer_truncated_at_the_ceiling_fails_output_truncated() {
     // A request already at the ceiling is not re-run at all.
     s.fake.fail("m", Fault::Truncated);
     let at_ceiling = ask("essay").with_max_output_tokens(4000).unwrap();
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&at_ceiling)
-        .await
-        .unwrap_err();
+    let err = s.send(&at_ceiling).await.unwrap_err();
     assert!(matches!(err, Error::OutputTruncated { .. }), "{err}");
     assert_eq!(s.fake.calls("m"), 3);
 }
@@ -420,14 +353,7 @@ async fn answer_failing_its_shape_is_sent_back_with_what_was_wrong() {
     s.fake
         .reply("m", FakeReply::text(r#"{"n": "three"}"#))
         .reply("m", FakeReply::text(r#"{"n": 3}"#));
-    let answer = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&shaped())
-        .await
-        .unwrap();
+    let answer = s.send(&shaped()).await.unwrap();
     assert_eq!(answer.text(), r#"{"n": 3}"#);
     let correction = &s.fake.requests()[1];
     let last = correction.turns().last().unwrap().text();
@@ -445,14 +371,7 @@ async fn answer_still_failing_its_shape_after_max_corrections_fails_shape_invali
     for _ in 0..3 {
         s.fake.reply("m", FakeReply::text("not json"));
     }
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&shaped())
-        .await
-        .unwrap_err();
+    let err = s.send(&shaped()).await.unwrap_err();
     assert!(
         matches!(err, Error::ShapeInvalid { ref errors } if errors[0].contains("not JSON")),
         "{err}"
@@ -470,14 +389,7 @@ async fn call_too_large_for_the_bucket_fails_before_sending() {
         ..Limits::default()
     });
     let s = setup_with(vec![small], config());
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -687,14 +599,7 @@ async fn retry_after_beyond_the_cap_fails_with_the_wait() {
     );
     s.fake.reply("m", FakeReply::text("ok"));
     let start = Instant::now();
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     match err {
         Error::Provider(e @ ProviderError::RateLimited { .. }) => {
             assert_eq!(e.retry_after_ms(), Some(120_000))
@@ -711,14 +616,7 @@ async fn x_should_retry_false_vetoes_a_retry() {
         .fail("m", Fault::Server { status: 500 })
         .reply("m", FakeReply::text("ok"));
     s.fake.should_retry_on("m", 1, false);
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::Provider(ProviderError::Server { status: 500 })),
         "{err}"
@@ -739,15 +637,7 @@ async fn x_should_retry_true_retries_a_rejected_request() {
         )
         .reply("m", FakeReply::text("ok"));
     s.fake.should_retry_on("m", 1, true);
-    assert!(
-        s.models
-            .chat("m")
-            .await
-            .unwrap()
-            .single_response(&ask("hi"))
-            .await
-            .is_ok()
-    );
+    assert!(s.send(&ask("hi")).await.is_ok());
     assert_eq!(s.fake.calls("m"), 2);
 }
 
@@ -832,13 +722,7 @@ async fn each_attempt_releases_its_reservation_and_reserves_afresh() {
     s.fake.fail("m", Fault::RateLimited { retry_after: None });
     s.fake
         .reply("m", FakeReply::text("ok").with_usage(usage(10, 5)));
-    s.models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap();
+    s.send(&ask("hi")).await.unwrap();
     let snapshot = s.models.limiter("m").unwrap().snapshot();
     let level = |d: Dimension| snapshot.levels.iter().find(|l| l.0 == d).unwrap().1;
     // Both sends count as requests (6 per minute refill only 0.1/s during the
@@ -855,13 +739,7 @@ async fn provider_remaining_header_lowers_the_models_bucket() {
     let s = setup();
     s.fake.report_remaining("m", Dimension::Tokens, 2_000);
     s.fake.reply("m", FakeReply::text("ok"));
-    s.models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap();
+    s.send(&ask("hi")).await.unwrap();
     let tokens = s.models.limiter("m").unwrap().snapshot().levels[1].1;
     assert!(tokens <= 2_000.0, "{tokens}");
 }
@@ -1068,14 +946,7 @@ async fn call_deadline_bounds_the_whole_call_retries_included() {
         );
     }
     let start = Instant::now();
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::Provider(ProviderError::RateLimited { .. })),
         "{err}"
@@ -1095,14 +966,7 @@ async fn call_deadline_bounds_the_whole_call_retries_included() {
         .reply_any(FakeReply::text("late"))
         .with_latency(Duration::from_secs(20));
     let start = Instant::now();
-    let err = s
-        .models
-        .chat("m")
-        .await
-        .unwrap()
-        .single_response(&ask("hi"))
-        .await
-        .unwrap_err();
+    let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::Provider(ProviderError::Timeout { .. })),
         "{err}"

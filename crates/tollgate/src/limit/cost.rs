@@ -57,6 +57,16 @@ impl CostDelta {
         }
     }
 
+    /// The correction that turns a charge of `reserved` into one of `counted`.
+    pub fn between(counted: &Cost, reserved: &Cost) -> Self {
+        let diff = |a: u64, b: u64| to_i64(a).saturating_sub(to_i64(b));
+        CostDelta {
+            requests: diff(counted.requests, reserved.requests),
+            input_tokens: diff(counted.input_tokens, reserved.input_tokens),
+            output_tokens: diff(counted.output_tokens, reserved.output_tokens),
+        }
+    }
+
     /// What this delta does to dimension `d`'s bucket.
     pub fn on(&self, d: Dimension) -> i64 {
         match d {
@@ -128,13 +138,7 @@ impl AccountingRule {
 
     /// The correction from `reserved` to what the provider counts.
     pub fn delta(&self, reserved: &Cost, usage: &Usage) -> CostDelta {
-        let counted = self.counted(reserved, usage);
-        let diff = |a: u64, b: u64| to_i64(a).saturating_sub(to_i64(b));
-        CostDelta {
-            requests: diff(counted.requests, reserved.requests),
-            input_tokens: diff(counted.input_tokens, reserved.input_tokens),
-            output_tokens: diff(counted.output_tokens, reserved.output_tokens),
-        }
+        CostDelta::between(&self.counted(reserved, usage), reserved)
     }
 }
 

@@ -206,14 +206,7 @@ impl Reservation {
     /// tokens do not).
     pub fn settle_counted(mut self, counted: Cost) {
         if let Some(ledger) = self.ledger.take() {
-            let diff = |a: u64, b: u64| {
-                i64::try_from(a).unwrap_or(i64::MAX) - i64::try_from(b).unwrap_or(i64::MAX)
-            };
-            let delta = CostDelta {
-                requests: diff(counted.requests, self.cost.requests),
-                input_tokens: diff(counted.input_tokens, self.cost.input_tokens),
-                output_tokens: diff(counted.output_tokens, self.cost.output_tokens),
-            };
+            let delta = CostDelta::between(&counted, &self.cost);
             if !delta.is_zero() {
                 ledger.adjust(delta);
             }
