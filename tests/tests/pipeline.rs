@@ -973,3 +973,54 @@ async fn call_deadline_bounds_the_whole_call_retries_included() {
     );
     assert_eq!(start.elapsed(), Duration::from_secs(3));
 }
+
+#[tokio::test(start_paused = true)]
+async fn spend_cap_is_not_consumed_by_calls_that_were_never_sent() {
+    let small = entry("m").with_limits(Limits {
+        rpm: 1,
+        tpm: 500,
+        ..Limits::default()
+    });
+    let s = setup_with(vec![small], config());
+    let cap = SpendCap::new("workflow", 1.0);
+    let job = s
+        .models
+        .for_job(JobContext::new("j", 0).with_spend_cap(cap.clone()));
+    // Too large for the bucket: refused before sending.
+    assert!(matches!(
+        job.send_err().await,
+        Error::TooLargeForBucket { .. }
+    ));
+    // Cancelled while waiting in the limiter's queue.
+    s.models
+        .limiter("m")
+        .unwrap()
+        .try_reserve(tollgate::limit::Cost::call(0, 0))
+        .unwrap()
+        .mark_sent();
+    let small_request = ask("hi").with_max_output_tokens(100).unwrap();
+    let chat = job.chat("m").await.unwrap();
+    let waiting = chat.single_response(&small_request);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .is_err()
+    );
+    assert_eq!((cap.spent_usd(), cap.held_usd()), (0.0, 0.0));
+    assert_eq!(s.fake.calls("m"), 0);
+}
+
+trait SendErr {
+    async fn send_err(&self) -> Error;
+}
+
+impl SendErr for Models {
+    async fn send_err(&self) -> Error {
+        self.chat("m")
+            .await
+            .unwrap()
+            .single_response(&ask("hi"))
+            .await
+            .unwrap_err()
+    }
+}

@@ -177,7 +177,7 @@ impl CallState {
         // Fail fast while open; the probe slot is taken only once the bucket grants.
         self.rt.breaker.peek()?;
         let worst_usd = worst_case_usd(self.rt.entry.price.as_ref(), &cost);
-        let hold = match self.job.as_ref().and_then(JobContext::spend_cap) {
+        let mut hold = match self.job.as_ref().and_then(JobContext::spend_cap) {
             Some(cap) => cap.hold(worst_usd)?,
             None => SpendHold::none(),
         };
@@ -186,6 +186,7 @@ impl CallState {
         // gives it back.
         self.rt.breaker.check()?;
         reservation.mark_sent();
+        hold.mark_sent();
         self.attempts += 1;
         Ok(Prepared {
             reservation,

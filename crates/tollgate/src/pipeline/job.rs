@@ -138,6 +138,7 @@ impl SpendCap {
         Ok(SpendHold {
             cap: Some(self.clone()),
             held_usd: worst_case_usd,
+            sent: false,
         })
     }
 
@@ -146,12 +147,14 @@ impl SpendCap {
     }
 }
 
-/// A call's hold on a spend cap. Settle it at the actual cost; dropped unsettled, it
-/// is settled at the worst case (the call may have been billed).
+/// A call's hold on a spend cap. Settle it at the actual cost. Dropped unsettled it is
+/// released at zero if its request was never sent, and settled at the worst case once
+/// it was (the provider may have billed it).
 #[derive(Debug)]
 pub struct SpendHold {
     cap: Option<SpendCap>,
     held_usd: f64,
+    sent: bool,
 }
 
 impl SpendHold {
@@ -160,7 +163,13 @@ impl SpendHold {
         SpendHold {
             cap: None,
             held_usd: 0.0,
+            sent: false,
         }
+    }
+
+    /// Records that the request left: from now on, dropping settles at the worst case.
+    pub fn mark_sent(&mut self) {
+        self.sent = true;
     }
 
     /// Releases the hold and records `actual_usd` as spent.
@@ -179,8 +188,8 @@ impl SpendHold {
 
 impl Drop for SpendHold {
     fn drop(&mut self) {
-        let worst = self.held_usd;
-        self.finish(worst);
+        let charge = if self.sent { self.held_usd } else { 0.0 };
+        self.finish(charge);
     }
 }
 
@@ -197,9 +206,15 @@ mod tests {
         assert!(matches!(err, Error::SpendCapExceeded { .. }), "{err}");
         hold.settle(0.1);
         assert!((cap.spent_usd() - 0.1).abs() < 1e-12);
+        drop(cap.hold(0.2).unwrap()); // never sent: released at zero
+        assert!((cap.spent_usd() - 0.1).abs() < 1e-12);
+        let mut sent = cap.hold(0.2).unwrap();
+        sent.mark_sent();
+        drop(sent); // sent, outcome unknown: the worst case is spent
+        assert!((cap.spent_usd() - 0.3).abs() < 1e-12);
         assert_eq!(cap.held_usd(), 0.0);
         cap.hold(0.5).unwrap().settle(0.5);
-        assert!((cap.remaining_usd() - 0.4).abs() < 1e-12);
+        assert!((cap.remaining_usd() - 0.2).abs() < 1e-12);
     }
 
     #[test]
