@@ -1,0 +1,185 @@
+//! One dimension of the simulated provider's limits: an exact continuous token bucket.
+//!
+//! Levels are integers in *units*: one token is `60 s in ns × 1000` units, so that the
+//! refill per nanosecond, `limit × fraction‰`, is a whole number at every served
+//! fraction. A minute at fraction 1000‰ refills exactly `limit` tokens; no drift.
+
+/// Nanoseconds per minute.
+const NANOS_PER_MINUTE: i128 = 60_000_000_000;
+
+/// The served fraction's unit: 1000‰ is the whole published limit.
+pub const FRACTION_ONE: u32 = 1000;
+
+/// Units per token: a minute of nanoseconds times the fraction's resolution.
+const UNITS_PER_TOKEN: i128 = NANOS_PER_MINUTE * FRACTION_ONE as i128;
+
+/// An exact continuous token bucket: refills `limit × fraction` tokens per minute, holds
+/// at most `capacity × fraction` tokens, starts full.
+///
+/// Time is given by the caller as nanoseconds since any fixed origin, never read here,
+/// so the same bucket serves the simulated provider (on tokio's clock) and a benchmark's
+/// shadow model of a limiter (replaying a journal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContinuousBucket {
+    limit: u64,
+    capacity_tokens: u64,
+    fraction: u32,
+    level: i128,
+    last_ns: u64,
+}
+
+impl ContinuousBucket {
+    /// A full bucket refilling `limit` tokens a minute and holding `capacity_tokens`
+    /// (at least one).
+    pub fn new(limit: u64, capacity_tokens: u64) -> Self {
+        let mut bucket = ContinuousBucket {
+            limit,
+            capacity_tokens: capacity_tokens.max(1),
+            fraction: FRACTION_ONE,
+            level: 0,
+            last_ns: 0,
+        };
+        bucket.level = bucket.capacity_units();
+        bucket
+    }
+
+    /// The published per-minute limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The capacity at the whole published limit, in tokens.
+    pub fn capacity_tokens(&self) -> u64 {
+        self.capacity_tokens
+    }
+
+    /// The served fraction in thousandths (1000 = the published limit).
+    pub fn fraction_milli(&self) -> u32 {
+        self.fraction
+    }
+
+    /// The level in tokens (fractional; negative in debt), as of the last refill.
+    pub fn level_tokens(&self) -> f64 {
+        self.level as f64 / UNITS_PER_TOKEN as f64
+    }
+
+    fn capacity_units(&self) -> i128 {
+        i128::from(self.capacity_tokens) * i128::from(self.fraction) * NANOS_PER_MINUTE
+    }
+
+    fn rate(&self) -> i128 {
+        i128::from(self.limit) * i128::from(self.fraction)
+    }
+
+    /// Brings the level up to `now_ns` (earlier times change nothing).
+    pub fn refill(&mut self, now_ns: u64) {
+        if now_ns > self.last_ns {
+            let capacity = self.capacity_units();
+            if self.level < capacity {
+                let gained = i128::from(now_ns - self.last_ns) * self.rate();
+                self.level = capacity.min(self.level.saturating_add(gained));
+            }
+            self.last_ns = now_ns;
+        }
+    }
+
+    /// Serves `fraction_milli`‰ of the limit from `now_ns` on (refilling at the old rate
+    /// first); the level is cut to the new capacity.
+    pub fn set_fraction(&mut self, fraction_milli: u32, now_ns: u64) {
+        self.refill(now_ns);
+        self.fraction = fraction_milli.max(1);
+        self.level = self.level.min(self.capacity_units());
+    }
+
+    /// Whether `tokens` can be taken now (after [`ContinuousBucket::refill`]).
+    pub fn fits(&self, tokens: u64) -> bool {
+        self.level >= i128::from(tokens) * UNITS_PER_TOKEN
+    }
+
+    /// Whether `tokens` fits in a full bucket at the current fraction.
+    pub fn can_ever_fit(&self, tokens: u64) -> bool {
+        i128::from(tokens) * UNITS_PER_TOKEN <= self.capacity_units()
+    }
+
+    /// Takes `tokens`, going into debt if needed.
+    pub fn take(&mut self, tokens: u64) {
+        self.level -= i128::from(tokens) * UNITS_PER_TOKEN;
+    }
+
+    /// Takes `tokens` but never leaves more debt than one full bucket (how a provider
+    /// that counts rejected requests charges them).
+    pub fn take_bounded(&mut self, tokens: u64) {
+        self.take(tokens);
+        self.level = self.level.max(-self.capacity_units());
+    }
+
+    /// Gives `tokens` back, up to capacity.
+    pub fn give(&mut self, tokens: u64) {
+        let units = i128::from(tokens) * UNITS_PER_TOKEN;
+        self.level = self.capacity_units().min(self.level.saturating_add(units));
+    }
+
+    /// Nanoseconds until `tokens` fit at the current rate (0 if now), or `None` if they
+    /// never can.
+    pub fn wait_ns(&self, tokens: u64) -> Option<u64> {
+        if !self.can_ever_fit(tokens) {
+            return None;
+        }
+        let missing = i128::from(tokens) * UNITS_PER_TOKEN - self.level;
+        if missing <= 0 {
+            return Some(0);
+        }
+        let rate = self.rate();
+        // Ceiling division: the first nanosecond at which enough has refilled.
+        Some(u64::try_from((missing + rate - 1) / rate).unwrap_or(u64::MAX))
+    }
+
+    /// Nanoseconds to refill from empty to full at the current rate.
+    pub fn full_refill_ns(&self) -> u64 {
+        let rate = self.rate();
+        u64::try_from((self.capacity_units() + rate - 1) / rate).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn bucket_refills_exactly_limit_per_minute() {
+        let mut b = ContinuousBucket::new(7, 7);
+        b.take(7);
+        assert_eq!(b.wait_ns(1), Some(8_571_428_572));
+        b.refill(8_571_428_571);
+        assert!(!b.fits(1));
+        b.refill(8_571_428_572);
+        assert!(b.fits(1));
+        b.refill(60 * SECOND);
+        assert!(b.fits(7) && !b.can_ever_fit(8));
+        assert_eq!(b.wait_ns(8), None);
+    }
+
+    #[test]
+    fn bucket_fraction_scales_rate_and_capacity() {
+        let mut b = ContinuousBucket::new(600, 10);
+        b.set_fraction(500, 0);
+        assert!(b.fits(5) && !b.fits(6), "capacity cut to half");
+        b.take(5);
+        assert_eq!(b.wait_ns(1), Some(SECOND / 5));
+        assert_eq!(b.full_refill_ns(), SECOND);
+        b.set_fraction(1000, 0);
+        b.refill(SECOND);
+        assert!(b.fits(10));
+    }
+
+    #[test]
+    fn bucket_bounded_debt_and_capped_give() {
+        let mut b = ContinuousBucket::new(60, 60);
+        b.take_bounded(1000);
+        assert_eq!(b.level_tokens(), -60.0);
+        b.give(1000);
+        assert_eq!(b.level_tokens(), 60.0);
+    }
+}

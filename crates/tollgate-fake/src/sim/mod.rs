@@ -1,0 +1,703 @@
+//! A simulated provider that enforces rate limits the way real ones do, for benchmarks and
+//! behaviour tests of client-side pacing.
+//!
+//! How a call flows through [`SimProvider::call`]:
+//!
+//! 1. with probability [`SimConfig::overload_probability`] (seeded, so deterministic) the
+//!    call is refused as *overloaded* (a 529), whatever the rate: capacity is untouched;
+//! 2. the buckets (requests, input tokens, output tokens; exact and continuous, see
+//!    [`ContinuousBucket`]) are brought up to now; if the call's charge fits every one it
+//!    is *accepted* and charged, else refused as *rate limited* (a 429) with a
+//!    `retry-after` ([`RetryAfter`]), and charged anyway if
+//!    [`SimConfig::count_rejected`];
+//! 3. an accepted call answers after [`SimLatency`] (e.g. 300 ms + 15 ms per output
+//!    token), on tokio's clock, so a paused clock makes ten simulated minutes take
+//!    milliseconds; when output is charged as produced ([`OutputCharge::Actual`]) the
+//!    unused part of the output limit is given back then.
+//!
+//! The provider publishes its limits but can serve only a fraction α of them
+//! ([`SimConfig::served`], [`SimConfig::served_steps`], [`SimProvider::set_served`]): rate
+//! and capacity both scale by α. Every call is journaled ([`SimProvider::journal`]) and
+//! counted ([`SimProvider::stats`]) for reports.
+//!
+//! It knows nothing of HTTP or of tollgate's request types: a call is three numbers
+//! ([`SimRequest`]), so any client strategy can be measured against it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate_fake::sim::{SimConfig, SimLimits, SimProvider, SimRefusal, SimRequest};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let provider = SimProvider::new(SimConfig::new(SimLimits { rpm: 2, ..SimLimits::default() }));
+//! let request = SimRequest::new(100, 50, 20);
+//! assert!(provider.call(request).await.is_ok());
+//! assert!(provider.call(request).await.is_ok());
+//! // The third within the minute is refused, with the wait until one request refills.
+//! match provider.call(request).await {
+//!     Err(SimRefusal::RateLimited { retry_after }) => assert!(retry_after.is_some()),
+//!     other => panic!("expected a 429, got {other:?}"),
+//! }
+//! assert_eq!(provider.stats().rate_limited, 1);
+//! # }
+//! ```
+
+mod bucket;
+mod rng;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use bucket::{ContinuousBucket, FRACTION_ONE};
+pub use rng::SimRng;
+
+/// Published per-minute limits; 0 leaves a dimension unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SimLimits {
+    /// Requests per minute.
+    pub rpm: u64,
+    /// Input tokens per minute.
+    pub input_tpm: u64,
+    /// Output tokens per minute.
+    pub output_tpm: u64,
+}
+
+/// How large the provider's buckets are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimCapacity {
+    /// A full minute's limit: `rpm = 60` allows 60 at once.
+    #[default]
+    FullMinute,
+    /// One second's worth, `limit / 60` (at least 1): `60 rpm` enforced as one a second.
+    PerSecond,
+}
+
+impl SimCapacity {
+    /// The capacity in tokens for a per-minute `limit` (the same rounding as tollgate's
+    /// `Burst::Seconds(1)`).
+    pub fn tokens(self, limit: u64) -> u64 {
+        match self {
+            SimCapacity::FullMinute => limit,
+            SimCapacity::PerSecond => (limit / 60).max(1),
+        }
+    }
+}
+
+/// How output tokens count against the output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OutputCharge {
+    /// The output limit (`max_tokens`) is charged when the call is accepted and kept, as
+    /// OpenAI counts it.
+    #[default]
+    MaxTokens,
+    /// The output limit is charged when the call is accepted (an estimate) and the unused
+    /// part given back when it completes, as Anthropic counts output.
+    Actual,
+}
+
+/// What a 429 says about when to come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RetryAfter {
+    /// No `retry-after`.
+    None,
+    /// The wait until the call would fit, rounded up to whole seconds (the HTTP header's
+    /// resolution).
+    #[default]
+    WholeSeconds,
+    /// The exact wait until the call would fit.
+    Exact,
+}
+
+/// How long the simulated provider takes to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimLatency {
+    /// Time to first byte of an accepted call.
+    pub base: Duration,
+    /// Added per output token produced.
+    pub per_output_token: Duration,
+    /// Time to answer a refusal (429 or 529).
+    pub refusal: Duration,
+}
+
+impl Default for SimLatency {
+    /// 300 ms + 15 ms per output token; refusals at once.
+    fn default() -> Self {
+        SimLatency {
+            base: Duration::from_millis(300),
+            per_output_token: Duration::from_millis(15),
+            refusal: Duration::ZERO,
+        }
+    }
+}
+
+/// The simulated provider's behaviour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// The published limits.
+    pub limits: SimLimits,
+    /// Bucket size.
+    pub capacity: SimCapacity,
+    /// How output is charged.
+    pub output_charge: OutputCharge,
+    /// Whether a rate-limited call is charged too (its request and tokens, leaving at most
+    /// one bucket of debt), as some providers count rejected requests against the limit.
+    pub count_rejected: bool,
+    /// What a 429 says about when to retry.
+    pub retry_after: RetryAfter,
+    /// Answer times.
+    pub latency: SimLatency,
+    /// The fraction α of the published limits actually served, from the start (0–1,
+    /// resolved to thousandths).
+    pub served: f64,
+    /// Step changes of α: at each offset from the provider's creation, α becomes the
+    /// given value. Sorted by offset.
+    pub served_steps: Vec<(Duration, f64)>,
+    /// Probability that a call is refused as overloaded (529), independently of the rate.
+    pub overload_probability: f64,
+    /// Seed of the generator that draws overloads.
+    pub seed: u64,
+}
+
+impl SimConfig {
+    /// `limits` with full-minute buckets, output charged at `max_tokens`, rejected calls
+    /// not counted, `retry-after` in whole seconds, 300 ms + 15 ms per output token, the
+    /// whole limit served and no overloads.
+    pub fn new(limits: SimLimits) -> Self {
+        SimConfig {
+            limits,
+            capacity: SimCapacity::FullMinute,
+            output_charge: OutputCharge::MaxTokens,
+            count_rejected: false,
+            retry_after: RetryAfter::WholeSeconds,
+            latency: SimLatency::default(),
+            served: 1.0,
+            served_steps: Vec::new(),
+            overload_probability: 0.0,
+            seed: 0,
+        }
+    }
+
+    /// Sets the bucket size.
+    pub fn with_capacity(mut self, capacity: SimCapacity) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Sets how output is charged.
+    pub fn with_output_charge(mut self, charge: OutputCharge) -> Self {
+        self.output_charge = charge;
+        self
+    }
+
+    /// Counts (or not) rate-limited calls against the limits.
+    pub fn with_count_rejected(mut self, count: bool) -> Self {
+        self.count_rejected = count;
+        self
+    }
+
+    /// Sets what a 429 says about when to retry.
+    pub fn with_retry_after(mut self, retry_after: RetryAfter) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    /// Sets the answer times.
+    pub fn with_latency(mut self, latency: SimLatency) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Serves only the fraction `alpha` of the published limits.
+    pub fn with_served(mut self, alpha: f64) -> Self {
+        self.served = alpha;
+        self
+    }
+
+    /// Adds a step: from `at` after creation, the fraction `alpha` is served.
+    pub fn with_served_step(mut self, at: Duration, alpha: f64) -> Self {
+        self.served_steps.push((at, alpha));
+        self.served_steps.sort_by_key(|(at, _)| *at);
+        self
+    }
+
+    /// Refuses each call as overloaded with probability `p`, drawn from `seed`.
+    pub fn with_overloads(mut self, p: f64, seed: u64) -> Self {
+        self.overload_probability = p;
+        self.seed = seed;
+        self
+    }
+}
+
+/// One call: its input, its output limit and the output it will produce (at most the
+/// limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SimRequest {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// The output limit asked for (`max_tokens`).
+    pub max_output: u64,
+    /// Output the call produces if accepted (capped at `max_output`).
+    pub actual_output: u64,
+}
+
+impl SimRequest {
+    /// A call; `actual_output` is capped at `max_output`.
+    pub fn new(input_tokens: u64, max_output: u64, actual_output: u64) -> Self {
+        SimRequest {
+            input_tokens,
+            max_output,
+            actual_output: actual_output.min(max_output),
+        }
+    }
+}
+
+/// One of the provider's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SimDimension {
+    /// Requests per minute.
+    Requests,
+    /// Input tokens per minute.
+    InputTokens,
+    /// Output tokens per minute.
+    OutputTokens,
+}
+
+impl SimDimension {
+    /// Every dimension, in bucket order.
+    pub const ALL: [SimDimension; 3] = [
+        SimDimension::Requests,
+        SimDimension::InputTokens,
+        SimDimension::OutputTokens,
+    ];
+}
+
+/// What a call counts against each limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SimCharge {
+    /// Requests.
+    pub requests: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+impl SimCharge {
+    /// The amount on dimension `d`.
+    pub fn on(&self, d: SimDimension) -> u64 {
+        match d {
+            SimDimension::Requests => self.requests,
+            SimDimension::InputTokens => self.input_tokens,
+            SimDimension::OutputTokens => self.output_tokens,
+        }
+    }
+
+    /// The sum of two charges.
+    pub fn plus(&self, other: &SimCharge) -> SimCharge {
+        SimCharge {
+            requests: self.requests + other.requests,
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+        }
+    }
+
+    fn admission(request: &SimRequest) -> SimCharge {
+        SimCharge {
+            requests: 1,
+            input_tokens: request.input_tokens,
+            output_tokens: request.max_output,
+        }
+    }
+}
+
+/// An accepted call's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimAnswer {
+    /// The call's number in the journal.
+    pub id: u64,
+    /// Input tokens used.
+    pub input_tokens: u64,
+    /// Output tokens produced.
+    pub output_tokens: u64,
+    /// When the provider accepted it, from the provider's creation.
+    pub accepted_at: Duration,
+    /// When it finished.
+    pub finished_at: Duration,
+}
+
+/// Why a call was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SimRefusal {
+    /// HTTP 429: over a limit.
+    RateLimited {
+        /// The provider's `retry-after`.
+        retry_after: Option<Duration>,
+    },
+    /// HTTP 529: overloaded, unrelated to the caller's rate.
+    Overloaded,
+}
+
+/// What happened to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SimOutcome {
+    /// Accepted and answered (or still answering).
+    Accepted,
+    /// Refused with a 429.
+    RateLimited {
+        /// The first limit it did not fit.
+        dimension: SimDimension,
+        /// Whether it is larger than that bucket can ever hold.
+        oversize: bool,
+    },
+    /// Refused with a 529.
+    Overloaded,
+}
+
+/// One call, as the provider saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimCall {
+    /// Its number, from 0.
+    pub id: u64,
+    /// When it arrived, from the provider's creation.
+    pub at: Duration,
+    /// What was asked.
+    pub request: SimRequest,
+    /// What happened.
+    pub outcome: SimOutcome,
+    /// What it counts against the limits: for an accepted call, the final charge once it
+    /// completed (the admission charge until then); for a refused one, what was charged
+    /// (nothing unless [`SimConfig::count_rejected`]).
+    pub charged: SimCharge,
+    /// When an accepted call finished.
+    pub completed_at: Option<Duration>,
+}
+
+/// Counters over every call so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SimStats {
+    /// Calls received.
+    pub calls: u64,
+    /// Calls accepted.
+    pub accepted: u64,
+    /// Accepted calls that have finished.
+    pub completed: u64,
+    /// 429s.
+    pub rate_limited: u64,
+    /// Of those, calls larger than a bucket.
+    pub oversize: u64,
+    /// 529s.
+    pub overloaded: u64,
+    /// What accepted calls count against the limits (final charges where completed).
+    pub accepted_charge: SimCharge,
+    /// What rate-limited calls were charged (only with [`SimConfig::count_rejected`]).
+    pub wasted_charge: SimCharge,
+}
+
+/// The simulated provider. Cheap to clone; clones share the buckets and the journal.
+#[derive(Clone)]
+pub struct SimProvider {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: SimConfig,
+    epoch: Instant,
+    state: Mutex<SimState>,
+}
+
+struct SimState {
+    buckets: [Option<ContinuousBucket>; 3],
+    fraction: u32,
+    next_step: usize,
+    rng: SimRng,
+    journal: Vec<SimCall>,
+    stats: SimStats,
+}
+
+impl fmt::Debug for SimProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimProvider")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+fn fraction_milli(alpha: f64) -> u32 {
+    (alpha.clamp(0.001, 1.0) * f64::from(FRACTION_ONE)).round() as u32
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl SimProvider {
+    /// A provider with full buckets; its clock starts now (tokio's clock).
+    pub fn new(config: SimConfig) -> Self {
+        let l = config.limits;
+        let bucket = |limit: u64| {
+            (limit > 0).then(|| ContinuousBucket::new(limit, config.capacity.tokens(limit)))
+        };
+        let fraction = fraction_milli(config.served);
+        let mut buckets = [bucket(l.rpm), bucket(l.input_tpm), bucket(l.output_tpm)];
+        for b in buckets.iter_mut().flatten() {
+            b.set_fraction(fraction, 0);
+        }
+        let state = SimState {
+            buckets,
+            fraction,
+            next_step: 0,
+            rng: SimRng::new(config.seed),
+            journal: Vec::new(),
+            stats: SimStats::default(),
+        };
+        SimProvider {
+            shared: Arc::new(Shared {
+                config,
+                epoch: Instant::now(),
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.config
+    }
+
+    /// When the provider was created (its time origin).
+    pub fn epoch(&self) -> Instant {
+        self.shared.epoch
+    }
+
+    /// Time since creation, on tokio's clock.
+    pub fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.shared.epoch)
+    }
+
+    /// The capacity of each limited dimension at the whole published limit (0 where
+    /// unlimited).
+    pub fn capacity(&self) -> SimCharge {
+        let l = self.shared.config.limits;
+        let c = |limit: u64| {
+            if limit == 0 {
+                0
+            } else {
+                self.shared.config.capacity.tokens(limit)
+            }
+        };
+        SimCharge {
+            requests: c(l.rpm),
+            input_tokens: c(l.input_tpm),
+            output_tokens: c(l.output_tpm),
+        }
+    }
+
+    /// The fraction of the published limits served now.
+    pub fn served(&self) -> f64 {
+        let mut state = self.lock();
+        let now = self.now_ns();
+        state.advance(&self.shared.config, now);
+        f64::from(state.fraction) / f64::from(FRACTION_ONE)
+    }
+
+    /// Serves the fraction `alpha` of the published limits from now on.
+    pub fn set_served(&self, alpha: f64) {
+        let mut state = self.lock();
+        let now = self.now_ns();
+        state.advance(&self.shared.config, now);
+        state.set_fraction(fraction_milli(alpha), now);
+    }
+
+    /// Every call so far, in arrival order.
+    pub fn journal(&self) -> Vec<SimCall> {
+        self.lock().journal.clone()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SimStats {
+        self.lock().stats
+    }
+
+    /// Makes one call: refused at once (after [`SimLatency::refusal`]) with a 529 or a
+    /// 429, or accepted and answered after the simulated answer time.
+    ///
+    /// The answer's bookkeeping (the output refund under [`OutputCharge::Actual`], the
+    /// journal's completion time) happens when the future completes: drop it and the call
+    /// stays charged as accepted.
+    pub async fn call(&self, request: SimRequest) -> Result<SimAnswer, SimRefusal> {
+        let request = SimRequest::new(
+            request.input_tokens,
+            request.max_output,
+            request.actual_output,
+        );
+        let config = &self.shared.config;
+        let admitted = {
+            let mut state = self.lock();
+            let now = self.now_ns();
+            state.admit(config, request, now)
+        };
+        let (id, accepted_at) = match admitted {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                if !config.latency.refusal.is_zero() {
+                    tokio::time::sleep(config.latency.refusal).await;
+                }
+                return Err(refusal);
+            }
+        };
+        let latency = config.latency.base
+            + config
+                .latency
+                .per_output_token
+                .saturating_mul(u32::try_from(request.actual_output).unwrap_or(u32::MAX));
+        tokio::time::sleep(latency).await;
+        let mut state = self.lock();
+        let now = self.now_ns();
+        state.advance(config, now);
+        let finished_at = Duration::from_nanos(now);
+        if config.output_charge == OutputCharge::Actual {
+            let unused = request.max_output - request.actual_output;
+            if let Some(b) = &mut state.buckets[2] {
+                b.give(unused);
+            }
+            state.stats.accepted_charge.output_tokens -= unused;
+        }
+        state.stats.completed += 1;
+        if let Some(call) = usize::try_from(id)
+            .ok()
+            .and_then(|i| state.journal.get_mut(i))
+        {
+            call.completed_at = Some(finished_at);
+            if config.output_charge == OutputCharge::Actual {
+                call.charged.output_tokens = request.actual_output;
+            }
+        }
+        Ok(SimAnswer {
+            id,
+            input_tokens: request.input_tokens,
+            output_tokens: request.actual_output,
+            accepted_at,
+            finished_at,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now_ns(&self) -> u64 {
+        nanos(Instant::now().saturating_duration_since(self.shared.epoch))
+    }
+}
+
+impl SimState {
+    /// Applies the step changes due by `now` (each at its own instant), then refills.
+    fn advance(&mut self, config: &SimConfig, now: u64) {
+        while let Some(&(at, alpha)) = config.served_steps.get(self.next_step) {
+            let at = nanos(at);
+            if at > now {
+                break;
+            }
+            self.set_fraction(fraction_milli(alpha), at);
+            self.next_step += 1;
+        }
+        for b in self.buckets.iter_mut().flatten() {
+            b.refill(now);
+        }
+    }
+
+    fn set_fraction(&mut self, fraction: u32, at: u64) {
+        self.fraction = fraction;
+        for b in self.buckets.iter_mut().flatten() {
+            b.set_fraction(fraction, at);
+        }
+    }
+
+    /// Decides a call's fate at `now`; on acceptance returns its id and time.
+    fn admit(
+        &mut self,
+        config: &SimConfig,
+        request: SimRequest,
+        now: u64,
+    ) -> Result<(u64, Duration), SimRefusal> {
+        self.advance(config, now);
+        let id = self.journal.len() as u64;
+        let at = Duration::from_nanos(now);
+        self.stats.calls += 1;
+        let mut call = SimCall {
+            id,
+            at,
+            request,
+            outcome: SimOutcome::Accepted,
+            charged: SimCharge::default(),
+            completed_at: None,
+        };
+        if config.overload_probability > 0.0 && self.rng.chance(config.overload_probability) {
+            call.outcome = SimOutcome::Overloaded;
+            self.stats.overloaded += 1;
+            self.journal.push(call);
+            return Err(SimRefusal::Overloaded);
+        }
+        let charge = SimCharge::admission(&request);
+        let short = SimDimension::ALL
+            .iter()
+            .zip(&self.buckets)
+            .find_map(|(d, b)| {
+                b.as_ref()
+                    .filter(|b| !b.fits(charge.on(*d)))
+                    .map(|b| (*d, !b.can_ever_fit(charge.on(*d))))
+            });
+        let Some((dimension, oversize)) = short else {
+            for (d, b) in SimDimension::ALL.iter().zip(self.buckets.iter_mut()) {
+                if let Some(b) = b {
+                    b.take(charge.on(*d));
+                }
+            }
+            call.charged = charge;
+            self.stats.accepted += 1;
+            self.stats.accepted_charge = self.stats.accepted_charge.plus(&charge);
+            self.journal.push(call);
+            return Ok((id, at));
+        };
+        // Refused: when to come back is the longest wait over the limits; a call that can
+        // never fit is told to wait for a whole bucket to refill.
+        let wait_ns = SimDimension::ALL
+            .iter()
+            .zip(&self.buckets)
+            .filter_map(|(d, b)| {
+                b.as_ref()
+                    .map(|b| b.wait_ns(charge.on(*d)).unwrap_or(b.full_refill_ns()))
+            })
+            .max()
+            .unwrap_or(0);
+        if config.count_rejected {
+            for (d, b) in SimDimension::ALL.iter().zip(self.buckets.iter_mut()) {
+                if let Some(b) = b {
+                    b.take_bounded(charge.on(*d));
+                }
+            }
+            call.charged = charge;
+            self.stats.wasted_charge = self.stats.wasted_charge.plus(&charge);
+        }
+        call.outcome = SimOutcome::RateLimited {
+            dimension,
+            oversize,
+        };
+        self.stats.rate_limited += 1;
+        self.stats.oversize += u64::from(oversize);
+        self.journal.push(call);
+        let retry_after = match config.retry_after {
+            RetryAfter::None => None,
+            RetryAfter::Exact => Some(Duration::from_nanos(wait_ns)),
+            RetryAfter::WholeSeconds => Some(Duration::from_secs(wait_ns.div_ceil(1_000_000_000))),
+        };
+        Err(SimRefusal::RateLimited { retry_after })
+    }
+}
+
+#[cfg(test)]
+mod tests;

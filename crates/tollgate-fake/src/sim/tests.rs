@@ -1,0 +1,207 @@
+//! The simulated provider on tokio's paused clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::*;
+
+fn rpm(n: u64) -> SimLimits {
+    SimLimits {
+        rpm: n,
+        ..SimLimits::default()
+    }
+}
+
+fn small() -> SimRequest {
+    SimRequest::new(10, 10, 0)
+}
+
+fn instant() -> SimLatency {
+    SimLatency {
+        base: Duration::ZERO,
+        per_output_token: Duration::ZERO,
+        refusal: Duration::ZERO,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_full_minute_bucket_then_one_per_refill_with_whole_second_retry_after() {
+    let p = SimProvider::new(SimConfig::new(rpm(60)).with_latency(instant()));
+    for _ in 0..60 {
+        p.call(small()).await.unwrap();
+    }
+    assert_eq!(
+        p.call(small()).await,
+        Err(SimRefusal::RateLimited {
+            retry_after: Some(Duration::from_secs(1))
+        })
+    );
+    tokio::time::sleep(Duration::from_millis(999)).await;
+    assert!(p.call(small()).await.is_err());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(p.call(small()).await.is_ok());
+    let stats = p.stats();
+    assert_eq!((stats.accepted, stats.rate_limited), (61, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_per_second_capacity_and_exact_retry_after() {
+    let p = SimProvider::new(
+        SimConfig::new(rpm(600))
+            .with_capacity(SimCapacity::PerSecond)
+            .with_retry_after(RetryAfter::Exact)
+            .with_latency(instant()),
+    );
+    for _ in 0..10 {
+        p.call(small()).await.unwrap();
+    }
+    assert_eq!(
+        p.call(small()).await,
+        Err(SimRefusal::RateLimited {
+            retry_after: Some(Duration::from_millis(100))
+        })
+    );
+    assert_eq!(p.capacity().requests, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_answer_takes_base_plus_per_token_and_actual_output_refunds_the_rest() {
+    let p = SimProvider::new(
+        SimConfig::new(SimLimits {
+            output_tpm: 1000,
+            ..SimLimits::default()
+        })
+        .with_output_charge(OutputCharge::Actual),
+    );
+    let start = Instant::now();
+    let answer = p.call(SimRequest::new(100, 800, 20)).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(300 + 15 * 20));
+    assert_eq!(answer.output_tokens, 20);
+    assert_eq!(answer.finished_at, Duration::from_millis(600));
+    // 800 were held while it ran; 780 came back at the end: another 800 fits now.
+    let call = p.journal()[0];
+    assert_eq!(call.charged.output_tokens, 20);
+    assert_eq!(call.completed_at, Some(Duration::from_millis(600)));
+    assert_eq!(p.stats().accepted_charge.output_tokens, 20);
+    let held = tokio::spawn({
+        let p = p.clone();
+        async move { p.call(SimRequest::new(0, 900, 900)).await }
+    });
+    tokio::task::yield_now().await;
+    assert!(matches!(
+        p.call(SimRequest::new(0, 200, 1)).await,
+        Err(SimRefusal::RateLimited { .. })
+    ));
+    assert!(held.await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_max_tokens_charge_is_kept() {
+    let p = SimProvider::new(
+        SimConfig::new(SimLimits {
+            output_tpm: 1000,
+            ..SimLimits::default()
+        })
+        .with_latency(instant()),
+    );
+    p.call(SimRequest::new(0, 800, 1)).await.unwrap();
+    assert!(p.call(SimRequest::new(0, 201, 1)).await.is_err());
+    assert_eq!(p.stats().accepted_charge.output_tokens, 800);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_counted_rejections_leave_debt_and_are_reported_as_waste() {
+    let p = SimProvider::new(
+        SimConfig::new(rpm(60))
+            .with_count_rejected(true)
+            .with_latency(instant()),
+    );
+    for _ in 0..60 {
+        p.call(small()).await.unwrap();
+    }
+    for _ in 0..3 {
+        assert!(p.call(small()).await.is_err());
+    }
+    // Three requests of debt: the next one fits after four seconds, not one.
+    tokio::time::sleep(Duration::from_millis(3_999)).await;
+    assert!(p.call(small()).await.is_err());
+    let stats = p.stats();
+    assert_eq!(stats.wasted_charge.requests, 4);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(p.call(small()).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_oversize_call_is_refused_with_a_full_refill_wait() {
+    let p = SimProvider::new(SimConfig::new(SimLimits {
+        input_tpm: 1000,
+        ..SimLimits::default()
+    }));
+    assert_eq!(
+        p.call(SimRequest::new(1001, 1, 1)).await,
+        Err(SimRefusal::RateLimited {
+            retry_after: Some(Duration::from_secs(60))
+        })
+    );
+    assert_eq!(p.stats().oversize, 1);
+    assert!(matches!(
+        p.journal()[0].outcome,
+        SimOutcome::RateLimited {
+            dimension: SimDimension::InputTokens,
+            oversize: true
+        }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_serves_a_fraction_and_steps_it_over_time() {
+    let p = SimProvider::new(
+        SimConfig::new(rpm(600))
+            .with_capacity(SimCapacity::PerSecond)
+            .with_served(0.5)
+            .with_served_step(Duration::from_secs(10), 0.2)
+            .with_latency(instant()),
+    );
+    // Capacity 10 at the published limit, 5 at half.
+    let burst = |p: SimProvider| async move {
+        let mut n = 0;
+        while p.call(small()).await.is_ok() {
+            n += 1;
+        }
+        n
+    };
+    assert_eq!(burst(p.clone()).await, 5);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(burst(p.clone()).await, 5);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(p.served(), 0.2);
+    assert_eq!(burst(p.clone()).await, 2);
+    p.set_served(1.0);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(burst(p.clone()).await, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_overloads_are_seeded_and_unrelated_to_rate() {
+    let run = || async {
+        let p = SimProvider::new(
+            SimConfig::new(SimLimits::default())
+                .with_overloads(0.05, 42)
+                .with_latency(instant()),
+        );
+        let mut refused = Vec::new();
+        for i in 0..2000 {
+            if p.call(small()).await == Err(SimRefusal::Overloaded) {
+                refused.push(i);
+            }
+        }
+        (refused, p.stats())
+    };
+    let (a, stats) = run().await;
+    let (b, _) = run().await;
+    assert_eq!(a, b, "the same seed refuses the same calls");
+    assert!((60..140).contains(&a.len()), "{}", a.len());
+    assert_eq!(stats.overloaded, a.len() as u64);
+    assert_eq!(stats.rate_limited, 0);
+}
