@@ -1,0 +1,36 @@
+//! Benchmarks of tollgate's rate limiter beside the baselines it should beat, and the
+//! simulations behind them (`cargo xtask bench` runs them all and writes
+//! `docs/benchmarks.md`).
+//!
+//! - [`overhead`] (benchmark 1): a queue of waiters released by a manual clock or by
+//!   hand-off, with wake-ups counted; the nanosecond rows are measured with criterion in
+//!   `benches/overhead.rs`.
+//! - [`pacing`] (benchmark 2): closed-loop callers against
+//!   [`tollgate_fake::sim::SimProvider`] for ten simulated minutes.
+//! - [`adaptive`] (benchmark 3): a provider that serves less than it publishes.
+//! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
+//!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
+//! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
+//!
+//! The simulations run on tokio's paused clock, so ten simulated minutes take a fraction
+//! of a second and the same seed gives the same figures on every run. The tests in
+//! `tests/` run reduced versions with hard assertions on behaviour, never on wall time.
+
+#![deny(missing_docs)]
+
+pub mod adaptive;
+pub mod clients;
+pub mod overhead;
+pub mod pacing;
+pub mod report;
+pub mod stats;
+pub mod workload;
+
+/// Builds a current-thread runtime whose clock starts paused, for a simulation.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime")
+}
