@@ -3,9 +3,12 @@
 //! - `test-all`: everything CI checks — formatting, clippy with warnings denied, every
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
 //!   else `cargo test`). Services that tests need are started before and stopped after.
+//! - `bench`: builds the benchmarks (`tollgate-bench`) in release mode, runs each, and
+//!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command.
 //!
 //! Plain `std` only, so it compiles in a second.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
@@ -13,9 +16,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test-all") => test_all(),
+        Some("bench") => bench(),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask test-all\n\n  test-all  fmt, clippy, examples, doc tests and every workspace test"
+                "usage: cargo xtask <task>\n\n  test-all  fmt, clippy, examples, doc tests and every workspace test\n  bench     run the benchmarks in release mode and write docs/benchmarks.md"
             );
             ExitCode::SUCCESS
         }
@@ -125,4 +129,137 @@ fn has_nextest() -> bool {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// The benchmarks `bench` runs, in order: `cargo bench` target names of `tollgate-bench`.
+const BENCHES: [&str; 3] = ["overhead", "pacing", "adaptive"];
+
+/// The variable through which a benchmark hands its markdown section over (the bench
+/// crate's `report::OUT_ENV`).
+const BENCH_OUT_ENV: &str = "TOLLGATE_BENCH_OUT";
+
+// Timings are for the person reading the log.
+#[allow(clippy::disallowed_methods)]
+fn bench() -> ExitCode {
+    let root = workspace_root();
+    let started = Instant::now();
+    println!("\n==> xtask bench: build (cargo bench -p tollgate-bench --no-run)");
+    let built = Command::new(cargo())
+        .current_dir(&root)
+        .args(["bench", "-p", "tollgate-bench", "--no-run"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("xtask bench: the benchmarks did not build");
+        return ExitCode::FAILURE;
+    }
+    let out_dir = root.join("target").join("xtask-bench");
+    if let Err(e) = std::fs::create_dir_all(&out_dir) {
+        eprintln!("xtask bench: cannot create {}: {e}", out_dir.display());
+        return ExitCode::FAILURE;
+    }
+    let mut sections = Vec::new();
+    for name in BENCHES {
+        let out = out_dir.join(format!("{name}.md"));
+        let _ = std::fs::remove_file(&out);
+        println!("\n==> xtask bench: {name} (cargo bench -p tollgate-bench --bench {name})");
+        let step = Instant::now();
+        let ok = Command::new(cargo())
+            .current_dir(&root)
+            .args(["bench", "-p", "tollgate-bench", "--bench", name])
+            .env(BENCH_OUT_ENV, &out)
+            .status()
+            .is_ok_and(|s| s.success());
+        let section = std::fs::read_to_string(&out);
+        match (ok, section) {
+            (true, Ok(section)) => {
+                println!("==> {name} ok in {:.1}s", step.elapsed().as_secs_f64());
+                sections.push(section);
+            }
+            _ => {
+                eprintln!("xtask bench: {name} failed or wrote no table");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let doc = benchmarks_doc(&sections, started.elapsed().as_secs_f64());
+    let path = root.join("docs").join("benchmarks.md");
+    if let Err(e) = std::fs::write(&path, doc) {
+        eprintln!("xtask bench: cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    println!("\nxtask bench: wrote {}", path.display());
+    ExitCode::SUCCESS
+}
+
+/// `docs/benchmarks.md`: where and how the figures were made, then each benchmark's section.
+fn benchmarks_doc(sections: &[String], seconds: f64) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let cores = output("nproc", &[]).unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or("unknown".to_owned(), |n| n.to_string())
+    });
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or("unknown".to_owned(), |kb| {
+            format!("{:.0} GiB", kb / 1024.0 / 1024.0)
+        });
+    let date =
+        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".to_owned());
+    let rustc = output("rustc", &["--version"]).unwrap_or_else(|| "unknown".to_owned());
+    let commit =
+        output("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    let mut doc = format!(
+        "# Benchmarks\n\n\
+         Written by `cargo xtask bench`; do not edit by hand, run it again. Each benchmark \
+         prints one table, tollgate beside its baselines, measured in the same run: this \
+         machine is shared and noisy, so compare ratios rather than absolute times. The \
+         simulations (2 and 3) run on tokio's paused clock with seeded randomness and give \
+         the same figures on every run; reduced versions of them run as ordinary tests \
+         (`benches/tests/`).\n\n\
+         | | |\n|---|---|\n\
+         | command | `cargo xtask bench` |\n\
+         | date | {date} |\n\
+         | commit | {commit} |\n\
+         | CPU | {cpu} |\n\
+         | cores (`nproc`) | {cores} |\n\
+         | memory | {memory} |\n\
+         | toolchain | {rustc} |\n\
+         | run time | {seconds:.0} s, release build included |\n\n"
+    );
+    for section in sections {
+        doc.push_str(section.trim_end());
+        doc.push_str("\n\n");
+    }
+    doc.truncate(doc.trim_end().len());
+    doc.push('\n');
+    doc
+}
+
+/// A command's trimmed standard output, if it ran and succeeded.
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
