@@ -48,6 +48,7 @@ pub mod pipeline;
 pub mod provider;
 mod request;
 mod response;
+pub mod sse;
 mod stream;
 
 pub use async_trait::async_trait;
