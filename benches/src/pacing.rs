@@ -593,7 +593,7 @@ pub fn section(reports: &[PacingReport], config: PacingConfig) -> Section {
             Some(BatchReport {
                 makespan: Some(m),
                 failed,
-                ..
+                bound,
             }) => {
                 let times =
                     tollgate_makespan.map_or(f64::NAN, |t| m.as_secs_f64() / t.as_secs_f64());
@@ -602,7 +602,12 @@ pub fn section(reports: &[PacingReport], config: PacingConfig) -> Section {
                 } else {
                     String::new()
                 };
-                format!("{:.0} s ({}×){failed}", m.as_secs_f64(), ratio(times))
+                format!(
+                    "{:.0} s ({}×, bound {:.0} s){failed}",
+                    m.as_secs_f64(),
+                    ratio(times),
+                    bound.as_secs_f64()
+                )
             }
             Some(BatchReport { makespan: None, .. }) => "unfinished".to_owned(),
             None => "–".to_owned(),
@@ -685,16 +690,17 @@ pub fn section(reports: &[PacingReport], config: PacingConfig) -> Section {
                 .to_owned(),
             "pacing error: grant time minus the earliest time an exact bucket replaying the \
              limiter's grants and settlements allows (not before the request asked, nor before \
-             the grant ahead of it), over grants that waited; tollgate only."
+             the grant ahead of it); p50 over grants that waited, max over all grants (a \
+             negative value would be a grant too early); tollgate only, in runs without 429s."
                 .to_owned(),
             "max 60 s window: the most sent (accepted or refused) in any closed 60 s window over \
              `limit + capacity`, highest over requests, input and (profile A) output; ≤ 1.00 \
              means the bound held. In profile B output is refunded after the answer, so output \
              sent may legitimately exceed it."
                 .to_owned(),
-            "batch makespan: from the first send to the last answer (or give-up); lower bound \
-             per profile in the log: the binding limit's refill time for what the batch charges \
-             beyond one bucket."
+            "batch makespan: from the first send to the last answer (or give-up), and its ratio \
+             to tollgate's; bound: the binding limit's refill time for what the batch charges \
+             beyond one bucket (the last answer's own time, up to 62 s, comes on top)."
                 .to_owned(),
             "queue delay: from issuing a request to the provider accepting it, retries included; \
              Jain: fairness of accepted tokens per caller (1 = equal); FIFO violations: pairs of \
