@@ -1,0 +1,53 @@
+//! The `anthropic-direct` provider for tollgate: Anthropic's Messages API, over HTTP,
+//! with streaming and prompt caching.
+//!
+//! Link it with one line, `use tollgate_anthropic as _;`, and name it in the catalog:
+//!
+//! ```toml
+//! [models.claude-sonnet]
+//! provider = "anthropic-direct"
+//! name = "claude-sonnet-4-5"
+//! credential = "anthropic-main"     # the API key's id in the credential store
+//! max_output_tokens = 64000
+//! [models.claude-sonnet.options]
+//! base_url = "https://api.anthropic.com"      # the default; set it for a proxy
+//! beta = ["extended-cache-ttl-2025-04-11"]     # sent as `anthropic-beta`
+//! ```
+//!
+//! How a call flows through this crate (the pipeline in `tollgate` does everything
+//! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
+//!
+//! 1. [`AnthropicProvider::build`] (once per `Models`, on first use) makes one HTTP
+//!    client with the context's connect timeout, no proxy from the environment and no
+//!    retries of its own, and keeps each model's credential *reference*;
+//! 2. each call, the transport encodes the request ([`codec::encode_request`]; more than
+//!    four cache marks fail here, before anything is sent), fetches the API key from the
+//!    credential store, and sends once;
+//! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
+//!    (`anthropic-ratelimit-*-remaining`, `x-should-retry`); an error answer becomes a
+//!    typed error ([`codec::classify_error`], with `retry-after`);
+//! 4. a body is decoded by [`codec::decode_response`], a stream by
+//!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
+//!
+//! The codec is public so that `tollgate-bedrock` can reuse it for Claude on Bedrock.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod codec;
+mod options;
+mod transport;
+
+pub use options::AnthropicOptions;
+pub use transport::{AnthropicChat, AnthropicProvider};
+
+/// The provider key catalog entries name.
+pub const KEY: &str = "anthropic-direct";
+
+/// The default API address.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+tollgate::register_provider!(|| std::sync::Arc::new(AnthropicProvider));
+
+/// Re-exported so that binaries depending only on this crate can name tollgate's types.
+pub use tollgate;
