@@ -3,6 +3,7 @@
 //! It depends on provider crates only, and links each with the documented one-liner.
 //! If the linker dropped a provider's registration, its key would be missing here.
 
+use tollgate_anthropic as _;
 use tollgate_fake as _;
 
 fn main() {

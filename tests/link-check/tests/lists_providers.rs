@@ -14,5 +14,5 @@ fn binary_depending_only_on_provider_crates_lists_them() {
         .lines()
         .map(str::to_owned)
         .collect();
-    assert_eq!(keys, ["fake"]);
+    assert_eq!(keys, ["anthropic-direct", "fake"]);
 }
