@@ -4,7 +4,8 @@
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
 //!   else `cargo test`). Services that tests need are started before and stopped after.
 //! - `bench`: builds the benchmarks (`tollgate-bench`) in release mode, runs each, and
-//!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command.
+//!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
+//!   sections of that file that it does not generate are kept after its own.
 //!
 //! Plain `std` only, so it compiles in a second.
 
@@ -182,8 +183,10 @@ fn bench() -> ExitCode {
             }
         }
     }
-    let doc = benchmarks_doc(&sections, started.elapsed().as_secs_f64());
     let path = root.join("docs").join("benchmarks.md");
+    let existing = std::fs::read_to_string(&path).unwrap_or_default();
+    sections.extend(foreign_sections(&existing, &sections));
+    let doc = benchmarks_doc(&sections, started.elapsed().as_secs_f64());
     if let Err(e) = std::fs::write(&path, doc) {
         eprintln!("xtask bench: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;
@@ -247,6 +250,28 @@ fn benchmarks_doc(sections: &[String], seconds: f64) -> String {
     doc.truncate(doc.trim_end().len());
     doc.push('\n');
     doc
+}
+
+/// The `## ` sections of the existing `docs/benchmarks.md` that no benchmark run here
+/// wrote (e.g. a benchmark of another crate, added by hand): kept, after ours, so that a
+/// run does not erase them.
+fn foreign_sections(existing: &str, ours: &[String]) -> Vec<String> {
+    let heading = |section: &str| section.lines().next().unwrap_or_default().trim().to_owned();
+    let ours: Vec<String> = ours.iter().map(|s| heading(s)).collect();
+    let mut sections: Vec<String> = Vec::new();
+    for line in existing.lines() {
+        if line.starts_with("## ") {
+            sections.push(String::new());
+        }
+        if let Some(current) = sections.last_mut() {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    sections
+        .into_iter()
+        .filter(|s| !ours.contains(&heading(s)))
+        .collect()
 }
 
 /// A command's trimmed standard output, if it ran and succeeded.
