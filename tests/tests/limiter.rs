@@ -652,3 +652,27 @@ mod fallback {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn provider_reporting_nothing_left_until_a_reset_pauses_the_model_until_then() {
+    let limiter = limiter(Limits {
+        tpm: 1000,
+        ..Limits::default()
+    });
+    limiter.feedback(Feedback::Remaining {
+        dimension: Dimension::Tokens,
+        remaining: 0,
+    });
+    limiter.feedback(Feedback::Exhausted {
+        dimension: Dimension::Tokens,
+        reset_in: Duration::from_secs(30),
+    });
+    let start = Instant::now();
+    // 10 tokens would refill in 0.6 s at our rate, but the provider said: not before 30 s.
+    limiter
+        .reserve(Cost::call(10, 0))
+        .await
+        .unwrap()
+        .mark_sent();
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+}

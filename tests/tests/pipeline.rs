@@ -1024,3 +1024,18 @@ impl SendErr for Models {
             .unwrap_err()
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn reset_headers_with_nothing_left_pause_the_model_until_the_reset() {
+    let s = setup();
+    s.fake.report_remaining("m", Dimension::Requests, 0);
+    s.fake
+        .report_reset("m", Dimension::Requests, Duration::from_secs(12));
+    s.fake
+        .reply_any(FakeReply::text("one"))
+        .reply_any(FakeReply::text("two"));
+    s.send(&ask("hi")).await.unwrap();
+    let start = Instant::now();
+    s.send(&ask("again")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(12));
+}

@@ -97,25 +97,26 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Passes the answer's rate-limit headers and retry advice to the pipeline.
+/// Passes the answer's rate-limit headers and retry advice to the pipeline: what is left
+/// of each limit (`anthropic-ratelimit-*-remaining`) and when it is full again
+/// (`anthropic-ratelimit-*-reset`, RFC 3339).
 fn read_signals(headers: &HeaderMap, signals: &Signals) {
-    for (name, dimension) in [
-        (
-            "anthropic-ratelimit-requests-remaining",
-            Dimension::Requests,
-        ),
-        ("anthropic-ratelimit-tokens-remaining", Dimension::Tokens),
-        (
-            "anthropic-ratelimit-input-tokens-remaining",
-            Dimension::InputTokens,
-        ),
-        (
-            "anthropic-ratelimit-output-tokens-remaining",
-            Dimension::OutputTokens,
-        ),
+    let now = wall_clock_now();
+    for (prefix, dimension) in [
+        ("anthropic-ratelimit-requests", Dimension::Requests),
+        ("anthropic-ratelimit-tokens", Dimension::Tokens),
+        ("anthropic-ratelimit-input-tokens", Dimension::InputTokens),
+        ("anthropic-ratelimit-output-tokens", Dimension::OutputTokens),
     ] {
-        if let Some(n) = header(headers, name).and_then(|v| v.trim().parse::<u64>().ok()) {
+        if let Some(n) = header(headers, &format!("{prefix}-remaining"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
             signals.remaining(dimension, n);
+        }
+        if let Some(at) = header(headers, &format!("{prefix}-reset"))
+            .and_then(|v| humantime::parse_rfc3339_weak(v.trim()).ok())
+        {
+            signals.reset_in(dimension, at.duration_since(now).unwrap_or(Duration::ZERO));
         }
     }
     match header(headers, "x-should-retry").map(str::trim) {

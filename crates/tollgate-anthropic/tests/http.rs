@@ -419,6 +419,38 @@ async fn ratelimit_remaining_headers_lower_the_limiter_buckets() {
 }
 
 #[tokio::test]
+async fn ratelimit_reset_with_nothing_left_pauses_the_model_until_the_reset() {
+    let s = setup().await;
+    // The reset is a wall-clock date; the provider says 20 s from now.
+    #[allow(clippy::disallowed_methods)]
+    let reset = std::time::SystemTime::now() + std::time::Duration::from_secs(20);
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("anthropic-ratelimit-requests-remaining", "0")
+                .insert_header(
+                    "anthropic-ratelimit-requests-reset",
+                    humantime::format_rfc3339(reset).to_string(),
+                )
+                .set_body_json(message("ok", "end_turn")),
+        )
+        .mount(&s.server)
+        .await;
+    single(&s.models, &ask()).await.unwrap();
+    let limiter = s.models.limiter("claude").unwrap();
+    match limiter.try_reserve(tollgate::limit::Cost::call(1, 1)) {
+        Err(tollgate::limit::TryReserveError::WouldWait { ready_in }) => {
+            assert!(
+                ready_in > std::time::Duration::from_secs(15)
+                    && ready_in <= std::time::Duration::from_secs(20),
+                "{ready_in:?}"
+            );
+        }
+        other => panic!("the model should be paused until the reset, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn a_refusal_with_stop_details_is_a_provider_refusal() {
     let s = setup().await;
     let mut body = message("", "refusal");

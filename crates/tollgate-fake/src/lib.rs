@@ -85,6 +85,7 @@ struct State {
     decisions: HashMap<String, VecDeque<DecisionWeights>>,
     latency: Duration,
     remaining: HashMap<String, Vec<(Dimension, u64)>>,
+    resets: HashMap<String, Vec<(Dimension, Duration)>>,
     should_retry: HashMap<(String, u64), bool>,
 }
 
@@ -208,6 +209,17 @@ impl FakeProvider {
         self
     }
 
+    /// Reports, on every answer from `model_id`, that `dimension` is full again in
+    /// `reset_in` (as rate-limit reset headers would).
+    pub fn report_reset(&self, model_id: &str, dimension: Dimension, reset_in: Duration) -> &Self {
+        self.lock()
+            .resets
+            .entry(model_id.into())
+            .or_default()
+            .push((dimension, reset_in));
+        self
+    }
+
     /// Sends `x-should-retry: <retry>` with call number `call` (1 for the first) to
     /// `model_id`.
     pub fn should_retry_on(&self, model_id: &str, call: u64, retry: bool) -> &Self {
@@ -222,6 +234,9 @@ impl FakeProvider {
         let state = self.lock();
         for (dimension, remaining) in state.remaining.get(model_id).into_iter().flatten() {
             signals.remaining(*dimension, *remaining);
+        }
+        for (dimension, reset_in) in state.resets.get(model_id).into_iter().flatten() {
+            signals.reset_in(*dimension, *reset_in);
         }
         if let Some(retry) = state.should_retry.get(&(model_id.to_owned(), call)) {
             signals.should_retry(*retry);

@@ -388,6 +388,9 @@ impl TokenBucketRateLimiter {
                 }
                 | Feedback::Overloaded {
                     retry_after: Some(pause),
+                }
+                | Feedback::Exhausted {
+                    reset_in: pause, ..
                 } => {
                     let pause =
                         u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);

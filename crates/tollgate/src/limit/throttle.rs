@@ -66,6 +66,14 @@ pub enum Feedback {
         /// What the provider says is left.
         remaining: u64,
     },
+    /// The provider reports nothing left of a limit until `reset_in`: the model is
+    /// paused until then (capped like `retry-after`).
+    Exhausted {
+        /// Which limit.
+        dimension: crate::error::Dimension,
+        /// When the provider says it is full again.
+        reset_in: Duration,
+    },
 }
 
 /// The throttle's state for one model.
@@ -112,7 +120,7 @@ impl AdaptiveThrottle {
             Feedback::Success => self.recover(now_ns),
             Feedback::RateLimited { .. } => self.decrease(RATE_LIMITED_BETA, true, now_ns),
             Feedback::Overloaded { .. } => self.decrease(OVERLOADED_BETA, false, now_ns),
-            Feedback::Remaining { .. } => {}
+            Feedback::Remaining { .. } | Feedback::Exhausted { .. } => {}
         }
         let after = self.factor_milli();
         (after != before).then_some(after)

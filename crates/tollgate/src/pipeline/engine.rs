@@ -197,14 +197,21 @@ impl CallState {
     }
 
     fn apply_signals(&self, signals: &Signals) -> Option<bool> {
-        let (remaining, should_retry) = signals.take();
-        for (dimension, remaining) in remaining {
+        let values = signals.take();
+        for (dimension, remaining) in values.remaining {
             self.rt.limiter.feedback(Feedback::Remaining {
                 dimension,
                 remaining,
             });
+            let reset = values.resets.iter().find(|(d, _)| *d == dimension);
+            if let (0, Some((_, reset_in))) = (remaining, reset) {
+                self.rt.limiter.feedback(Feedback::Exhausted {
+                    dimension,
+                    reset_in: *reset_in,
+                });
+            }
         }
-        should_retry
+        values.should_retry
     }
 
     /// An attempt answered: settle everything at what it used.

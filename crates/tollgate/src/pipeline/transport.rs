@@ -21,9 +21,10 @@ pub struct Signals {
 }
 
 #[derive(Debug, Default, Clone)]
-struct SignalValues {
-    remaining: Vec<(Dimension, u64)>,
-    should_retry: Option<bool>,
+pub(crate) struct SignalValues {
+    pub(crate) remaining: Vec<(Dimension, u64)>,
+    pub(crate) resets: Vec<(Dimension, std::time::Duration)>,
+    pub(crate) should_retry: Option<bool>,
 }
 
 impl Signals {
@@ -33,15 +34,21 @@ impl Signals {
         self.lock().remaining.push((dimension, remaining));
     }
 
+    /// The provider says `dimension` is full again in `reset_in` (e.g.
+    /// `anthropic-ratelimit-tokens-reset`). With a remaining of zero, the model is paused
+    /// until then.
+    pub fn reset_in(&self, dimension: Dimension, reset_in: std::time::Duration) {
+        self.lock().resets.push((dimension, reset_in));
+    }
+
     /// The provider's `x-should-retry` header: `false` vetoes a retry of a retryable
     /// failure; `true` allows retrying a rejected request (`ProviderRequestError`).
     pub fn should_retry(&self, retry: bool) {
         self.lock().should_retry = Some(retry);
     }
 
-    pub(crate) fn take(&self) -> (Vec<(Dimension, u64)>, Option<bool>) {
-        let mut v = self.lock();
-        (std::mem::take(&mut v.remaining), v.should_retry.take())
+    pub(crate) fn take(&self) -> SignalValues {
+        std::mem::take(&mut *self.lock())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SignalValues> {
