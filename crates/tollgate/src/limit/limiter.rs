@@ -459,6 +459,9 @@ impl Shared {
 
     /// Grants whoever fits now, wakes them, and tells the driver to look again.
     fn kick(&self, mut state: MutexGuard<'_, State>) {
+        if state.queue.is_empty() {
+            return; // nobody waits, and no driver needs a new deadline
+        }
         let now = self.now_ns();
         let wakers = state.grant_ready(now);
         drop(state);
@@ -470,8 +473,13 @@ impl Shared {
 impl BucketLedger for Shared {
     fn adjust(&self, delta: CostDelta) {
         let mut state = self.lock();
-        let now = self.now_ns();
-        state.refill(now);
+        // A debit must see the level as of now: taken from a stale level, the time the
+        // bucket spent full would later count as refill. A credit needs no clock: adding
+        // back and a capped refill commute.
+        if DIMENSIONS.iter().any(|d| delta.on(*d) > 0) {
+            let now = self.now_ns();
+            state.refill(now);
+        }
         for (d, bucket) in DIMENSIONS.iter().zip(state.buckets.iter_mut()) {
             if let Some(bucket) = bucket {
                 // A positive delta takes more capacity; a negative one gives it back.

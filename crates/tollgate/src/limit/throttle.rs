@@ -6,9 +6,14 @@
 //! is served. The throttle scales the refill by a factor f in [`MIN_RATE_FACTOR`, 1]:
 //!
 //! - a 429 multiplies f by [`RATE_LIMITED_BETA`] and remembers the rate at which it
-//!   happened (the *ceiling*); a 529 multiplies f by [`OVERLOADED_BETA`] without moving
-//!   the ceiling (overload is the provider's state, not a sign of our rate). Refusals that
-//!   arrive within [`DECREASE_HOLDOFF`] of a decrease were sent before it and count once.
+//!   happened (the *ceiling*). Refusals that arrive within [`DECREASE_HOLDOFF`] of a
+//!   decrease were sent before it and count once.
+//! - a 529 multiplies f by [`OVERLOADED_BETA`] (harder than a 429) without moving the
+//!   ceiling (overload is the provider's state, not a verdict on our rate), but only when
+//!   529s are at least [`OVERLOAD_RATIO_TRIGGER`] of the model's outcomes over the last
+//!   [`OVERLOAD_WINDOW`]: a provider shedding load meets that at once, while scattered
+//!   529s unrelated to our rate (a few percent) would otherwise ratchet the rate down to
+//!   the floor, since they arrive faster than the rate can recover.
 //! - after [`RECOVERY_DELAY`] without a refusal, f closes [`APPROACH_PER_SECOND`] of its
 //!   gap to the *plateau* ([`PLATEAU_FRACTION`] of the ceiling) each second;
 //! - once on the plateau for [`PLATEAU_HOLD`], f probes upward by [`PROBE_PER_SECOND`] a
@@ -37,10 +42,16 @@ pub const RECOVERY_DELAY: Duration = Duration::from_secs(5);
 pub const PLATEAU_FRACTION: f64 = 0.95;
 /// Fraction of the gap to the plateau closed per second of recovery.
 pub const APPROACH_PER_SECOND: f64 = 0.1;
-/// How long to stay on the plateau before probing above it.
-pub const PLATEAU_HOLD: Duration = Duration::from_secs(30);
+/// How long to stay on the plateau before probing above it. Longer means fewer 429s in
+/// steady state (one per probing cycle), and slower discovery of a provider that serves
+/// more again.
+pub const PLATEAU_HOLD: Duration = Duration::from_secs(60);
 /// Relative growth per second while probing above the plateau.
-pub const PROBE_PER_SECOND: f64 = 0.005;
+pub const PROBE_PER_SECOND: f64 = 0.01;
+/// The share of recent outcomes that must be 529s before a 529 slows the model.
+pub const OVERLOAD_RATIO_TRIGGER: f64 = 0.2;
+/// The span over which that share is measured (the current and the previous window).
+pub const OVERLOAD_WINDOW: Duration = Duration::from_secs(10);
 
 /// What a provider's answer says about the model's rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +96,39 @@ pub(crate) struct AdaptiveThrottle {
     last_decrease_ns: Option<u64>,
     last_update_ns: u64,
     plateau_since_ns: Option<u64>,
+    window: OutcomeWindow,
+}
+
+/// Outcomes and 529s in the current and the previous [`OVERLOAD_WINDOW`].
+#[derive(Debug, Clone, Default)]
+struct OutcomeWindow {
+    start_ns: u64,
+    outcomes: [u64; 2],
+    overloads: [u64; 2],
+}
+
+impl OutcomeWindow {
+    /// Counts an outcome at `now_ns` and returns the share of 529s over both windows.
+    fn observe(&mut self, now_ns: u64, overloaded: bool) -> f64 {
+        let span = duration_ns(OVERLOAD_WINDOW);
+        let elapsed = now_ns.saturating_sub(self.start_ns);
+        if elapsed >= 2 * span {
+            *self = OutcomeWindow {
+                start_ns: now_ns,
+                ..OutcomeWindow::default()
+            };
+        } else if elapsed >= span {
+            *self = OutcomeWindow {
+                start_ns: self.start_ns + span,
+                outcomes: [self.outcomes[1], 0],
+                overloads: [self.overloads[1], 0],
+            };
+        }
+        self.outcomes[1] += 1;
+        self.overloads[1] += u64::from(overloaded);
+        (self.overloads[0] + self.overloads[1]) as f64
+            / (self.outcomes[0] + self.outcomes[1]) as f64
+    }
 }
 
 impl AdaptiveThrottle {
@@ -96,6 +140,7 @@ impl AdaptiveThrottle {
             last_decrease_ns: None,
             last_update_ns: 0,
             plateau_since_ns: None,
+            window: OutcomeWindow::default(),
         }
     }
 
@@ -117,9 +162,19 @@ impl AdaptiveThrottle {
         }
         let before = self.factor_milli();
         match feedback {
-            Feedback::Success => self.recover(now_ns),
-            Feedback::RateLimited { .. } => self.decrease(RATE_LIMITED_BETA, true, now_ns),
-            Feedback::Overloaded { .. } => self.decrease(OVERLOADED_BETA, false, now_ns),
+            Feedback::Success => {
+                self.window.observe(now_ns, false);
+                self.recover(now_ns);
+            }
+            Feedback::RateLimited { .. } => {
+                self.window.observe(now_ns, false);
+                self.decrease(RATE_LIMITED_BETA, true, now_ns);
+            }
+            Feedback::Overloaded { .. } => {
+                if self.window.observe(now_ns, true) >= OVERLOAD_RATIO_TRIGGER {
+                    self.decrease(OVERLOADED_BETA, false, now_ns);
+                }
+            }
             Feedback::Remaining { .. } | Feedback::Exhausted { .. } => {}
         }
         let after = self.factor_milli();
@@ -186,6 +241,34 @@ mod tests {
         let mut b = AdaptiveThrottle::new(true);
         b.on_feedback(Feedback::Overloaded { retry_after: None }, S);
         assert!(b.factor() < a.factor() && a.factor() < 1.0);
+    }
+
+    #[test]
+    fn throttle_ignores_scattered_529s_but_slows_when_529s_dominate() {
+        let mut t = AdaptiveThrottle::new(true);
+        // 100 outcomes a second, one in twenty a 529, for a minute: no slowdown.
+        for i in 0..6_000u64 {
+            let now = i * 10_000_000;
+            let feedback = if i % 20 == 7 {
+                Feedback::Overloaded { retry_after: None }
+            } else {
+                Feedback::Success
+            };
+            t.on_feedback(feedback, now);
+        }
+        assert_eq!(t.factor(), 1.0);
+        // Then the provider sheds a third of the load: within two windows (at most 20 s)
+        // the share passes the trigger and the model slows.
+        for i in 6_000..8_000u64 {
+            let now = i * 10_000_000;
+            let feedback = if i % 3 == 0 {
+                Feedback::Overloaded { retry_after: None }
+            } else {
+                Feedback::Success
+            };
+            t.on_feedback(feedback, now);
+        }
+        assert!(t.factor() < 1.0);
     }
 
     #[test]
