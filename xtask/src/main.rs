@@ -3,7 +3,8 @@
 //! - `test-all`: everything CI checks — formatting, clippy with warnings denied, every
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
 //!   else `cargo test`). Services that tests need are started before and stopped after.
-//! - `bench`: builds the benchmarks (`tollgate-bench`) in release mode, runs each, and
+//! - `bench`: builds the benchmarks (`tollgate-bench`, and the SSE parser bench of
+//!   `tollgate-anthropic`) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
 //!   sections of that file that it does not generate are kept after its own.
 //!
@@ -132,8 +133,13 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The benchmarks `bench` runs, in order: `cargo bench` target names of `tollgate-bench`.
-const BENCHES: [&str; 3] = ["overhead", "pacing", "adaptive"];
+/// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
+const BENCHES: [(&str, &str); 4] = [
+    ("tollgate-bench", "overhead"),
+    ("tollgate-bench", "pacing"),
+    ("tollgate-bench", "adaptive"),
+    ("tollgate-anthropic", "sse"),
+];
 
 /// The variable through which a benchmark hands its markdown section over (the bench
 /// crate's `report::OUT_ENV`).
@@ -144,10 +150,19 @@ const BENCH_OUT_ENV: &str = "TOLLGATE_BENCH_OUT";
 fn bench() -> ExitCode {
     let root = workspace_root();
     let started = Instant::now();
-    println!("\n==> xtask bench: build (cargo bench -p tollgate-bench --no-run)");
+    println!(
+        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic --no-run)"
+    );
     let built = Command::new(cargo())
         .current_dir(&root)
-        .args(["bench", "-p", "tollgate-bench", "--no-run"])
+        .args([
+            "bench",
+            "-p",
+            "tollgate-bench",
+            "-p",
+            "tollgate-anthropic",
+            "--no-run",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     if !built {
@@ -160,14 +175,14 @@ fn bench() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let mut sections = Vec::new();
-    for name in BENCHES {
+    for (package, name) in BENCHES {
         let out = out_dir.join(format!("{name}.md"));
         let _ = std::fs::remove_file(&out);
-        println!("\n==> xtask bench: {name} (cargo bench -p tollgate-bench --bench {name})");
+        println!("\n==> xtask bench: {name} (cargo bench -p {package} --bench {name})");
         let step = Instant::now();
         let ok = Command::new(cargo())
             .current_dir(&root)
-            .args(["bench", "-p", "tollgate-bench", "--bench", name])
+            .args(["bench", "-p", package, "--bench", name])
             .env(BENCH_OUT_ENV, &out)
             .status()
             .is_ok_and(|s| s.success());
