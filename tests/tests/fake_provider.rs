@@ -185,10 +185,12 @@ async fn fake_interrupted_stream_delivers_some_deltas_then_fails() {
         .unwrap()
         .collect()
         .await;
-    assert_eq!(items.len(), 3);
-    assert!(matches!(items[0], Ok(StreamEvent::TextDelta { .. })));
+    // The opening usage event, two deltas, then the failure.
+    assert_eq!(items.len(), 4);
+    assert!(matches!(items[0], Ok(StreamEvent::Usage(_))));
+    assert!(matches!(items[1], Ok(StreamEvent::TextDelta { .. })));
     assert!(matches!(
-        items[2],
+        items[3],
         Err(Error::Provider(ProviderError::Server { status: 502 }))
     ));
 }

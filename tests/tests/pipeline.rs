@@ -548,7 +548,7 @@ async fn stream_failing_after_its_first_delta_reports_stream_interrupted_without
     assert_eq!(text, "one two ");
     match failure {
         Some(Error::StreamInterrupted {
-            delivered_events: 2,
+            delivered_events: 3, // the opening usage event and two deltas
             cause,
             ..
         }) => {
@@ -1038,4 +1038,31 @@ async fn reset_headers_with_nothing_left_pause_the_model_until_the_reset() {
     let start = Instant::now();
     s.send(&ask("again")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(12));
+}
+
+#[tokio::test(start_paused = true)]
+async fn interrupted_stream_records_the_usage_it_reported_before_breaking() {
+    let s = setup();
+    s.fake.reply(
+        "m",
+        FakeReply::text("one two three")
+            .with_usage(usage(40, 3))
+            .interrupted_after(1),
+    );
+    let mut stream = s
+        .models
+        .chat("m")
+        .await
+        .unwrap()
+        .stream_response(&ask("hi"))
+        .await
+        .unwrap();
+    while stream.next().await.is_some() {}
+    let call = last_call(&s);
+    assert!(
+        matches!(call.outcome, Outcome::Failed { ref error, .. } if error == "stream_interrupted")
+    );
+    // The input usage reported when the answer started is recorded and costed.
+    assert_eq!(call.usage, usage(40, 0));
+    assert!((call.cost_usd.unwrap() - 40.0 * 3.0 / 1e6).abs() < 1e-12);
 }

@@ -454,10 +454,19 @@ impl ChatTransport for FakeChat {
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
         let (response, interrupt) = self.answer(request, signals).await?;
-        let mut events: Vec<Result<StreamEvent>> =
+        // Input usage first, as providers report it when the answer starts.
+        let started = Usage {
+            output_tokens: 0,
+            ..response.usage()
+        };
+        let mut deltas: Vec<Result<StreamEvent>> =
             script::deltas(&response).into_iter().map(Ok).collect();
         if let Some(after) = interrupt {
-            events.truncate(after);
+            deltas.truncate(after);
+        }
+        let mut events = vec![Ok(StreamEvent::Usage(started))];
+        events.extend(deltas);
+        if interrupt.is_some() {
             events.push(Err(script::INTERRUPTION.into()));
         } else {
             events.push(Ok(StreamEvent::Usage(response.usage())));

@@ -49,8 +49,9 @@ impl FakeReply {
         self
     }
 
-    /// Breaks the answer after `events` stream events have been delivered: a stream
-    /// yields them and then fails; a single response fails outright (HTTP 502).
+    /// Breaks the answer after `events` content deltas (the stream's opening usage event
+    /// comes before them): a stream yields them and then fails; a single response fails
+    /// outright (HTTP 502).
     pub fn interrupted_after(mut self, events: usize) -> Self {
         self.interrupt_after = Some(events);
         self

@@ -16,7 +16,7 @@ use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, ProviderRequestError, Result};
 use crate::limit::{AccountingRule, Cost};
 use crate::request::{LlmRequest, ResponseShape};
-use crate::response::{LlmResponse, StopReason};
+use crate::response::{LlmResponse, StopReason, Usage};
 use crate::stream::{ResponseStream, StreamEvent};
 
 /// A chat client for one catalog model, running every call through the pipeline.
@@ -221,6 +221,7 @@ impl LlmClient for PipelineChat {
                         shape: request.sampling_params().response_shape().cloned(),
                         delivered: 0,
                         done: false,
+                        last_usage: None,
                     }));
                 }
                 Err(e) => match call.fail(prepared, &e, &signals) {
@@ -248,11 +249,16 @@ struct PipelineStream {
     shape: Option<ResponseShape>,
     delivered: u64,
     done: bool,
+    /// The usage the stream reported last (providers report it cumulatively).
+    last_usage: Option<Usage>,
 }
 
 impl PipelineStream {
     fn on_event(&mut self, event: StreamEvent) -> Result<StreamEvent> {
         let StreamEvent::Completed(response) = &event else {
+            if let StreamEvent::Usage(usage) = &event {
+                self.last_usage = Some(*usage);
+            }
             self.delivered += 1;
             return Ok(event);
         };
@@ -278,7 +284,8 @@ impl PipelineStream {
         self.done = true;
         if let Some(p) = self.prepared.take() {
             // Never retried: the reader already has part of the answer.
-            self.call.fail_final(p, &cause, &self.signals);
+            self.call
+                .fail_final(p, &cause, &self.signals, self.last_usage);
         }
         let error = Error::StreamInterrupted {
             model_id: self.call.entry().id.clone(),

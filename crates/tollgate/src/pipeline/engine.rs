@@ -260,19 +260,39 @@ impl CallState {
         wait
     }
 
-    /// An attempt failed in a way that is never retried (a stream broken after its
-    /// first event): release what was held and record it.
-    pub(crate) fn fail_final(&mut self, p: Prepared, error: &Error, signals: &Signals) {
-        let (_, latency) = self.release_failed(p, error, signals);
-        self.record_attempt(Outcome::of(error), Usage::default(), latency, None);
-    }
-
-    fn release_failed(
+    /// A stream broke after its first event reached the reader: never retried. The
+    /// provider did work (the reader has part of the answer), so the charge stays and the
+    /// spend-cap hold settles at the worst case; the usage the stream had reported so far
+    /// is recorded.
+    pub(crate) fn fail_final(
         &mut self,
         p: Prepared,
         error: &Error,
         signals: &Signals,
-    ) -> (Option<bool>, Duration) {
+        usage: Option<Usage>,
+    ) {
+        self.observe_failure(error);
+        self.apply_signals(signals);
+        let Prepared {
+            reservation,
+            hold,
+            sent_at,
+            worst_usd,
+        } = p;
+        drop(reservation);
+        hold.settle(worst_usd);
+        let usage = usage.unwrap_or_default();
+        let cost = self
+            .rt
+            .entry
+            .price
+            .map_or(0.0, |price| price.cost_usd(&usage));
+        self.add_usage(&usage, cost);
+        self.record_attempt(Outcome::of(error), usage, sent_at.elapsed(), None);
+    }
+
+    /// Tells the throttle and the breaker what a failure says about the model.
+    fn observe_failure(&self, error: &Error) {
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
                 self.rt.limiter.feedback(Feedback::RateLimited {
@@ -287,6 +307,15 @@ impl CallState {
             _ => {}
         }
         self.rt.breaker.record(&Err(error));
+    }
+
+    fn release_failed(
+        &mut self,
+        p: Prepared,
+        error: &Error,
+        signals: &Signals,
+    ) -> (Option<bool>, Duration) {
+        self.observe_failure(error);
         let Prepared {
             reservation,
             hold,
