@@ -1,0 +1,119 @@
+//! The decision transport over logprobs: one constrained prompt per question, answered
+//! with one token; the first token's top logprobs give a probability per option.
+
+use std::collections::BTreeMap;
+
+use tollgate::pipeline::{DecisionReply, DecisionTransport, Signals};
+use tollgate::{Decision, DecisionRequest, Question};
+use tollgate::{Error, Result, Usage};
+
+use crate::codec;
+use crate::transport::Endpoint;
+
+const CHAT_PATH: &str = "/v1/chat/completions";
+
+/// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
+pub const MAX_OPTIONS: usize = 26;
+
+/// The decision transport of one `openai` or `openai-compatible` model.
+///
+/// Each question is sent as one chat request (`logprobs: true`, `top_logprobs: 20`, an
+/// output limit of 1 token, temperature 0) that asks for one option label: `yes` or
+/// `no` for a [`Question::Noul`], a letter `A`, `B`, … for a [`Question::Choice`] (a
+/// letter is one token for every tokenizer, where option texts may share a first
+/// token). The first token's top logprobs are summed per label (case and surrounding
+/// spaces ignored) and renormalized over the options; a label absent from the top 20
+/// gets probability 0.
+#[derive(Debug)]
+pub struct OpenAiDecision {
+    endpoint: Endpoint,
+}
+
+impl OpenAiDecision {
+    pub(crate) fn new(endpoint: Endpoint) -> Self {
+        OpenAiDecision { endpoint }
+    }
+}
+
+/// `(label, option)` pairs for a question.
+fn labels(question: &Question, index: usize) -> Result<Vec<(String, String)>> {
+    match question {
+        Question::Noul { .. } => Ok(vec![
+            ("yes".to_owned(), "yes".to_owned()),
+            ("no".to_owned(), "no".to_owned()),
+        ]),
+        Question::Choice { options, .. } => {
+            if options.len() > MAX_OPTIONS {
+                return Err(Error::InvalidRequest {
+                    field: format!("questions[{index}].options"),
+                    reason: format!(
+                        "has {} options; the logprobs decision client labels options A to Z, at most {MAX_OPTIONS}",
+                        options.len()
+                    ),
+                });
+            }
+            Ok(options
+                .iter()
+                .zip('A'..='Z')
+                .map(|(o, l)| (l.to_string(), o.clone()))
+                .collect())
+        }
+    }
+}
+
+fn prompt(question: &Question) -> &str {
+    match question {
+        Question::Choice { prompt, .. } | Question::Noul { prompt, .. } => prompt,
+    }
+}
+
+#[tollgate::async_trait]
+impl DecisionTransport for OpenAiDecision {
+    async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
+        let mut weights = BTreeMap::new();
+        let mut usage = Usage::default();
+        for (i, question) in request.questions().iter().enumerate() {
+            let pairs = labels(question, i)?;
+            let body = codec::encode_decision(
+                &self.endpoint.model.name,
+                self.endpoint.options.quirks.output_limit_field,
+                request.state(),
+                prompt(question),
+                &pairs,
+            );
+            let bytes = self.endpoint.post_json(CHAT_PATH, &body, signals).await?;
+            let names: Vec<String> = pairs.iter().map(|(l, _)| l.clone()).collect();
+            let (by_label, used) = codec::decode_decision(&bytes, &names)?;
+            let by_option: BTreeMap<String, f64> = pairs
+                .into_iter()
+                .map(|(label, option)| (option, by_label.get(&label).copied().unwrap_or(0.0)))
+                .collect();
+            weights.insert(question.name().to_owned(), by_option);
+            usage.input_tokens += used.input_tokens;
+            usage.cache_read_tokens += used.cache_read_tokens;
+            usage.cache_write_tokens += used.cache_write_tokens;
+            usage.output_tokens += used.output_tokens;
+        }
+        Ok(DecisionReply {
+            decision: Decision::from_weights(request, weights)?,
+            usage,
+        })
+    }
+
+    fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {
+        // The fixed instructions and option list per question, about 40 tokens.
+        let per_question: u64 = request
+            .questions()
+            .iter()
+            .map(|q| {
+                40 + self.endpoint.estimate_text(prompt(q))
+                    + q.options()
+                        .iter()
+                        .map(|o| 2 + self.endpoint.estimate_text(o))
+                        .sum::<u64>()
+                    + self.endpoint.estimate_text(request.state())
+            })
+            .sum();
+        per_question
+    }
+}

@@ -1,0 +1,72 @@
+//! The `openai` and `openai-compatible` providers for tollgate: OpenAI's Chat Completions
+//! API (streamed or not), embeddings, and a decision client over logprobs; the same
+//! codec serves vLLM, Ollama, llama.cpp's server and other OpenAI-compatible servers.
+//!
+//! Link it with one line, `use tollgate_openai as _;`, and name it in the catalog:
+//!
+//! ```toml
+//! [models.gpt]
+//! provider = "openai"
+//! name = "gpt-4o-mini"
+//! credential = "openai-main"        # the API key's id in the credential store
+//! max_output_tokens = 16384
+//! [models.gpt.options]
+//! organization = "org-…"             # optional, sent as `OpenAI-Organization`
+//!
+//! [models.local]
+//! provider = "openai-compatible"     # no credential needed
+//! name = "Qwen/Qwen2.5-7B-Instruct"
+//! [models.local.options]
+//! base_url = "http://127.0.0.1:8000"  # required: the server, without `/v1`
+//! ```
+//!
+//! How a call flows through this crate (the pipeline in `tollgate` does everything
+//! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
+//!
+//! 1. [`OpenAiProvider::build`](tollgate::provider::ClientProvider::build) (once per
+//!    `Models`) makes one HTTP client with the context's connect timeout, no proxy from
+//!    the environment and no retries of its own;
+//! 2. each call encodes the request ([`codec::encode_request`]), fetches the API key
+//!    from the credential store (when the model names one) and sends once;
+//! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
+//!    (`x-ratelimit-remaining-*`, `x-ratelimit-reset-*` as Go durations,
+//!    `x-should-retry`); an error answer becomes a typed error
+//!    ([`codec::classify_error`], with `retry-after-ms` / `retry-after`);
+//! 4. a body is decoded by [`codec::decode_response`], a stream by
+//!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
+//!
+//! What differs between the two keys (which output-limit field is sent, whether streams
+//! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in
+//! one place, [`Quirks`].
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod codec;
+mod decision;
+mod embeddings;
+mod options;
+mod transport;
+
+pub use decision::{MAX_OPTIONS, OpenAiDecision};
+pub use embeddings::OpenAiEmbeddings;
+pub use options::{OpenAiOptions, OutputLimitField, Quirks};
+pub use transport::{OpenAiChat, OpenAiProvider};
+
+/// The provider key of OpenAI's own API.
+pub const KEY: &str = "openai";
+
+/// The provider key of OpenAI-compatible servers (vLLM, Ollama, llama.cpp, …).
+pub const COMPATIBLE_KEY: &str = "openai-compatible";
+
+/// The default API address of `openai` (without `/v1`).
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
+
+/// The default most inputs sent in one embeddings request (OpenAI's documented limit).
+pub const DEFAULT_EMBEDDING_BATCH: usize = 2048;
+
+tollgate::register_provider!(|| std::sync::Arc::new(OpenAiProvider::OPENAI));
+tollgate::register_provider!(|| std::sync::Arc::new(OpenAiProvider::COMPATIBLE));
+
+/// Re-exported so that binaries depending only on this crate can name tollgate's types.
+pub use tollgate;
