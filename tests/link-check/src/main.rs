@@ -5,6 +5,7 @@
 
 use tollgate_anthropic as _;
 use tollgate_fake as _;
+use tollgate_openai as _;
 
 fn main() {
     let registry = match tollgate_fake::tollgate::provider::ProviderRegistry::linked() {

@@ -14,5 +14,8 @@ fn binary_depending_only_on_provider_crates_lists_them() {
         .lines()
         .map(str::to_owned)
         .collect();
-    assert_eq!(keys, ["anthropic-direct", "fake"]);
+    assert_eq!(
+        keys,
+        ["anthropic-direct", "fake", "openai", "openai-compatible"]
+    );
 }
