@@ -9,7 +9,8 @@
 //!   dropped (Chat Completions takes no reasoning input).
 //! - [`decode_response`] turns a response body into an [`LlmResponse`], with usage in
 //!   tollgate's convention ([`Usage::from_cache_inclusive`]: `prompt_tokens` includes
-//!   `cached_tokens`). A non-empty `message.refusal` is [`Error::ProviderRefusal`].
+//!   `cached_tokens`). A non-empty `message.refusal` is [`Error::ProviderRefusal`], and
+//!   so is `finish_reason: "refusal"` (not OpenAI's, but sent by some compatible servers).
 //! - [`StreamDecoder`] turns `chat.completion.chunk`s into [`StreamEvent`]s. Nothing is
 //!   emitted before the first content, so an error before it fails the stream before
 //!   its first event (and the pipeline retries).
@@ -342,6 +343,16 @@ pub fn stop_reason(wire: &str) -> Option<StopReason> {
     })
 }
 
+/// Reads `null` as the default: compatible servers (and OpenAI's own examples) send
+/// `"tool_calls": null` where a list is empty.
+fn null_as_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 fn malformed(what: impl Into<String>) -> Error {
     ProviderRequestError::new(
         200,
@@ -361,7 +372,7 @@ fn refusal(text: &str) -> Error {
 struct WireResponse {
     #[serde(default)]
     model: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     choices: Vec<WireChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -369,7 +380,7 @@ struct WireResponse {
 
 #[derive(Debug, Deserialize)]
 struct WireChoice {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     message: WireMessage,
     finish_reason: Option<String>,
     #[serde(default)]
@@ -380,7 +391,7 @@ struct WireChoice {
 struct WireMessage {
     content: Option<String>,
     refusal: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCall>,
 }
 
@@ -443,6 +454,10 @@ pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
     if let Some(text) = message.refusal.as_deref().filter(|r| !r.is_empty()) {
         return Err(refusal(text));
     }
+    // Not an OpenAI value, but some compatible servers (and mocks) end a refusal so.
+    if choice.finish_reason.as_deref() == Some("refusal") {
+        return Err(refusal(message.content.as_deref().unwrap_or_default()));
+    }
     let mut content = Vec::new();
     if let Some(text) = message.content.filter(|t| !t.is_empty()) {
         content.push(Block::text(text));
@@ -479,7 +494,7 @@ struct WireTokenLogprob {
     token: String,
     #[serde(default)]
     logprob: f64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     top_logprobs: Vec<WireTopLogprob>,
 }
 
@@ -581,7 +596,7 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
 
 #[derive(Debug, Deserialize)]
 struct WireEmbeddings {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     data: Vec<WireEmbedding>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -792,7 +807,7 @@ enum Building {
 struct WireChunk {
     #[serde(default)]
     model: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     choices: Vec<WireChunkChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -804,7 +819,7 @@ struct WireChunk {
 struct WireChunkChoice {
     #[serde(default)]
     index: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     delta: WireDelta,
     finish_reason: Option<String>,
 }
@@ -813,7 +828,7 @@ struct WireChunkChoice {
 struct WireDelta {
     content: Option<String>,
     refusal: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCallDelta>,
 }
 
@@ -941,6 +956,9 @@ impl StreamDecoder {
                 if !self.refusal.is_empty() {
                     return Err(refusal(&self.refusal));
                 }
+                if stop == "refusal" {
+                    return Err(refusal(&self.text()));
+                }
                 let reason = stop_reason(&stop)
                     .ok_or_else(|| malformed(format!("unknown finish_reason `{stop}`")))?;
                 self.stop = Some(stop);
@@ -965,6 +983,17 @@ impl StreamDecoder {
             return Err(ProviderError::Server { status: 502 }.into());
         }
         self.complete()
+    }
+
+    /// The text streamed so far.
+    fn text(&self) -> String {
+        self.blocks
+            .iter()
+            .filter_map(|b| match b {
+                Building::Text(t) => Some(t.as_str()),
+                Building::ToolUse { .. } => None,
+            })
+            .collect()
     }
 
     fn complete(&mut self) -> Result<Vec<StreamEvent>> {

@@ -427,3 +427,37 @@ fn a_decision_prompt_asks_for_one_token_with_twenty_logprobs() {
     let user = body["messages"][1]["content"].as_str().unwrap();
     assert!(user.contains("- A: left\n- B: right"), "{user}");
 }
+
+#[test]
+fn a_refusal_finish_reason_from_a_compatible_server_is_a_provider_refusal() {
+    let body = json!({"model": "m", "choices": [{"message": {"content": "No."}, "finish_reason": "refusal"}]});
+    assert!(matches!(
+        decode_response(body.to_string().as_bytes()),
+        Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No."
+    ));
+    let mut d = StreamDecoder::new();
+    d.event(&json!({"choices": [{"index": 0, "delta": {"content": "No"}}]}).to_string())
+        .unwrap();
+    assert!(matches!(
+        d.event(&json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string()),
+        Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No"
+    ));
+}
+
+#[test]
+fn null_lists_read_as_empty() {
+    let body = json!({"model": "m", "choices": [{"message": {"content": "x", "tool_calls": null},
+        "finish_reason": "stop"}], "usage": null});
+    assert_eq!(
+        decode_response(body.to_string().as_bytes()).unwrap().text(),
+        "x"
+    );
+    let mut d = StreamDecoder::new();
+    let chunk = json!({"choices": [{"index": 0, "delta": {"content": "y", "tool_calls": null}}]});
+    assert_eq!(d.event(&chunk.to_string()).unwrap().len(), 1);
+    assert!(
+        d.event(&json!({"choices": null}).to_string())
+            .unwrap()
+            .is_empty()
+    );
+}
