@@ -2,7 +2,8 @@
 //!
 //! - `test-all`: everything CI checks — formatting, clippy with warnings denied, every
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
-//!   else `cargo test`). Services that tests need are started before and stopped after.
+//!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) are
+//!   installed if missing and started by `scripts/peers.sh` before, and stopped after.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, and the SSE parser bench of
 //!   `tollgate-anthropic`) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
@@ -87,9 +88,15 @@ fn test_all() -> ExitCode {
         }
     });
 
-    // Tests so far need no outside service (Redis, conformance mocks); when they do,
-    // they are started here, idempotently, and stopped after the steps.
+    // The conformance tier's mock servers (llmock, aimock): installed if missing and
+    // started on free 127.0.0.1 ports by scripts/peers.sh, stopped after the steps. The
+    // tests get their URLs, and TOLLGATE_PEERS_REQUIRED so that a missing one fails.
     let mut failed = Vec::new();
+    let run = std::process::id().to_string();
+    let peers = start_peers(&run);
+    if peers.is_none() {
+        failed.push("peers (scripts/peers.sh start)");
+    }
     for step in &steps {
         println!(
             "\n==> xtask test-all: {} (cargo {})",
@@ -97,10 +104,14 @@ fn test_all() -> ExitCode {
             step.args.join(" ")
         );
         let started = Instant::now();
-        let ok = Command::new(cargo())
-            .args(&step.args)
-            .status()
-            .is_ok_and(|s| s.success());
+        let mut command = Command::new(cargo());
+        command.args(&step.args);
+        if let Some(peers) = &peers {
+            command
+                .envs(peers.iter().map(|(k, v)| (k, v)))
+                .env("TOLLGATE_PEERS_REQUIRED", "1");
+        }
+        let ok = command.status().is_ok_and(|s| s.success());
         println!(
             "==> {} {} in {:.1}s",
             step.name,
@@ -111,6 +122,7 @@ fn test_all() -> ExitCode {
             failed.push(step.name);
         }
     }
+    stop_peers(&run);
     if failed.is_empty() {
         println!("\nxtask test-all: every step succeeded");
         ExitCode::SUCCESS
@@ -118,6 +130,41 @@ fn test_all() -> ExitCode {
         eprintln!("\nxtask test-all: failed steps: {}", failed.join(", "));
         ExitCode::FAILURE
     }
+}
+
+/// Runs `scripts/peers.sh start` for run `run`; the `NAME=URL` lines it prints.
+fn start_peers(run: &str) -> Option<Vec<(String, String)>> {
+    println!("\n==> xtask test-all: peers (scripts/peers.sh start)");
+    let output = Command::new("bash")
+        .arg(workspace_root().join("scripts").join("peers.sh"))
+        .arg("start")
+        .env("PEERS_RUN", run)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        eprintln!("xtask test-all: the conformance peers did not start");
+        stop_peers(run);
+        return None;
+    }
+    let vars: Vec<(String, String)> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    for (k, v) in &vars {
+        println!("    {k}={v}");
+    }
+    Some(vars)
+}
+
+/// Runs `scripts/peers.sh stop` for run `run` (it stops only what that run started).
+fn stop_peers(run: &str) {
+    let _ = Command::new("bash")
+        .arg(workspace_root().join("scripts").join("peers.sh"))
+        .arg("stop")
+        .env("PEERS_RUN", run)
+        .status();
 }
 
 fn cargo() -> String {

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The conformance tier's third-party mock servers, on 127.0.0.1 only:
+#   llmock  (PyPI llmock==0.2.2)                 fault scripting at /_llmock
+#   aimock  (npm @copilotkit/aimock@1.43.0)      answers from scripts/aimock-fixtures.json
+#
+#   scripts/peers.sh start   installs what is missing (idempotent, under a lock), starts both
+#                            on free ports, prints TOLLGATE_LLMOCK_URL=… and
+#                            TOLLGATE_AIMOCK_URL=… lines on stdout
+#   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
+#
+# PEERS_HOME (default: target/peers in the checkout) holds the installs; PEERS_RUN (default
+# "default") names the run, so concurrent runs keep their own PIDs and ports.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS_HOME="${PEERS_HOME:-$ROOT/target/peers}"
+PEERS_RUN="${PEERS_RUN:-default}"
+RUN_DIR="$PEERS_HOME/runs/$PEERS_RUN"
+LLMOCK_VERSION="0.2.2"
+AIMOCK_VERSION="1.43.0"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '[peers] %s\n' "$*" >&2; }
+
+install() {
+  mkdir -p "$PEERS_HOME"
+  exec 9>"$PEERS_HOME/install.lock"
+  flock 9
+  local venv="$PEERS_HOME/venv"
+  if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('llmock') == '$LLMOCK_VERSION'" 2>/dev/null; then
+    log "installing llmock==$LLMOCK_VERSION into $venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "llmock==$LLMOCK_VERSION"
+  fi
+  local npm_dir="$PEERS_HOME/npm"
+  local manifest="$npm_dir/node_modules/@copilotkit/aimock/package.json"
+  if ! grep -q "\"version\": \"$AIMOCK_VERSION\"" "$manifest" 2>/dev/null; then
+    log "installing @copilotkit/aimock@$AIMOCK_VERSION into $npm_dir"
+    mkdir -p "$npm_dir"
+    npm install --prefix "$npm_dir" --no-audit --no-fund --silent "@copilotkit/aimock@$AIMOCK_VERSION"
+  fi
+  flock -u 9
+}
+
+free_port() {
+  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+healthy() { curl -fsS -m 2 -o /dev/null "$1" 2>/dev/null; }
+
+# launch NAME PORT COMMAND…: starts one server in its own session, saves its PID, waits for /health.
+launch() {
+  local name=$1 port=$2
+  shift 2
+  setsid "$@" >"$RUN_DIR/$name.log" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$RUN_DIR/$name.pid"
+  for _ in $(seq 1 120); do
+    if healthy "http://127.0.0.1:$port/health"; then
+      log "$name up on 127.0.0.1:$port (pid $pid)"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.25
+  done
+  log "$name did not start; its log:"
+  tail -20 "$RUN_DIR/$name.log" >&2
+  return 1
+}
+
+start() {
+  install
+  if [[ -f "$RUN_DIR/urls.env" ]]; then
+    local all_up=1
+    while IFS='=' read -r _ url; do healthy "$url/health" || all_up=0; done <"$RUN_DIR/urls.env"
+    if [[ $all_up == 1 ]]; then
+      log "run $PEERS_RUN already up"
+      cat "$RUN_DIR/urls.env"
+      return 0
+    fi
+    stop
+  fi
+  mkdir -p "$RUN_DIR"
+  local llmock_port aimock_port
+  llmock_port=$(free_port)
+  aimock_port=$(free_port)
+  launch llmock "$llmock_port" env NO_COLOR=1 "$PEERS_HOME/venv/bin/llmock" serve \
+    --host 127.0.0.1 --port "$llmock_port" --log-level warning
+  launch aimock "$aimock_port" node "$PEERS_HOME/npm/node_modules/@copilotkit/aimock/dist/cli.js" \
+    -h 127.0.0.1 -p "$aimock_port" -f "$ROOT/scripts/aimock-fixtures.json" --log-level warn
+  {
+    echo "TOLLGATE_LLMOCK_URL=http://127.0.0.1:$llmock_port"
+    echo "TOLLGATE_AIMOCK_URL=http://127.0.0.1:$aimock_port"
+  } >"$RUN_DIR/urls.env"
+  cat "$RUN_DIR/urls.env"
+}
+
+stop() {
+  [[ -d "$RUN_DIR" ]] || return 0
+  local pidfile name pid
+  for pidfile in "$RUN_DIR"/*.pid; do
+    [[ -e "$pidfile" ]] || continue
+    name=$(basename "$pidfile" .pid)
+    pid=$(cat "$pidfile")
+    # Signal the PID only while it still runs the server it was saved for.
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$name"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+      log "$name (pid $pid) stopped"
+    fi
+    rm -f "$pidfile"
+  done
+  rm -f "$RUN_DIR/urls.env" "$RUN_DIR"/*.log
+  rmdir "$RUN_DIR" 2>/dev/null || true
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+*)
+  echo "usage: scripts/peers.sh start|stop" >&2
+  exit 2
+  ;;
+esac
