@@ -1,0 +1,240 @@
+//! `anthropic-bedrock`: Claude over InvokeModel and InvokeModelWithResponseStream, with
+//! the Anthropic Messages body from `tollgate_anthropic::codec` (`anthropic_version:
+//! bedrock-2023-05-31`, no `model`: Bedrock names the model in the URL), decoded by the
+//! same codec, stream chunks included.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use aws_sdk_bedrockruntime::primitives::Blob;
+use aws_sdk_bedrockruntime::types::ResponseStream as BedrockEvents;
+use aws_sdk_bedrockruntime::types::error::ResponseStreamError;
+use aws_smithy_types::event_stream::RawMessage;
+use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
+use tollgate::pipeline::{ChatTransport, Signals};
+use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::{
+    Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result, StreamEvent,
+};
+use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
+
+use crate::aws::{BedrockClient, call_config, classify, redact, sdk_error, secrets_of};
+
+/// The `anthropic_version` Bedrock's Claude models take in the body.
+pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
+
+const KEY: &str = crate::ANTHROPIC_BEDROCK;
+
+/// The `anthropic-bedrock` provider. Registered through `inventory`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AnthropicBedrockProvider;
+
+#[tollgate::async_trait]
+impl ClientProvider for AnthropicBedrockProvider {
+    fn key(&self) -> &'static str {
+        KEY
+    }
+
+    /// A model without a `credential` uses the AWS default credential chain.
+    fn requires_credential(&self) -> bool {
+        false
+    }
+
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+        Ok(Arc::new(Clients {
+            context: context.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct Clients {
+    context: ProviderContext,
+}
+
+impl ProviderClients for Clients {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
+        Ok(Arc::new(AnthropicBedrockChat {
+            aws: BedrockClient::new(
+                model,
+                KEY,
+                self.context.credential_ref(model),
+                self.context.connect_timeout(),
+            )?,
+        }))
+    }
+}
+
+/// The chat transport of one `anthropic-bedrock` model. Holds the credential's id, never
+/// the record: the record is read from the store for each request.
+#[derive(Debug)]
+pub struct AnthropicBedrockChat {
+    aws: BedrockClient,
+}
+
+impl AnthropicBedrockChat {
+    fn body(&self, request: &LlmRequest) -> Result<Blob> {
+        let model = self.aws.model();
+        let mut body = codec::encode_request(
+            request,
+            &EncodeOptions {
+                model: None,
+                max_tokens: model
+                    .output_limit(None)
+                    .unwrap_or(codec::DEFAULT_MAX_TOKENS),
+                stream: false,
+                top_k: None,
+                tool_choice: ToolChoice::Auto,
+            },
+        )?;
+        if let Some(map) = body.as_object_mut() {
+            map.remove("stream");
+            map.insert(
+                "anthropic_version".into(),
+                serde_json::Value::from(BEDROCK_ANTHROPIC_VERSION),
+            );
+        }
+        let bytes = serde_json::to_vec(&body).map_err(|e| Error::InvalidRequest {
+            field: "request".into(),
+            reason: format!("the body could not be written: {e}"),
+        })?;
+        Ok(Blob::new(bytes))
+    }
+}
+
+/// A mid-stream exception, classified by its modeled name like an HTTP one.
+fn stream_error(
+    error: &aws_sdk_bedrockruntime::error::SdkError<ResponseStreamError, RawMessage>,
+    secrets: &[String],
+) -> Error {
+    use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
+    let Some(service) = error.as_service_error() else {
+        return sdk_error(KEY, error, std::time::Duration::ZERO, None, secrets);
+    };
+    let code = match service {
+        ResponseStreamError::ThrottlingException(_) => "ThrottlingException",
+        ResponseStreamError::ServiceUnavailableException(_) => "ServiceUnavailableException",
+        ResponseStreamError::InternalServerException(_) => "InternalServerException",
+        ResponseStreamError::ModelStreamErrorException(_) => "ModelStreamErrorException",
+        ResponseStreamError::ModelTimeoutException(_) => "ModelTimeoutException",
+        ResponseStreamError::ValidationException(_) => "ValidationException",
+        _ => service.code().unwrap_or(""),
+    };
+    let message = service.message().map(|m| redact(m, secrets));
+    classify(KEY, Some(code), message.as_deref(), None)
+}
+
+#[tollgate::async_trait]
+impl ChatTransport for AnthropicBedrockChat {
+    async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
+        let body = self.body(request)?;
+        let (client, credentials) = self.aws.client().await?;
+        tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking");
+        let mut call = client
+            .invoke_model()
+            .model_id(&self.aws.model().name)
+            .content_type("application/json")
+            .accept("application/json")
+            .body(body)
+            .customize();
+        let secrets = secrets_of(credentials.as_ref());
+        if let Some(config) = call_config(credentials) {
+            call = call.config_override(config);
+        }
+        let output = call.send().await.map_err(|e| {
+            let status = e.raw_response().map(|r| r.status().as_u16());
+            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
+        })?;
+        codec::decode_response(output.body().as_ref())
+    }
+
+    async fn send_stream(
+        &self,
+        request: &LlmRequest,
+        _signals: &Signals,
+    ) -> Result<ResponseStream> {
+        let body = self.body(request)?;
+        let (client, credentials) = self.aws.client().await?;
+        tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking, streamed");
+        let mut call = client
+            .invoke_model_with_response_stream()
+            .model_id(&self.aws.model().name)
+            .content_type("application/json")
+            .accept("application/json")
+            .body(body)
+            .customize();
+        let secrets = secrets_of(credentials.as_ref());
+        if let Some(config) = call_config(credentials) {
+            call = call.config_override(config);
+        }
+        let output = call.send().await.map_err(|e| {
+            let status = e.raw_response().map(|r| r.status().as_u16());
+            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
+        })?;
+        let state = StreamState {
+            events: output.body,
+            decoder: StreamDecoder::new(),
+            ready: VecDeque::new(),
+            done: false,
+        };
+        let stream = futures::stream::unfold(state, move |mut s| {
+            let secrets = secrets.clone();
+            async move {
+                loop {
+                    if let Some(event) = s.ready.pop_front() {
+                        return Some((Ok(event), s));
+                    }
+                    if s.done {
+                        return None;
+                    }
+                    let failure = match s.events.recv().await {
+                        Ok(Some(BedrockEvents::Chunk(part))) => {
+                            let data = part
+                                .bytes()
+                                .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
+                                .unwrap_or_default();
+                            match s.decoder.event(&data) {
+                                Ok(events) => {
+                                    s.ready.extend(events);
+                                    if s.decoder.is_finished() {
+                                        s.done = true;
+                                    }
+                                    continue;
+                                }
+                                Err(e) => e,
+                            }
+                        }
+                        // An event kind this SDK does not know: skipped.
+                        Ok(Some(_)) => continue,
+                        Err(e) => stream_error(&e, &secrets),
+                        // Cut before `message_stop`: no answer, as a bad gateway (retried
+                        // when nothing reached the reader yet).
+                        Ok(None) => ProviderError::Server { status: 502 }.into(),
+                    };
+                    s.done = true;
+                    return Some((Err(failure), s));
+                }
+            }
+        });
+        Ok(ResponseStream::new(stream))
+    }
+
+    /// As Anthropic direct: output actually produced counts against output TPM, cache
+    /// reads do not count against input TPM.
+    fn accounting(&self) -> AccountingRule {
+        AccountingRule {
+            output: OutputAccounting::Actual,
+            cache_reads: CacheReadAccounting::NotCounted,
+        }
+    }
+}
+
+struct StreamState {
+    events: aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
+        BedrockEvents,
+        ResponseStreamError,
+    >,
+    decoder: StreamDecoder,
+    ready: VecDeque<StreamEvent>,
+    done: bool,
+}

@@ -1,0 +1,44 @@
+//! Amazon Bedrock providers for tollgate:
+//!
+//! - `anthropic-bedrock`: Claude over InvokeModel / InvokeModelWithResponseStream, with
+//!   the Anthropic Messages body and decoder of `tollgate_anthropic::codec`.
+//!
+//! Link it with one line, `use tollgate_bedrock as _;`, and name a key in the catalog:
+//!
+//! ```toml
+//! [models.claude-bedrock]
+//! provider = "anthropic-bedrock"
+//! name = "anthropic.claude-sonnet-4-5-20250929-v1:0"   # the Bedrock model id
+//! credential = "aws-main"        # optional: an AWS record in the credential store
+//! max_output_tokens = 64000
+//! [models.claude-bedrock.options]
+//! region = "us-east-1"           # required, never defaulted
+//! # endpoint_url = "http://127.0.0.1:4566"   # an override, for proxies and tests
+//! ```
+//!
+//! The credential record is JSON: `{"access_key_id": "AKIA…", "secret_access_key":
+//! "…", "session_token": "…"}` (`session_token` optional). It is read from the store on
+//! every call, never copied. A model without `credential` uses the AWS default
+//! credential chain (environment, profile, web identity, ECS, IMDS), which the AWS SDK
+//! reads itself.
+//!
+//! The SDK's own retries are disabled (`RetryConfig::disabled()`) and its connect
+//! timeout is tollgate's: the pipeline in `tollgate` is the one place that retries,
+//! times out, rate-limits and records. Errors are mapped by modeled exception name; see
+//! `docs/providers/bedrock.md`.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod anthropic;
+mod aws;
+
+pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
+
+/// The provider key for Claude over InvokeModel with the Anthropic body.
+pub const ANTHROPIC_BEDROCK: &str = "anthropic-bedrock";
+
+tollgate::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
+
+/// Re-exported so that binaries depending only on this crate can name tollgate's types.
+pub use tollgate;
