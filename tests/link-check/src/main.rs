@@ -4,6 +4,7 @@
 //! If the linker dropped a provider's registration, its key would be missing here.
 
 use tollgate_anthropic as _;
+use tollgate_bedrock as _;
 use tollgate_fake as _;
 use tollgate_openai as _;
 

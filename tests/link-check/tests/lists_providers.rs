@@ -16,6 +16,12 @@ fn binary_depending_only_on_provider_crates_lists_them() {
         .collect();
     assert_eq!(
         keys,
-        ["anthropic-direct", "fake", "openai", "openai-compatible"]
+        [
+            "anthropic-bedrock",
+            "anthropic-direct",
+            "fake",
+            "openai",
+            "openai-compatible"
+        ]
     );
 }
