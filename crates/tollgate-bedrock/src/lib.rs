@@ -1,5 +1,8 @@
 //! Amazon Bedrock providers for tollgate:
 //!
+//! - `bedrock-converse`: any Bedrock chat model over Converse / ConverseStream (text,
+//!   images, tool use and results, system, tools, inference config, structured output,
+//!   `CacheMark` as `cachePoint`);
 //! - `anthropic-bedrock`: Claude over InvokeModel / InvokeModelWithResponseStream, with
 //!   the Anthropic Messages body and decoder of `tollgate_anthropic::codec`.
 //!
@@ -32,13 +35,20 @@
 
 mod anthropic;
 mod aws;
+mod converse;
+mod converse_codec;
 
 pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
+pub use converse::{BedrockConverseProvider, ConverseChat};
+
+/// The provider key for Bedrock's Converse API.
+pub const BEDROCK_CONVERSE: &str = "bedrock-converse";
 
 /// The provider key for Claude over InvokeModel with the Anthropic body.
 pub const ANTHROPIC_BEDROCK: &str = "anthropic-bedrock";
 
 tollgate::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
+tollgate::register_provider!(|| std::sync::Arc::new(BedrockConverseProvider));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

@@ -3,7 +3,7 @@
 
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::{Catalog, Models};
-use tollgate_bedrock::AnthropicBedrockProvider;
+use tollgate_bedrock::{AnthropicBedrockProvider, BedrockConverseProvider};
 
 const PAGE: &str = include_str!("../../../docs/providers/bedrock.md");
 
@@ -36,9 +36,11 @@ async fn docs_catalog_example_loads_and_the_record_has_the_documented_fields() {
         .catalog(catalog)
         .credentials(MemoryCredentialStore::new().with("aws-main", records[0].trim()))
         .provider(AnthropicBedrockProvider)
+        .provider(BedrockConverseProvider)
         .build()
         .unwrap();
     models.chat("claude-bedrock").await.unwrap();
+    models.chat("nova-pro").await.unwrap();
     let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
     let mut keys: Vec<_> = record.as_object().unwrap().keys().cloned().collect();
     keys.sort();

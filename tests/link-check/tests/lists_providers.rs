@@ -19,6 +19,7 @@ fn binary_depending_only_on_provider_crates_lists_them() {
         [
             "anthropic-bedrock",
             "anthropic-direct",
+            "bedrock-converse",
             "fake",
             "openai",
             "openai-compatible"
