@@ -6,7 +6,7 @@ use std::sync::Arc;
 use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_types::event_stream::RawMessage;
-use tollgate::pipeline::{ChatTransport, Signals};
+use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
 use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
 use tollgate::{
     Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result, StreamEvent,
@@ -14,6 +14,7 @@ use tollgate::{
 
 use crate::aws::{BedrockClient, call_config, classify, redact, sdk_error, secrets_of};
 use crate::converse_codec::{self, ConverseStreamDecoder};
+use crate::embeddings::BedrockEmbeddings;
 
 const KEY: &str = crate::BEDROCK_CONVERSE;
 
@@ -57,6 +58,15 @@ impl ProviderClients for Clients {
                 self.context.connect_timeout(),
             )?,
         }))
+    }
+
+    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
+        Ok(Arc::new(BedrockEmbeddings::new(BedrockClient::new(
+            model,
+            KEY,
+            self.context.credential_ref(model),
+            self.context.connect_timeout(),
+        )?)?))
     }
 }
 

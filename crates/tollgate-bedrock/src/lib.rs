@@ -2,7 +2,8 @@
 //!
 //! - `bedrock-converse`: any Bedrock chat model over Converse / ConverseStream (text,
 //!   images, tool use and results, system, tools, inference config, structured output,
-//!   `CacheMark` as `cachePoint`);
+//!   `CacheMark` as `cachePoint`); its `kind = "embeddings"` entries are Titan Text
+//!   Embeddings or Cohere Embed over InvokeModel ([`BedrockEmbeddings`]);
 //! - `anthropic-bedrock`: Claude over InvokeModel / InvokeModelWithResponseStream, with
 //!   the Anthropic Messages body and decoder of `tollgate_anthropic::codec`.
 //!
@@ -37,9 +38,11 @@ mod anthropic;
 mod aws;
 mod converse;
 mod converse_codec;
+mod embeddings;
 
 pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
 pub use converse::{BedrockConverseProvider, ConverseChat};
+pub use embeddings::BedrockEmbeddings;
 
 /// The provider key for Bedrock's Converse API.
 pub const BEDROCK_CONVERSE: &str = "bedrock-converse";

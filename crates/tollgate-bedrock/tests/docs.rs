@@ -28,7 +28,7 @@ fn blocks(page: &str, language: &str) -> Vec<String> {
 #[tokio::test]
 async fn docs_catalog_example_loads_and_the_record_has_the_documented_fields() {
     let catalogs = blocks(PAGE, "toml");
-    assert_eq!(catalogs.len(), 1);
+    assert_eq!(catalogs.len(), 2, "chat models, then an embeddings model");
     let records = blocks(PAGE, "json");
     assert_eq!(records.len(), 1);
     let catalog = Catalog::from_toml_str(&catalogs[0]).unwrap_or_else(|e| panic!("{e}"));
@@ -41,6 +41,14 @@ async fn docs_catalog_example_loads_and_the_record_has_the_documented_fields() {
         .unwrap();
     models.chat("claude-bedrock").await.unwrap();
     models.chat("nova-pro").await.unwrap();
+    let catalog = Catalog::from_toml_str(&catalogs[1]).unwrap_or_else(|e| panic!("{e}"));
+    let models = Models::builder()
+        .catalog(catalog)
+        .credentials(MemoryCredentialStore::new())
+        .provider(BedrockConverseProvider)
+        .build()
+        .unwrap();
+    models.embeddings("titan-embed").await.unwrap();
     let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
     let mut keys: Vec<_> = record.as_object().unwrap().keys().cloned().collect();
     keys.sort();

@@ -61,7 +61,7 @@ pub async fn setup_with(
         catalog = catalog.model(e);
     }
     let models = Models::builder()
-        .catalog(catalog.build().unwrap())
+        .catalog(catalog.embedding_width(4).build().unwrap())
         .credentials_arc(store.clone())
         .provider(provider)
         .pipeline(PipelineConfig {

@@ -1,0 +1,177 @@
+//! Embeddings over InvokeModel with each family's own JSON body: Amazon Titan Text
+//! Embeddings (one text per call) and Cohere Embed (up to 96 texts per call). Served by
+//! the `bedrock-converse` key for catalog entries of kind `embeddings`. The core makes
+//! every vector the deployment's width and unit length; this returns them as sent.
+
+use aws_sdk_bedrockruntime::primitives::Blob;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
+use tollgate::{EmbeddingPurpose, Error, ProviderRequestError, Result, Usage};
+
+use crate::aws::{BedrockClient, call_config, sdk_error, secrets_of};
+
+/// Cohere Embed's per-request maximum number of texts.
+const COHERE_BATCH: usize = 96;
+
+/// Which request body the model takes, by its Bedrock model id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// `amazon.titan-embed-*`: `{inputText, dimensions?, normalize}`.
+    Titan,
+    /// `cohere.embed-*`: `{texts, input_type, output_dimension?}`.
+    Cohere,
+}
+
+/// The embeddings transport of one Bedrock embeddings model.
+#[derive(Debug)]
+pub struct BedrockEmbeddings {
+    aws: BedrockClient,
+    family: Family,
+}
+
+impl BedrockEmbeddings {
+    pub(crate) fn new(aws: BedrockClient) -> Result<Self> {
+        let name = aws.model().name.as_str();
+        // Cross-region inference profiles prefix the id with a geography (`us.`, `eu.`).
+        let family = if name.contains("amazon.titan-embed") {
+            Family::Titan
+        } else if name.contains("cohere.embed") {
+            Family::Cohere
+        } else {
+            return Err(Error::Catalog(
+                tollgate::catalog::CatalogError::InvalidField {
+                    model_id: aws.model().id.clone(),
+                    field: "name".into(),
+                    reason: format!(
+                        "`{name}` is not a Bedrock embeddings model tollgate speaks to: \
+                     amazon.titan-embed-* or cohere.embed-*"
+                    ),
+                },
+            ));
+        };
+        Ok(BedrockEmbeddings { aws, family })
+    }
+
+    async fn invoke(&self, body: &Value) -> Result<Vec<u8>> {
+        let (client, credentials) = self.aws.client().await?;
+        let secrets = secrets_of(credentials.as_ref());
+        let mut call = client
+            .invoke_model()
+            .model_id(&self.aws.model().name)
+            .content_type("application/json")
+            .accept("application/json")
+            .body(Blob::new(body.to_string().into_bytes()))
+            .customize();
+        if let Some(config) = call_config(credentials) {
+            call = call.config_override(config);
+        }
+        let output = call.send().await.map_err(|e| {
+            let status = e.raw_response().map(|r| r.status().as_u16());
+            sdk_error(
+                crate::BEDROCK_CONVERSE,
+                &e,
+                self.aws.connect_timeout(),
+                status,
+                &secrets,
+            )
+        })?;
+        Ok(output.body.into_inner())
+    }
+}
+
+fn malformed(what: impl Into<String>) -> Error {
+    ProviderRequestError::new(
+        200,
+        format!(
+            "Bedrock sent a malformed embeddings answer: {}",
+            what.into()
+        ),
+    )
+    .into()
+}
+
+#[derive(Deserialize)]
+struct TitanAnswer {
+    embedding: Vec<f32>,
+    #[serde(rename = "inputTextTokenCount", default)]
+    input_tokens: u64,
+}
+
+/// Cohere's `embeddings` is a list of vectors, or `{"float": [...]}` when embedding
+/// types were asked for.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CohereVectors {
+    Floats(Vec<Vec<f32>>),
+    ByType { float: Vec<Vec<f32>> },
+}
+
+#[derive(Deserialize)]
+struct CohereAnswer {
+    embeddings: CohereVectors,
+}
+
+#[tollgate::async_trait]
+impl EmbeddingsTransport for BedrockEmbeddings {
+    /// Titan: one call per text, `dimensions` sent when set, `normalize: true`; usage
+    /// from `inputTextTokenCount`. Cohere: batches of at most 96 texts, `input_type`
+    /// `search_document` or `search_query` by purpose, `output_dimension` when set; Cohere
+    /// reports no token count in the body, so usage is tollgate's estimate.
+    async fn embed(
+        &self,
+        texts: &[String],
+        purpose: EmbeddingPurpose,
+        dimensions: Option<u64>,
+        _signals: &Signals,
+    ) -> Result<EmbeddingsReply> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        let mut tokens = 0u64;
+        match self.family {
+            Family::Titan => {
+                for text in texts {
+                    let mut body = json!({"inputText": text, "normalize": true});
+                    if let Some(d) = dimensions {
+                        body["dimensions"] = json!(d);
+                    }
+                    let bytes = self.invoke(&body).await?;
+                    let answer: TitanAnswer =
+                        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                    vectors.push(answer.embedding);
+                    tokens += answer.input_tokens;
+                }
+            }
+            Family::Cohere => {
+                let input_type = match purpose {
+                    EmbeddingPurpose::Document => "search_document",
+                    EmbeddingPurpose::Query => "search_query",
+                };
+                for batch in texts.chunks(COHERE_BATCH) {
+                    let mut body = json!({"texts": batch, "input_type": input_type});
+                    if let Some(d) = dimensions {
+                        body["output_dimension"] = json!(d);
+                    }
+                    let bytes = self.invoke(&body).await?;
+                    let answer: CohereAnswer =
+                        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                    let batch_vectors = match answer.embeddings {
+                        CohereVectors::Floats(v) | CohereVectors::ByType { float: v } => v,
+                    };
+                    if batch_vectors.len() != batch.len() {
+                        return Err(malformed(format!(
+                            "{} vectors for {} texts",
+                            batch_vectors.len(),
+                            batch.len()
+                        )));
+                    }
+                    vectors.extend(batch_vectors);
+                }
+                tokens = self.estimate_input_tokens(texts);
+            }
+        }
+        Ok(EmbeddingsReply {
+            vectors,
+            usage: Usage::from_cache_exclusive(tokens, 0, 0, 0, 0),
+        })
+    }
+}
