@@ -519,3 +519,53 @@ async fn a_model_without_a_region_fails_naming_the_model_and_the_field() {
     );
     assert!(s.server.received_requests().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn one_hour_cache_writes_are_split_out_by_cache_details() {
+    let s = setup().await;
+    let mut body = answer(json!([{"text": "ok"}]), "end_turn");
+    body["usage"] = json!({"inputTokens": 10, "outputTokens": 4, "totalTokens": 64,
+        "cacheReadInputTokens": 0, "cacheWriteInputTokens": 50,
+        "cacheDetails": [{"ttl": "1h", "inputTokens": 30}, {"ttl": "5m", "inputTokens": 20}]});
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(&s.server)
+        .await;
+    let u = s
+        .models
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap()
+        .usage();
+    assert_eq!((u.cache_write_tokens, u.cache_write_1h_tokens), (20, 30));
+}
+
+#[tokio::test]
+async fn an_error_message_echoing_the_secret_key_is_redacted() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(exception_response(
+            400,
+            "ValidationException",
+            &format!("bad {SECRET_KEY} {SESSION_TOKEN}"),
+        ))
+        .mount(&s.server)
+        .await;
+    let error = s
+        .models
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    let text = format!("{error} {error:?}");
+    assert!(text.contains("[redacted]"), "{text}");
+    assert!(
+        !text.contains(SECRET_KEY) && !text.contains(SESSION_TOKEN),
+        "{text}"
+    );
+}
