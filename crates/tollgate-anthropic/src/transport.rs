@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -85,14 +85,6 @@ pub struct AnthropicChat {
     connect_timeout: Duration,
 }
 
-/// The wall-clock time, for `retry-after` given as an HTTP date.
-// `retry-after` dates are wall-clock dates, so they must be compared with the wall
-// clock (tokio's pausable clock has no date); this is the one place it is read.
-#[allow(clippy::disallowed_methods)]
-fn wall_clock_now() -> SystemTime {
-    SystemTime::now()
-}
-
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -101,7 +93,7 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 /// of each limit (`anthropic-ratelimit-*-remaining`) and when it is full again
 /// (`anthropic-ratelimit-*-reset`, RFC 3339).
 fn read_signals(headers: &HeaderMap, signals: &Signals) {
-    let now = wall_clock_now();
+    let now = tollgate::pipeline::wall_clock_now();
     for (prefix, dimension) in [
         ("anthropic-ratelimit-requests", Dimension::Requests),
         ("anthropic-ratelimit-tokens", Dimension::Tokens),
@@ -201,7 +193,7 @@ impl AnthropicChat {
         let retry_after = parse_retry_after(
             header(headers, "retry-after-ms"),
             header(headers, "retry-after"),
-            wall_clock_now(),
+            tollgate::pipeline::wall_clock_now(),
         );
         let bytes = response
             .bytes()

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -137,14 +137,6 @@ pub(crate) struct Endpoint {
     connect_timeout: Duration,
 }
 
-/// The wall-clock time, for `retry-after` given as an HTTP date.
-// `retry-after` dates are wall-clock dates, so they must be compared with the wall
-// clock (tokio's pausable clock has no date); this is the one place it is read.
-#[allow(clippy::disallowed_methods)]
-fn wall_clock_now() -> SystemTime {
-    SystemTime::now()
-}
-
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -247,7 +239,7 @@ impl Endpoint {
         let retry_after = parse_retry_after(
             header(headers, "retry-after-ms"),
             header(headers, "retry-after"),
-            wall_clock_now(),
+            tollgate::pipeline::wall_clock_now(),
         );
         let bytes = response
             .bytes()
