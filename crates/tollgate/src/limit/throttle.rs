@@ -5,9 +5,12 @@
 //! lower tier than configured). Pacing at L then meets a 429 on every request beyond what
 //! is served. The throttle scales the refill by a factor f in [`MIN_RATE_FACTOR`, 1]:
 //!
-//! - a 429 multiplies f by [`RATE_LIMITED_BETA`] and remembers the rate at which it
-//!   happened (the *ceiling*). Refusals that arrive within [`DECREASE_HOLDOFF`] of a
-//!   decrease were sent before it and count once.
+//! - a 429 multiplies f by [`RATE_LIMITED_BETA`] (by [`NEAR_CEILING_BETA`] when f sits
+//!   on the plateau, just under a known ceiling) and remembers the rate at which it
+//!   happened (the *ceiling*; a probe's 429 less than [`PROBE_TRUST`] above the ceiling
+//!   keeps the old one, since a probe overshoots while the provider's burst absorbs it).
+//!   Refusals that arrive within [`DECREASE_HOLDOFF`] of a decrease were sent before it
+//!   and count once.
 //! - a 529 multiplies f by [`OVERLOADED_BETA`] (harder than a 429) without moving the
 //!   ceiling (overload is the provider's state, not a verdict on our rate), but only when
 //!   529s are at least [`OVERLOAD_RATIO_TRIGGER`] of the model's outcomes over the last
@@ -32,6 +35,11 @@ pub const MIN_RATE_FACTOR: f64 = 0.1;
 /// Multiplier applied on a 429 (rate limited): how hard to back off when our own rate is
 /// the problem. Lower backs off faster but loses more throughput on a stray 429.
 pub const RATE_LIMITED_BETA: f64 = 0.8;
+/// Multiplier applied on a 429 met on the plateau (recovery reached just under the last
+/// ceiling and that is still a little too fast): the served rate is known to be within a
+/// few percent, so a small cut suffices, and a large one would drop throughput well below
+/// what is served for the whole recovery.
+pub const NEAR_CEILING_BETA: f64 = 0.9;
 /// Multiplier applied on a 529 (overloaded): slows more than a 429.
 pub const OVERLOADED_BETA: f64 = 0.6;
 /// Refusals within this long of a decrease count as the same event (they were in flight).
@@ -46,6 +54,9 @@ pub const APPROACH_PER_SECOND: f64 = 0.1;
 /// steady state (one per probing cycle), and slower discovery of a provider that serves
 /// more again.
 pub const PLATEAU_HOLD: Duration = Duration::from_secs(60);
+/// How far above the ceiling a probe's 429 must come to move the ceiling up: below it,
+/// the probe's overshoot is the provider's burst absorbing the excess, not a higher rate.
+pub const PROBE_TRUST: f64 = 1.2;
 /// Relative growth per second while probing above the plateau.
 pub const PROBE_PER_SECOND: f64 = 0.01;
 /// The share of recent outcomes that must be 529s before a 529 slows the model.
@@ -168,7 +179,12 @@ impl AdaptiveThrottle {
             }
             Feedback::RateLimited { .. } => {
                 self.window.observe(now_ns, false);
-                self.decrease(RATE_LIMITED_BETA, true, now_ns);
+                let beta = if self.near_ceiling() {
+                    NEAR_CEILING_BETA
+                } else {
+                    RATE_LIMITED_BETA
+                };
+                self.decrease(beta, true, now_ns);
             }
             Feedback::Overloaded { .. } => {
                 if self.window.observe(now_ns, true) >= OVERLOAD_RATIO_TRIGGER {
@@ -181,6 +197,17 @@ impl AdaptiveThrottle {
         (after != before).then_some(after)
     }
 
+    /// Whether the factor sits on the plateau (within 1 %), not below it recovering nor
+    /// above it probing.
+    fn near_ceiling(&self) -> bool {
+        let plateau = self.plateau();
+        self.factor >= plateau * 0.99 && self.factor <= plateau * 1.01
+    }
+
+    fn plateau(&self) -> f64 {
+        (self.ceiling * PLATEAU_FRACTION).max(MIN_RATE_FACTOR)
+    }
+
     fn decrease(&mut self, beta: f64, moves_ceiling: bool, now_ns: u64) {
         let holdoff = duration_ns(DECREASE_HOLDOFF);
         if self
@@ -190,7 +217,14 @@ impl AdaptiveThrottle {
             return;
         }
         if moves_ceiling {
-            self.ceiling = self.factor;
+            // A probe overshoots before its 429 arrives (the provider's bucket absorbs the
+            // excess for a while): within `PROBE_TRUST` of the ceiling, the old ceiling
+            // stays the better estimate; far above it, the provider serves more now.
+            self.ceiling = if self.factor > self.ceiling * PROBE_TRUST {
+                self.factor
+            } else {
+                self.ceiling.min(self.factor)
+            };
         }
         self.factor = (self.factor * beta).max(MIN_RATE_FACTOR);
         self.last_decrease_ns = Some(now_ns);
@@ -207,7 +241,7 @@ impl AdaptiveThrottle {
             return;
         }
         let seconds = (now_ns - from) as f64 / 1e9;
-        let plateau = (self.ceiling * PLATEAU_FRACTION).max(MIN_RATE_FACTOR);
+        let plateau = self.plateau();
         if self.factor < plateau * 0.99 {
             let gap = plateau - self.factor;
             self.factor += gap * (1.0 - (1.0 - APPROACH_PER_SECOND).powf(seconds));
@@ -310,6 +344,57 @@ mod tests {
             "{}",
             t.factor()
         );
+    }
+
+    /// Drives `t` with successes every 100 ms from `from_s` to `to_s` seconds.
+    fn succeed(t: &mut AdaptiveThrottle, from_s: u64, to_s: u64) {
+        for i in from_s * 10..to_s * 10 {
+            t.on_feedback(Feedback::Success, i * S / 10);
+        }
+    }
+
+    #[test]
+    fn throttle_429_on_the_plateau_cuts_gently_and_lowers_the_ceiling() {
+        let mut t = AdaptiveThrottle::new(true);
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 0); // ceiling 1.0, f 0.8
+        succeed(&mut t, 1, 60); // recovers onto the plateau, 0.95
+        let on_plateau = t.factor();
+        assert!((on_plateau - PLATEAU_FRACTION).abs() < 0.01, "{on_plateau}");
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 60 * S);
+        assert!((t.factor() - on_plateau * NEAR_CEILING_BETA).abs() < 1e-9);
+        // The next plateau sits under the rate that was refused.
+        succeed(&mut t, 61, 120);
+        assert!(t.factor() < on_plateau, "{} >= {on_plateau}", t.factor());
+    }
+
+    #[test]
+    fn throttle_429_while_recovering_cuts_fully() {
+        let mut t = AdaptiveThrottle::new(true);
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 0);
+        succeed(&mut t, 1, 8); // still well below the plateau
+        let before = t.factor();
+        assert!(before < PLATEAU_FRACTION * 0.99);
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 8 * S);
+        assert!((t.factor() - before * RATE_LIMITED_BETA).abs() < 1e-9);
+    }
+
+    #[test]
+    fn throttle_probe_overshoot_keeps_the_ceiling_but_a_far_probe_raises_it() {
+        // On the plateau of ceiling 0.5, probing climbs; a 429 10 % above the ceiling is
+        // the provider's burst running out, so the plateau stays where it was.
+        let mut t = AdaptiveThrottle::new(true);
+        t.factor = 0.55;
+        t.ceiling = 0.5;
+        t.on_feedback(Feedback::RateLimited { retry_after: None }, 100 * S);
+        assert_eq!(t.ceiling, 0.5);
+        assert!((t.factor() - 0.55 * RATE_LIMITED_BETA).abs() < 1e-9);
+        // A probe that got 50 % above the ceiling before a 429 found a provider serving
+        // more: the ceiling moves up to it.
+        let mut far = AdaptiveThrottle::new(true);
+        far.factor = 0.75;
+        far.ceiling = 0.5;
+        far.on_feedback(Feedback::RateLimited { retry_after: None }, 100 * S);
+        assert_eq!(far.ceiling, 0.75);
     }
 
     #[test]
