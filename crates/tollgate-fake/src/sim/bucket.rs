@@ -26,6 +26,20 @@ pub struct ContinuousBucket {
     fraction: u32,
     level: i128,
     last_ns: u64,
+    /// Units that refilled into a full bucket and were lost.
+    spilled_refill: i128,
+    /// Units given back into a bucket that could not hold them, lost.
+    spilled_refunds: i128,
+}
+
+/// Capacity a bucket lost by overflowing, in tokens: refill arriving while it was full
+/// (nobody asked for it in time), and refunds it could not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Spilled {
+    /// Refill lost because the bucket was full.
+    pub refill: u64,
+    /// Refunds ([`ContinuousBucket::give`]) lost because they overflowed the capacity.
+    pub refunds: u64,
 }
 
 impl ContinuousBucket {
@@ -38,9 +52,20 @@ impl ContinuousBucket {
             fraction: FRACTION_ONE,
             level: 0,
             last_ns: 0,
+            spilled_refill: 0,
+            spilled_refunds: 0,
         };
         bucket.level = bucket.capacity_units();
         bucket
+    }
+
+    /// What overflowing has lost so far, in whole tokens.
+    pub fn spilled(&self) -> Spilled {
+        let tokens = |units: i128| u64::try_from(units / UNITS_PER_TOKEN).unwrap_or(u64::MAX);
+        Spilled {
+            refill: tokens(self.spilled_refill),
+            refunds: tokens(self.spilled_refunds),
+        }
     }
 
     /// The published per-minute limit.
@@ -77,7 +102,11 @@ impl ContinuousBucket {
             let capacity = self.capacity_units();
             if self.level < capacity {
                 let gained = i128::from(now_ns - self.last_ns) * self.rate();
-                self.level = capacity.min(self.level.saturating_add(gained));
+                let level = self.level.saturating_add(gained);
+                self.spilled_refill += (level - capacity).max(0);
+                self.level = capacity.min(level);
+            } else {
+                self.spilled_refill += i128::from(now_ns - self.last_ns) * self.rate();
             }
             self.last_ns = now_ns;
         }
@@ -116,7 +145,9 @@ impl ContinuousBucket {
     /// Gives `tokens` back, up to capacity.
     pub fn give(&mut self, tokens: u64) {
         let units = i128::from(tokens) * UNITS_PER_TOKEN;
-        self.level = self.capacity_units().min(self.level.saturating_add(units));
+        let level = self.level.saturating_add(units);
+        self.spilled_refunds += (level - self.capacity_units()).max(0);
+        self.level = self.capacity_units().min(level);
     }
 
     /// Nanoseconds until `tokens` fit at the current rate (0 if now), or `None` if they
@@ -159,6 +190,38 @@ mod tests {
         b.refill(60 * SECOND);
         assert!(b.fits(7) && !b.can_ever_fit(8));
         assert_eq!(b.wait_ns(8), None);
+    }
+
+    #[test]
+    fn bucket_counts_refill_into_a_full_bucket_and_refunds_over_capacity_as_spilled() {
+        let mut b = ContinuousBucket::new(60, 10); // one token a second
+        b.refill(3 * SECOND); // full all along: three tokens lost
+        assert_eq!(
+            b.spilled(),
+            Spilled {
+                refill: 3,
+                refunds: 0
+            }
+        );
+        b.take(4);
+        b.refill(5 * SECOND); // 6 + 2 = 8: nothing lost
+        b.give(5); // 13 > 10: three lost
+        assert_eq!(
+            b.spilled(),
+            Spilled {
+                refill: 3,
+                refunds: 3
+            }
+        );
+        b.take(1);
+        b.refill(7 * SECOND); // 9 + 2 = 11: one lost
+        assert_eq!(
+            b.spilled(),
+            Spilled {
+                refill: 4,
+                refunds: 3
+            }
+        );
     }
 
     #[test]

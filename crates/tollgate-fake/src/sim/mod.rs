@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use bucket::{ContinuousBucket, FRACTION_ONE};
+pub use bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
 pub use rng::SimRng;
 
 /// Published per-minute limits; 0 leaves a dimension unlimited.
@@ -494,6 +494,22 @@ impl SimProvider {
             input_tokens: c(l.input_tpm),
             output_tokens: c(l.output_tpm),
         }
+    }
+
+    /// What each limited dimension's bucket has lost to overflow so far (refill while
+    /// full, refunds over capacity); zero where unlimited. Capacity lost this way is lost
+    /// to every client: it bounds the goodput any pacing can reach.
+    pub fn spilled(&self, dimension: SimDimension) -> Spilled {
+        let mut state = self.lock();
+        let now = self.now_ns();
+        state.advance(&self.shared.config, now);
+        let i = SimDimension::ALL
+            .iter()
+            .position(|d| *d == dimension)
+            .unwrap_or(0);
+        state.buckets[i]
+            .as_ref()
+            .map_or_else(Spilled::default, ContinuousBucket::spilled)
     }
 
     /// The fraction of the published limits served now.
