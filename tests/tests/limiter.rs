@@ -273,6 +273,32 @@ async fn cancellation_at_every_await_leaks_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_grant_never_picked_up_is_given_back_when_the_future_is_dropped() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let limiter = limiter(rpm(1));
+    limiter.try_reserve(one()).unwrap().mark_sent(); // the bucket is empty for a minute
+    let mut waiting = Box::pin(limiter.reserve(one()));
+    let polled = waiting
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "queued behind the empty bucket");
+    tokio::time::sleep(Duration::from_secs(61)).await; // the driver grants it at 60 s
+    let snapshot = limiter.snapshot();
+    assert_eq!((snapshot.queued, snapshot.grants), (0, 2), "granted");
+    assert!(
+        limiter.try_reserve(one()).is_err(),
+        "held by the unclaimed grant"
+    );
+    drop(waiting); // never polled again: nothing was sent
+    assert!(
+        limiter.try_reserve(one()).is_ok(),
+        "the unclaimed grant was given back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn conservation_everything_refunded_leaves_the_bucket_full() {
     let limiter = limiter(Limits {
         rpm: 10,

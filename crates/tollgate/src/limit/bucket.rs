@@ -14,6 +14,11 @@ pub(crate) const FACTOR_ONE: u32 = 1000;
 /// Units per token: a minute of nanoseconds times the factor's resolution.
 pub(crate) const UNITS_PER_TOKEN: i128 = NANOS_PER_MINUTE * FACTOR_ONE as i128;
 
+/// `tokens` in units.
+pub(crate) fn units(tokens: u64) -> i128 {
+    i128::from(tokens) * UNITS_PER_TOKEN
+}
+
 /// A bucket for one dimension. Starts full.
 #[derive(Debug, Clone)]
 pub(crate) struct Bucket {
@@ -65,7 +70,22 @@ impl Bucket {
 
     /// Whether `tokens` can be taken now (after [`Bucket::refill`]).
     pub(crate) fn fits(&self, tokens: u64) -> bool {
-        self.level >= i128::from(tokens) * UNITS_PER_TOKEN
+        self.fits_units(units(tokens))
+    }
+
+    /// Whether `units` can be taken now (after [`Bucket::refill`]).
+    pub(crate) fn fits_units(&self, units: i128) -> bool {
+        self.level >= units
+    }
+
+    /// Gives `units` back, capped at capacity.
+    pub(crate) fn give_units(&mut self, units: i128) {
+        self.level = self.capacity.min(self.level.saturating_add(units));
+    }
+
+    /// Takes `units` that fit (see [`Bucket::fits_units`]).
+    pub(crate) fn take_units(&mut self, units: i128) {
+        self.level -= units;
     }
 
     /// Whether `tokens` is more than the bucket can ever hold.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::bucket::Bucket;
+use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
 use super::throttle::{AdaptiveThrottle, Feedback};
 use crate::catalog::{Limits, ModelEntry};
@@ -144,6 +144,12 @@ impl From<TryReserveError> for Error {
 pub trait BucketLedger: Send + Sync {
     /// Applies a correction: negative amounts give capacity back, positive take more.
     fn adjust(&self, delta: CostDelta);
+
+    /// Gives all of `cost` back (a reservation dropped before its request was sent).
+    /// The default adjusts by [`CostDelta::refund`]; a ledger may do it faster.
+    fn refund(&self, cost: &Cost) {
+        self.adjust(CostDelta::refund(cost));
+    }
 }
 
 /// Capacity held for one call.
@@ -216,7 +222,7 @@ impl Reservation {
     /// Gives everything back now (the request was not sent).
     pub fn release(mut self) {
         if let Some(ledger) = self.ledger.take() {
-            ledger.adjust(CostDelta::refund(&self.cost));
+            ledger.refund(&self.cost);
         }
     }
 }
@@ -226,7 +232,7 @@ impl Drop for Reservation {
         if let Some(ledger) = self.ledger.take()
             && !self.sent
         {
-            ledger.adjust(CostDelta::refund(&self.cost));
+            ledger.refund(&self.cost);
         }
     }
 }
@@ -340,18 +346,16 @@ impl TokenBucketRateLimiter {
     /// the queue: while anyone waits, it fails with [`TryReserveError::WouldWait`].
     pub fn try_reserve(&self, cost: Cost) -> Result<Reservation, TryReserveError> {
         let shared = &self.shared;
-        let mut state = shared.lock();
-        state
-            .check_size(&shared.model_id, &cost)
-            .map_err(TryReserveError::TooLarge)?;
+        // Read before locking: a time earlier than another holder's only refills less.
         let now = shared.now_ns();
-        state.refill(now);
-        if state.queue.is_empty() && state.fits(&cost, now) {
-            state.take(&cost);
-            state.grants += 1;
+        let mut state = shared.lock();
+        if state.take_if_ready(&cost, now) {
             drop(state);
             return Ok(Reservation::new(shared.clone(), cost));
         }
+        state
+            .check_size(&shared.model_id, &cost)
+            .map_err(TryReserveError::TooLarge)?;
         Err(TryReserveError::WouldWait {
             ready_in: Duration::from_nanos(state.queued_wait_ns(&cost, now)),
         })
@@ -364,7 +368,7 @@ impl TokenBucketRateLimiter {
     /// been granted, gives the capacity back.
     pub fn reserve(&self, cost: Cost) -> Reserve {
         Reserve {
-            shared: self.shared.clone(),
+            shared: Some(self.shared.clone()),
             cost,
             id: None,
             done: false,
@@ -471,6 +475,13 @@ impl Shared {
 }
 
 impl BucketLedger for Shared {
+    fn refund(&self, cost: &Cost) {
+        // A credit needs no clock (see `adjust`); the head waiter may go now.
+        let mut state = self.lock();
+        state.take_back(cost);
+        self.kick(state);
+    }
+
     fn adjust(&self, delta: CostDelta) {
         let mut state = self.lock();
         // A debit must see the level as of now: taken from a stale level, the time the
@@ -522,6 +533,29 @@ impl State {
         for bucket in self.buckets.iter_mut().flatten() {
             bucket.refill(now);
         }
+    }
+
+    /// The fast path: refills to `now`, and if nobody waits, no pause holds and `cost`
+    /// fits every bucket, takes it and counts the grant. A cost that fits is never too
+    /// large for a bucket, so the size check is left to the slow path.
+    fn take_if_ready(&mut self, cost: &Cost, now: u64) -> bool {
+        let units = DIMENSIONS.map(|d| units(cost.on(d)));
+        let mut fits = self.queue.is_empty() && now >= self.paused_until_ns;
+        for (bucket, units) in self.buckets.iter_mut().zip(units) {
+            if let Some(bucket) = bucket {
+                bucket.refill(now);
+                fits &= bucket.fits_units(units);
+            }
+        }
+        if fits {
+            for (bucket, units) in self.buckets.iter_mut().zip(units) {
+                if let Some(bucket) = bucket {
+                    bucket.take_units(units);
+                }
+            }
+            self.grants += 1;
+        }
+        fits
     }
 
     fn fits(&self, cost: &Cost, now: u64) -> bool {
@@ -628,7 +662,8 @@ async fn drive(weak: Weak<Shared>) {
 /// The future of [`TokenBucketRateLimiter::reserve`]. Holds nothing until granted.
 #[must_use = "a reservation is only made when the future is awaited"]
 pub struct Reserve {
-    shared: Arc<Shared>,
+    /// The limiter; handed on to the [`Reservation`] when granted (`None` from then on).
+    shared: Option<Arc<Shared>>,
     cost: Cost,
     id: Option<u64>,
     done: bool,
@@ -643,39 +678,51 @@ impl fmt::Debug for Reserve {
     }
 }
 
+impl Reserve {
+    /// Ends the future with a reservation that takes over its handle on the limiter.
+    fn granted(&mut self) -> Poll<Result<Reservation>> {
+        self.done = true;
+        match self.shared.take() {
+            Some(shared) => Poll::Ready(Ok(Reservation::new(shared, self.cost))),
+            None => Poll::Ready(Err(Error::Cancelled)),
+        }
+    }
+
+    /// Ends the future with `error`.
+    fn failed(&mut self, error: Error) -> Poll<Result<Reservation>> {
+        self.done = true;
+        Poll::Ready(Err(error))
+    }
+}
+
 impl Future for Reserve {
     type Output = Result<Reservation>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        if this.done {
+        let Some(shared) = this.shared.as_ref().filter(|_| !this.done) else {
             return Poll::Ready(Err(Error::Cancelled));
-        }
-        let shared = this.shared.clone();
+        };
         let mut state = shared.lock();
         let Some(id) = this.id else {
             // First poll: the fast path, or join the queue.
-            if let Err(e) = state.check_size(&shared.model_id, &this.cost) {
-                this.done = true;
-                return Poll::Ready(Err(e));
-            }
             let now = shared.now_ns();
-            state.refill(now);
-            if state.queue.is_empty() && state.fits(&this.cost, now) {
-                state.take(&this.cost);
-                state.grants += 1;
-                this.done = true;
+            if state.take_if_ready(&this.cost, now) {
                 drop(state);
-                return Poll::Ready(Ok(Reservation::new(shared, this.cost)));
+                return this.granted();
+            }
+            if let Err(e) = state.check_size(&shared.model_id, &this.cost) {
+                drop(state);
+                return this.failed(e);
             }
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                this.done = true;
-                return Poll::Ready(Err(Error::InvalidRequest {
+                drop(state);
+                return this.failed(Error::InvalidRequest {
                     field: "runtime".into(),
                     reason:
                         "TokenBucketRateLimiter::reserve must be awaited inside a tokio runtime"
                             .into(),
-                }));
+                });
             };
             let id = state.next_id;
             state.next_id += 1;
@@ -691,7 +738,7 @@ impl Future for Reserve {
             this.id = Some(id);
             if !state.driver_running {
                 state.driver_running = true;
-                runtime.spawn(drive(Arc::downgrade(&shared)));
+                runtime.spawn(drive(Arc::downgrade(shared)));
             } else if state.queue.len() == 1 {
                 drop(state);
                 shared.notify.notify_one();
@@ -699,14 +746,13 @@ impl Future for Reserve {
             return Poll::Pending;
         };
         let Some(slot) = state.slots.get_mut(&id) else {
-            this.done = true;
-            return Poll::Ready(Err(Error::Cancelled));
+            drop(state);
+            return this.failed(Error::Cancelled);
         };
         if slot.granted {
             state.slots.remove(&id);
-            this.done = true;
             drop(state);
-            return Poll::Ready(Ok(Reservation::new(shared, this.cost)));
+            return this.granted();
         }
         if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             slot.waker = Some(cx.waker().clone());
@@ -721,19 +767,21 @@ impl Drop for Reserve {
         if self.done {
             return;
         }
-        let mut state = self.shared.lock();
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        let mut state = shared.lock();
         match state.slots.remove(&id) {
             // Granted but never picked up: nothing was sent, give it all back.
             Some(slot) if slot.granted => {
-                state.refill(self.shared.now_ns());
                 state.take_back(&slot.cost);
-                self.shared.kick(state);
+                shared.kick(state);
             }
             Some(_) => {
                 let was_head = state.queue.front() == Some(&id);
                 state.queue.retain(|x| *x != id);
                 if was_head {
-                    self.shared.kick(state);
+                    shared.kick(state);
                 }
             }
             None => {}
@@ -745,7 +793,7 @@ impl State {
     fn take_back(&mut self, cost: &Cost) {
         for (d, bucket) in DIMENSIONS.iter().zip(self.buckets.iter_mut()) {
             if let Some(bucket) = bucket {
-                bucket.add_tokens(i64::try_from(cost.on(*d)).unwrap_or(i64::MAX));
+                bucket.give_units(units(cost.on(*d)));
             }
         }
     }
