@@ -284,18 +284,20 @@ async fn run_open(strategy: Strategy, profile: &Profile, config: PacingConfig) -
         .filter(|c| c.outcome == SimOutcome::Accepted)
         .collect();
     let possible = |d: SimDimension| limit_of(d) as f64 * minutes + capacity.on(d) as f64;
-    let (goodput_of_possible, binding) = SimDimension::ALL
+    // The binding limit: the one the accepted calls used the largest share of.
+    let (used, binding) = SimDimension::ALL
         .iter()
         .filter(|d| limit_of(**d) > 0)
         .map(|d| {
-            let used: u64 = accepted.iter().map(|c| c.charged.on(*d)).sum();
-            (used as f64 / possible(*d), *d)
+            (
+                accepted.iter().map(|c| c.charged.on(*d)).sum::<u64>() as f64,
+                *d,
+            )
         })
-        .fold(
-            (0.0, SimDimension::Requests),
-            |a, b| if b.0 > a.0 { b } else { a },
-        );
-    let goodput = goodput_of_possible * possible(binding) / (limit_of(binding) as f64 * minutes);
+        .max_by(|a, b| (a.0 / possible(a.1)).total_cmp(&(b.0 / possible(b.1))))
+        .unwrap_or((0.0, SimDimension::Requests));
+    let goodput = used / (limit_of(binding) as f64 * minutes);
+    let goodput_of_possible = used / possible(binding);
     let spilled = provider.spilled(binding);
     let spilled = (
         spilled.refill as f64 / possible(binding),

@@ -266,7 +266,7 @@ pub enum SimDimension {
 }
 
 impl SimDimension {
-    /// Every dimension, in bucket order.
+    /// Every dimension, in bucket order (a dimension's discriminant is its bucket's index).
     pub const ALL: [SimDimension; 3] = [
         SimDimension::Requests,
         SimDimension::InputTokens,
@@ -503,11 +503,7 @@ impl SimProvider {
         let mut state = self.lock();
         let now = self.now_ns();
         state.advance(&self.shared.config, now);
-        let i = SimDimension::ALL
-            .iter()
-            .position(|d| *d == dimension)
-            .unwrap_or(0);
-        state.buckets[i]
+        state.buckets[dimension as usize]
             .as_ref()
             .map_or_else(Spilled::default, ContinuousBucket::spilled)
     }

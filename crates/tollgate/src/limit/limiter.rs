@@ -371,7 +371,6 @@ impl TokenBucketRateLimiter {
             shared: Some(self.shared.clone()),
             cost,
             id: None,
-            done: false,
         }
     }
 
@@ -662,11 +661,11 @@ async fn drive(weak: Weak<Shared>) {
 /// The future of [`TokenBucketRateLimiter::reserve`]. Holds nothing until granted.
 #[must_use = "a reservation is only made when the future is awaited"]
 pub struct Reserve {
-    /// The limiter; handed on to the [`Reservation`] when granted (`None` from then on).
+    /// The limiter; `None` once the future has finished (handed on to the
+    /// [`Reservation`] when granted).
     shared: Option<Arc<Shared>>,
     cost: Cost,
     id: Option<u64>,
-    done: bool,
 }
 
 impl fmt::Debug for Reserve {
@@ -681,16 +680,17 @@ impl fmt::Debug for Reserve {
 impl Reserve {
     /// Ends the future with a reservation that takes over its handle on the limiter.
     fn granted(&mut self) -> Poll<Result<Reservation>> {
-        self.done = true;
-        match self.shared.take() {
-            Some(shared) => Poll::Ready(Ok(Reservation::new(shared, self.cost))),
-            None => Poll::Ready(Err(Error::Cancelled)),
-        }
+        Poll::Ready(
+            self.shared
+                .take()
+                .map(|shared| Reservation::new(shared, self.cost))
+                .ok_or(Error::Cancelled),
+        )
     }
 
     /// Ends the future with `error`.
     fn failed(&mut self, error: Error) -> Poll<Result<Reservation>> {
-        self.done = true;
+        self.shared = None;
         Poll::Ready(Err(error))
     }
 }
@@ -700,7 +700,7 @@ impl Future for Reserve {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let Some(shared) = this.shared.as_ref().filter(|_| !this.done) else {
+        let Some(shared) = this.shared.as_ref() else {
             return Poll::Ready(Err(Error::Cancelled));
         };
         let mut state = shared.lock();
@@ -763,11 +763,8 @@ impl Future for Reserve {
 
 impl Drop for Reserve {
     fn drop(&mut self) {
-        let Some(id) = self.id else { return };
-        if self.done {
-            return;
-        }
-        let Some(shared) = self.shared.as_ref() else {
+        // Never queued, or already finished: nothing to clean up.
+        let (Some(id), Some(shared)) = (self.id, self.shared.as_ref()) else {
             return;
         };
         let mut state = shared.lock();

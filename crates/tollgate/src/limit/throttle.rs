@@ -201,7 +201,7 @@ impl AdaptiveThrottle {
     /// above it probing.
     fn near_ceiling(&self) -> bool {
         let plateau = self.plateau();
-        self.factor >= plateau * 0.99 && self.factor <= plateau * 1.01
+        (self.factor - plateau).abs() <= plateau * ON_PLATEAU
     }
 
     fn plateau(&self) -> f64 {
@@ -242,7 +242,7 @@ impl AdaptiveThrottle {
         }
         let seconds = (now_ns - from) as f64 / 1e9;
         let plateau = self.plateau();
-        if self.factor < plateau * 0.99 {
+        if self.factor < plateau * (1.0 - ON_PLATEAU) {
             let gap = plateau - self.factor;
             self.factor += gap * (1.0 - (1.0 - APPROACH_PER_SECOND).powf(seconds));
         } else {
@@ -257,6 +257,9 @@ impl AdaptiveThrottle {
         self.last_update_ns = now_ns;
     }
 }
+
+/// How close to the plateau counts as on it (relative).
+const ON_PLATEAU: f64 = 0.01;
 
 fn duration_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
