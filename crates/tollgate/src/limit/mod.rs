@@ -21,6 +21,7 @@ mod bucket;
 mod cost;
 mod fallback;
 mod limiter;
+mod priority;
 pub mod throttle;
 
 use std::fmt::Debug;
@@ -32,6 +33,7 @@ pub use limiter::{
     BucketLedger, Burst, LimiterConfig, LimiterSnapshot, MAX_PROVIDER_PAUSE, Reservation, Reserve,
     TokenBucketRateLimiter, TryReserveError,
 };
+pub use priority::Priority;
 pub use throttle::Feedback;
 
 use crate::error::Result;
