@@ -629,7 +629,8 @@ mod fallback {
         models
             .limiter("main")
             .unwrap()
-            .try_reserve(one())
+            .try_reserve(one(), tollgate::limit::Priority::Default)
+            .await
             .unwrap()
             .mark_sent();
         assert_eq!(chain.reserve(one()).await.unwrap().model_id, "backup");

@@ -177,8 +177,22 @@ async fn overloaded_529_is_retried_and_slows_the_model_more_than_a_429() {
         .single_response(&ask_n)
         .await
         .unwrap();
-    let m = s.models.limiter("m").unwrap().snapshot().rate_factor;
-    let n = s.models.limiter("n").unwrap().snapshot().rate_factor;
+    let m = s
+        .models
+        .limiter("m")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap()
+        .rate_factor;
+    let n = s
+        .models
+        .limiter("n")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap()
+        .rate_factor;
     assert!(m < n && n < 1.0, "529 → {m}, 429 → {n}");
 }
 
@@ -723,7 +737,7 @@ async fn each_attempt_releases_its_reservation_and_reserves_afresh() {
     s.fake
         .reply("m", FakeReply::text("ok").with_usage(usage(10, 5)));
     s.send(&ask("hi")).await.unwrap();
-    let snapshot = s.models.limiter("m").unwrap().snapshot();
+    let snapshot = s.models.limiter("m").unwrap().snapshot().await.unwrap();
     let level = |d: Dimension| snapshot.levels.iter().find(|l| l.0 == d).unwrap().1;
     // Both sends count as requests (6 per minute refill only 0.1/s during the
     // sub-second back-off); only the answered one's tokens stay charged (the catalog
@@ -740,7 +754,15 @@ async fn provider_remaining_header_lowers_the_models_bucket() {
     s.fake.report_remaining("m", Dimension::Tokens, 2_000);
     s.fake.reply("m", FakeReply::text("ok"));
     s.send(&ask("hi")).await.unwrap();
-    let tokens = s.models.limiter("m").unwrap().snapshot().levels[1].1;
+    let tokens = s
+        .models
+        .limiter("m")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap()
+        .levels[1]
+        .1;
     assert!(tokens <= 2_000.0, "{tokens}");
 }
 
@@ -845,12 +867,20 @@ mod fallback_chain {
         s.fake.reply("n", FakeReply::text("from n"));
         let limiter = s.models.limiter("m").unwrap();
         limiter
-            .try_reserve(tollgate::limit::Cost::call(0, 0))
+            .try_reserve(
+                tollgate::limit::Cost::call(0, 0),
+                tollgate::limit::Priority::Default,
+            )
+            .await
             .unwrap()
             .mark_sent();
         for _ in 0..599 {
             limiter
-                .try_reserve(tollgate::limit::Cost::call(0, 0))
+                .try_reserve(
+                    tollgate::limit::Cost::call(0, 0),
+                    tollgate::limit::Priority::Default,
+                )
+                .await
                 .unwrap()
                 .mark_sent();
         }
@@ -995,7 +1025,11 @@ async fn spend_cap_is_not_consumed_by_calls_that_were_never_sent() {
     s.models
         .limiter("m")
         .unwrap()
-        .try_reserve(tollgate::limit::Cost::call(0, 0))
+        .try_reserve(
+            tollgate::limit::Cost::call(0, 0),
+            tollgate::limit::Priority::Default,
+        )
+        .await
         .unwrap()
         .mark_sent();
     let small_request = ask("hi").with_max_output_tokens(100).unwrap();

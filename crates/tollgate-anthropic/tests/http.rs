@@ -404,7 +404,13 @@ async fn ratelimit_remaining_headers_lower_the_limiter_buckets() {
         .mount(&s.server)
         .await;
     single(&s.models, &ask()).await.unwrap();
-    let snapshot = s.models.limiter("claude").unwrap().snapshot();
+    let snapshot = s
+        .models
+        .limiter("claude")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap();
     let level = |d: Dimension| {
         snapshot
             .levels
@@ -438,7 +444,13 @@ async fn ratelimit_reset_with_nothing_left_pauses_the_model_until_the_reset() {
         .await;
     single(&s.models, &ask()).await.unwrap();
     let limiter = s.models.limiter("claude").unwrap();
-    match limiter.try_reserve(tollgate::limit::Cost::call(1, 1)) {
+    match limiter
+        .try_reserve(
+            tollgate::limit::Cost::call(1, 1),
+            tollgate::limit::Priority::Default,
+        )
+        .await
+    {
         Err(tollgate::limit::TryReserveError::WouldWait { ready_in }) => {
             assert!(
                 ready_in > std::time::Duration::from_secs(15)

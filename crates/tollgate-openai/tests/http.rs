@@ -691,8 +691,8 @@ async fn x_should_retry_false_vetoes_the_retry_of_a_500() {
     assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
 }
 
-fn level(models: &Models, id: &str, d: Dimension) -> f64 {
-    let snapshot = models.limiter(id).unwrap().snapshot();
+async fn level(models: &Models, id: &str, d: Dimension) -> f64 {
+    let snapshot = models.limiter(id).unwrap().snapshot().await.unwrap();
     snapshot
         .levels
         .iter()
@@ -718,8 +718,8 @@ async fn ratelimit_remaining_headers_lower_the_limiter_buckets() {
         .await;
     single(&s.models, "gpt", &ask()).await.unwrap();
     // Without the headers the buckets would be nearly full (1000 and 10 million).
-    assert!(level(&s.models, "gpt", Dimension::Requests) <= 8.0);
-    assert!(level(&s.models, "gpt", Dimension::Tokens) <= 1_000_000.0);
+    assert!(level(&s.models, "gpt", Dimension::Requests).await <= 8.0);
+    assert!(level(&s.models, "gpt", Dimension::Tokens).await <= 1_000_000.0);
 }
 
 #[tokio::test]
@@ -736,7 +736,13 @@ async fn ratelimit_reset_as_a_go_duration_with_nothing_left_pauses_the_model() {
         .await;
     single(&s.models, "gpt", &ask()).await.unwrap();
     let limiter = s.models.limiter("gpt").unwrap();
-    match limiter.try_reserve(tollgate::limit::Cost::call(1, 1)) {
+    match limiter
+        .try_reserve(
+            tollgate::limit::Cost::call(1, 1),
+            tollgate::limit::Priority::Default,
+        )
+        .await
+    {
         Err(tollgate::limit::TryReserveError::WouldWait { ready_in }) => {
             assert!(
                 ready_in > Duration::from_secs(40) && ready_in <= Duration::from_millis(45_500),

@@ -16,7 +16,9 @@ use crate::catalog::{Catalog, KnownProviders, ModelEntry, ModelKind};
 use crate::client::{DecisionClient, EmbeddingsClient, LlmClient};
 use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
-use crate::limit::{FallbackChain, TokenBucketRateLimiter};
+use crate::limit::{
+    FallbackChain, InProcessLimiters, LimiterBackend, LimiterConfig, LimiterFactory,
+};
 use crate::pipeline::{
     CircuitBreaker, FallbackChat, FallbackOptions, JobContext, ModelRuntime, PipelineChat,
     PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
@@ -67,6 +69,8 @@ pub struct ModelsBuilder {
     credentials: Option<Arc<dyn CredentialStore>>,
     providers: Vec<Arc<dyn ClientProvider>>,
     config: PipelineConfig,
+    limiters: Option<Arc<dyn LimiterFactory>>,
+    limiters_for: HashMap<String, Arc<dyn LimiterFactory>>,
 }
 
 impl fmt::Debug for ModelsBuilder {
@@ -109,6 +113,33 @@ impl ModelsBuilder {
         self
     }
 
+    /// Where every model's buckets live (default: [`InProcessLimiters`], in this
+    /// process). A shared backend, e.g. `tollgate_redis`, lets many processes share one
+    /// provider quota.
+    pub fn limiter_backend(mut self, factory: impl LimiterFactory + 'static) -> Self {
+        self.limiters = Some(Arc::new(factory));
+        self
+    }
+
+    /// Where the buckets of the catalog models `model_ids` live, overriding
+    /// [`ModelsBuilder::limiter_backend`] for them: some models on Redis, others in
+    /// process.
+    pub fn limiter_backend_for<I, S>(
+        mut self,
+        model_ids: I,
+        factory: impl LimiterFactory + 'static,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let factory: Arc<dyn LimiterFactory> = Arc::new(factory);
+        for id in model_ids {
+            self.limiters_for.insert(id.into(), factory.clone());
+        }
+        self
+    }
+
     /// Where call and attempt records go (shorthand for the pipeline's `recorder`).
     pub fn recorder(mut self, recorder: Arc<dyn Recorder>) -> Self {
         self.config.recorder = recorder;
@@ -130,15 +161,20 @@ impl ModelsBuilder {
             .credentials
             .unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
         let config = Arc::new(self.config);
-        let runtimes = catalog
-            .models()
-            .map(|m| {
-                (
-                    m.id.clone(),
-                    Arc::new(ModelRuntime::new(m.clone(), config.clone())),
-                )
-            })
-            .collect();
+        for id in self.limiters_for.keys() {
+            catalog.get(id)?; // a typo names the model, not a silent default
+        }
+        let default: Arc<dyn LimiterFactory> =
+            self.limiters.unwrap_or_else(|| Arc::new(InProcessLimiters));
+        let mut runtimes = HashMap::new();
+        for m in catalog.models() {
+            let factory = self.limiters_for.get(&m.id).unwrap_or(&default);
+            let limiter = factory.build(&LimiterConfig::for_model(m))?;
+            runtimes.insert(
+                m.id.clone(),
+                Arc::new(ModelRuntime::new(m.clone(), config.clone(), limiter)),
+            );
+        }
         Ok(Models {
             inner: Arc::new(Inner {
                 catalog: Arc::new(catalog),
@@ -175,8 +211,9 @@ impl Models {
     }
 
     /// The rate limiter of catalog model `model_id` (one per model, shared by every
-    /// client and clone of this handle).
-    pub fn limiter(&self, model_id: &str) -> Result<&TokenBucketRateLimiter> {
+    /// client and clone of this handle), for an [`crate::limit::Admission`], a snapshot
+    /// or a look.
+    pub fn limiter(&self, model_id: &str) -> Result<&Arc<dyn LimiterBackend>> {
         Ok(&self.runtime(model_id)?.limiter)
     }
 
@@ -188,7 +225,7 @@ impl Models {
     /// The fallback chain the catalog gives `model_id` (the model, then its
     /// `fallbacks`), over this handle's limiters.
     pub fn fallback_chain(&self, model_id: &str) -> Result<FallbackChain> {
-        let limiters: HashMap<String, TokenBucketRateLimiter> = self
+        let limiters: HashMap<String, Arc<dyn LimiterBackend>> = self
             .inner
             .runtimes
             .iter()

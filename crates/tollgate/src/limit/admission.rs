@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::{Cost, LimiterBackend, Reservation};
+use super::{Cost, LimiterBackend, Priority, Reservation};
 use crate::error::{Error, Result};
 
 /// A resource an [`Admission`] can take together with a model reservation.
@@ -65,11 +65,17 @@ impl AdmissionResource for SemaphoreResource {
 /// Everything an admission took; dropping it releases all of it.
 #[derive(Debug)]
 pub struct AdmissionGrant {
+    model_id: String,
     reservation: Reservation,
     guards: Vec<Box<dyn Any + Send>>,
 }
 
 impl AdmissionGrant {
+    /// The model (or `model/deployment`) the reservation was made on.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
     /// The model reservation.
     pub fn reservation(&mut self) -> &mut Reservation {
         &mut self.reservation
@@ -103,11 +109,21 @@ impl Admission {
         self
     }
 
+    /// The model (or `model/deployment`) whose buckets this admission reserves on.
+    pub fn model_id(&self) -> &str {
+        self.limiter.model_id()
+    }
+
     /// Waits until `cost` and every resource can be held at once, holding none of them
     /// while it waits. Cancellation-safe: dropping the future gives back whatever it held.
     pub async fn admit(&self, cost: Cost) -> Result<AdmissionGrant> {
+        self.admit_with(cost, Priority::Default).await
+    }
+
+    /// [`Admission::admit`] at a priority class.
+    pub async fn admit_with(&self, cost: Cost, priority: Priority) -> Result<AdmissionGrant> {
         loop {
-            let reservation = self.limiter.reserve(cost).await?;
+            let reservation = self.limiter.reserve(cost, priority).await?;
             let mut guards = Vec::with_capacity(self.resources.len());
             let mut busy = None;
             for resource in &self.resources {
@@ -122,6 +138,7 @@ impl Admission {
             match busy {
                 None => {
                     return Ok(AdmissionGrant {
+                        model_id: self.limiter.model_id().to_owned(),
                         reservation,
                         guards,
                     });

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Cost, LimiterBackend, Reservation, TokenBucketRateLimiter, TryReserveError};
+use super::{Cost, LimiterBackend, Priority, Reservation, TokenBucketRateLimiter, TryReserveError};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 
@@ -82,23 +82,23 @@ impl FallbackChain {
     pub fn from_catalog(
         catalog: &Catalog,
         model_id: &str,
-        limiters: &HashMap<String, TokenBucketRateLimiter>,
+        limiters: &HashMap<String, Arc<dyn LimiterBackend>>,
     ) -> Result<Self> {
         let entry = catalog.get(model_id)?;
         let ids = std::iter::once(entry.id.clone()).chain(entry.fallbacks.iter().cloned());
         let mut candidates = Vec::new();
         for id in ids {
-            let limiter = limiters
-                .get(&id)
-                .cloned()
-                .unwrap_or_else(|| match catalog.model(&id) {
+            let limiter = limiters.get(&id).cloned().unwrap_or_else(|| {
+                let limiter = match catalog.model(&id) {
                     Some(m) => TokenBucketRateLimiter::for_model(m),
                     None => TokenBucketRateLimiter::new(super::LimiterConfig::new(
                         id.clone(),
                         Default::default(),
                     )),
-                });
-            candidates.push((id, Arc::new(limiter) as Arc<dyn LimiterBackend>));
+                };
+                Arc::new(limiter) as Arc<dyn LimiterBackend>
+            });
+            candidates.push((id, limiter));
         }
         Ok(Self::new(candidates))
     }
@@ -148,6 +148,11 @@ impl FallbackChain {
     /// first cooldown to end. Fails with the first candidate's `TooLargeForBucket` when
     /// no candidate's bucket can ever hold the cost.
     pub async fn reserve(&self, cost: Cost) -> Result<FallbackGrant> {
+        self.reserve_with(cost, Priority::Default).await
+    }
+
+    /// [`FallbackChain::reserve`] at a priority class.
+    pub async fn reserve_with(&self, cost: Cost, priority: Priority) -> Result<FallbackGrant> {
         loop {
             let now = Instant::now();
             let mut too_large = None;
@@ -156,7 +161,7 @@ impl FallbackChain {
                 if c.cooling(now).is_some() {
                     continue;
                 }
-                match c.limiter.try_reserve(cost) {
+                match c.limiter.try_reserve(cost, priority).await {
                     Ok(reservation) => return Ok(self.grant(i, reservation)),
                     Err(TryReserveError::TooLarge(e)) => {
                         too_large.get_or_insert(e);
@@ -166,7 +171,7 @@ impl FallbackChain {
             }
             // Nobody can serve now: the last busy candidate waits (in its FIFO queue).
             if let Some(&i) = busy.last() {
-                let reservation = self.candidates[i].limiter.reserve(cost).await?;
+                let reservation = self.candidates[i].limiter.reserve(cost, priority).await?;
                 return Ok(self.grant(i, reservation));
             }
             // Everyone open can never fit; wait for a cooling candidate, if there is one.

@@ -219,6 +219,20 @@ impl Reservation {
         }
     }
 
+    /// Changes what the reservation holds to `cost`, taking the difference from (or
+    /// giving it back to) the buckets at once. A grant made ahead of the call (an
+    /// [`super::Admission`], a fallback pick) becomes the call's own this way; taking
+    /// more than is left runs the bucket into debt, paid back by later refill.
+    pub fn resize(&mut self, cost: Cost) {
+        if let Some(ledger) = &self.ledger {
+            let delta = CostDelta::between(&cost, &self.cost);
+            if !delta.is_zero() {
+                ledger.adjust(delta);
+            }
+        }
+        self.cost = cost;
+    }
+
     /// Gives everything back now (the request was not sent).
     pub fn release(mut self) {
         if let Some(ledger) = self.ledger.take() {
@@ -372,6 +386,20 @@ impl TokenBucketRateLimiter {
             cost,
             id: None,
         }
+    }
+
+    /// [`TokenBucketRateLimiter::reserve`] at a priority class.
+    pub fn reserve_with(&self, cost: Cost, _priority: super::Priority) -> Reserve {
+        self.reserve(cost)
+    }
+
+    /// [`TokenBucketRateLimiter::try_reserve`] at a priority class.
+    pub fn try_reserve_with(
+        &self,
+        cost: Cost,
+        _priority: super::Priority,
+    ) -> Result<Reservation, TryReserveError> {
+        self.try_reserve(cost)
     }
 
     /// Tells the limiter what a provider's answer said (success, 429, 529, remaining).

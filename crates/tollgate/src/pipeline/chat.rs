@@ -14,7 +14,7 @@ use super::transport::{ChatTransport, Signals};
 use crate::client::LlmClient;
 use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, ProviderRequestError, Result};
-use crate::limit::{AccountingRule, Cost};
+use crate::limit::{AccountingRule, Cost, Reservation};
 use crate::request::{LlmRequest, ResponseShape};
 use crate::response::{LlmResponse, StopReason, Usage};
 use crate::stream::{ResponseStream, StreamEvent};
@@ -36,9 +36,16 @@ impl PipelineChat {
         Ok(self.cost(&request, limit))
     }
 
-    /// Answers on this model, recording the call.
-    pub(crate) async fn answer_recorded(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat");
+    /// Answers on this model, recording the call; the first attempt uses `reservation`
+    /// when the call was routed here with one.
+    pub(crate) async fn answer_recorded(
+        &self,
+        request: &LlmRequest,
+        reservation: Option<Reservation>,
+    ) -> Result<LlmResponse> {
+        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat")
+            .with_content(request)
+            .with_reservation(reservation);
         call.rate_limited_is_final = self.in_chain;
         let result = self.answer(&mut call, request).await;
         let reason = result.as_ref().ok().map(|r| stop_name(r.stop_reason()));
@@ -164,11 +171,25 @@ fn stop_name(stop: StopReason) -> &'static str {
 #[async_trait::async_trait]
 impl LlmClient for PipelineChat {
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        self.answer_recorded(request).await
+        self.answer_recorded(request, None).await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream");
+        self.stream_routed(request, None).await
+    }
+}
+
+impl PipelineChat {
+    /// Opens a stream on this model; the first attempt uses `reservation` when the call
+    /// was routed here with one.
+    pub(crate) async fn stream_routed(
+        &self,
+        request: &LlmRequest,
+        reservation: Option<Reservation>,
+    ) -> Result<ResponseStream> {
+        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream")
+            .with_content(request)
+            .with_reservation(reservation);
         call.rate_limited_is_final = self.in_chain;
         let (request, limit) = match self.prepare_request(request) {
             Ok(prepared) => prepared,

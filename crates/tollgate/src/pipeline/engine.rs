@@ -15,7 +15,7 @@ use super::retry::{Jitter, RetryPolicy};
 use super::transport::Signals;
 use crate::catalog::{ModelEntry, Price};
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{AccountingRule, Cost, Feedback, Reservation, TokenBucketRateLimiter};
+use crate::limit::{AccountingRule, Cost, Feedback, LimiterBackend, Reservation};
 use crate::response::Usage;
 
 /// The most times an answer that fails its declared shape is sent back for correction.
@@ -61,15 +61,19 @@ impl Default for PipelineConfig {
 #[derive(Debug)]
 pub(crate) struct ModelRuntime {
     pub(crate) entry: ModelEntry,
-    pub(crate) limiter: TokenBucketRateLimiter,
+    pub(crate) limiter: Arc<dyn LimiterBackend>,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) config: Arc<PipelineConfig>,
 }
 
 impl ModelRuntime {
-    pub(crate) fn new(entry: ModelEntry, config: Arc<PipelineConfig>) -> Self {
+    pub(crate) fn new(
+        entry: ModelEntry,
+        config: Arc<PipelineConfig>,
+        limiter: Arc<dyn LimiterBackend>,
+    ) -> Self {
         ModelRuntime {
-            limiter: TokenBucketRateLimiter::for_model(&entry),
+            limiter,
             breaker: CircuitBreaker::new(entry.id.clone(), config.breaker.clone()),
             entry,
             config,
@@ -97,6 +101,9 @@ pub(crate) struct Prepared {
     hold: SpendHold,
     sent_at: Instant,
     worst_usd: f64,
+    /// Other resources an [`crate::limit::Admission`] took with the reservation, held
+    /// until the attempt ends.
+    _guards: Vec<Box<dyn std::any::Any + Send>>,
 }
 
 /// One call's state across its attempts.
@@ -116,6 +123,9 @@ pub(crate) struct CallState {
     finished: bool,
     /// In a fallback chain a 429 moves the call to another model instead of waiting.
     pub(crate) rate_limited_is_final: bool,
+    /// A reservation made before the call (the one a fallback chain picked the model
+    /// with): the first attempt uses it instead of reserving again.
+    pregranted: Option<Reservation>,
 }
 
 impl CallState {
@@ -125,8 +135,12 @@ impl CallState {
         operation: &'static str,
     ) -> Self {
         let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
-        let salt = job.as_ref().map_or("", |j| j.id()).to_owned();
-        let jitter = Jitter::new(rt.config.retry.jitter_seed, &salt, call_id);
+        let jitter = Jitter::new(
+            rt.config.retry.jitter_seed,
+            job.as_ref().map_or("", |j| j.id()),
+            &rt.entry.id,
+            0,
+        );
         let span = tracing::info_span!(
             "gen_ai.call",
             otel.name = %format!("{operation} {}", rt.entry.name),
@@ -160,7 +174,27 @@ impl CallState {
             span,
             finished: false,
             rate_limited_is_final: false,
+            pregranted: None,
         }
+    }
+
+    /// Salts the retry jitter with what the call sends, so that with
+    /// [`super::RetryPolicy::jitter_seed`] set its retry times are the same on every run
+    /// (whatever order concurrent calls were made in).
+    pub(crate) fn with_content<H: std::hash::Hash + ?Sized>(mut self, content: &H) -> Self {
+        self.jitter = Jitter::new(
+            self.rt.config.retry.jitter_seed,
+            self.job.as_ref().map_or("", |j| j.id()),
+            &self.rt.entry.id,
+            super::retry::content_hash(content),
+        );
+        self
+    }
+
+    /// Makes the first attempt use `reservation` (taken when the call was routed here).
+    pub(crate) fn with_reservation(mut self, reservation: Option<Reservation>) -> Self {
+        self.pregranted = reservation;
+        self
     }
 
     pub(crate) fn span(&self) -> &tracing::Span {
@@ -181,7 +215,7 @@ impl CallState {
             Some(cap) => cap.hold(worst_usd)?,
             None => SpendHold::none(),
         };
-        let mut reservation = self.rt.limiter.reserve(cost).await?;
+        let (mut reservation, guards) = self.reserve(cost).await?;
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
         self.rt.breaker.check()?;
@@ -193,7 +227,38 @@ impl CallState {
             hold,
             sent_at: Instant::now(),
             worst_usd,
+            _guards: guards,
         })
+    }
+
+    /// The attempt's reservation: the one the call was routed with, else a grant the job
+    /// waited for, else through the job's admission, else from the model's limiter, at
+    /// the job's priority.
+    async fn reserve(
+        &mut self,
+        cost: Cost,
+    ) -> Result<(Reservation, Vec<Box<dyn std::any::Any + Send>>)> {
+        if let Some(mut reservation) = self.pregranted.take() {
+            reservation.resize(cost);
+            return Ok((reservation, Vec::new()));
+        }
+        let model = self.rt.limiter.model_id();
+        let priority = self
+            .job
+            .as_ref()
+            .map(JobContext::priority)
+            .unwrap_or_default();
+        if let Some(job) = &self.job {
+            if let Some(grant) = job.take_admitted(model) {
+                let (mut reservation, guards) = grant.into_parts();
+                reservation.resize(cost);
+                return Ok((reservation, guards));
+            }
+            if let Some(admission) = job.admission_for(model) {
+                return Ok(admission.admit_with(cost, priority).await?.into_parts());
+            }
+        }
+        Ok((self.rt.limiter.reserve(cost, priority).await?, Vec::new()))
     }
 
     fn apply_signals(&self, signals: &Signals) -> Option<bool> {
@@ -278,6 +343,7 @@ impl CallState {
             hold,
             sent_at,
             worst_usd,
+            ..
         } = p;
         drop(reservation);
         hold.settle(worst_usd);
@@ -321,6 +387,7 @@ impl CallState {
             hold,
             sent_at,
             worst_usd,
+            ..
         } = p;
         match error {
             // Refused before any work: the tokens were not used (the request counts).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::chat::PipelineChat;
 use crate::client::LlmClient;
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{FallbackChain, TryReserveError};
+use crate::limit::{FallbackChain, Reservation, TryReserveError};
 use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
@@ -32,7 +32,9 @@ pub(crate) struct FallbackChat {
 }
 
 enum Next {
-    Go(usize),
+    /// Send on this candidate, with the reservation it was picked with (`None`: the last
+    /// candidate left, whose queue the call joins).
+    Go(usize, Option<Reservation>),
     Wait(Duration),
 }
 
@@ -42,8 +44,9 @@ impl FallbackChat {
     }
 
     /// The candidate to try, honouring cooldowns, open circuits and what each bucket can
-    /// serve now.
-    fn pick(&self, request: &LlmRequest, excluded: &[bool]) -> Result<Next> {
+    /// serve now. A candidate that can serve now is picked *with* its reservation, which
+    /// the call then uses: between the look and the send nobody can take it.
+    async fn pick(&self, request: &LlmRequest, excluded: &[bool]) -> Result<Next> {
         let mut last_eligible = None;
         let mut first_error = None;
         let mut shortest_cooldown: Option<Duration> = None;
@@ -61,9 +64,13 @@ impl FallbackChat {
                 continue;
             }
             let cost = member.probe_cost(&request.with_model_id(id.clone())?)?;
-            match member.rt.limiter.try_reserve(cost) {
-                // Only a look: dropped unsent, the reservation gives everything back.
-                Ok(_look) => return Ok(Next::Go(i)),
+            let priority = member
+                .job
+                .as_ref()
+                .map(crate::JobContext::priority)
+                .unwrap_or_default();
+            match member.rt.limiter.try_reserve(cost, priority).await {
+                Ok(reservation) => return Ok(Next::Go(i, Some(reservation))),
                 Err(TryReserveError::TooLarge(e)) => {
                     first_error.get_or_insert(e);
                 }
@@ -71,7 +78,7 @@ impl FallbackChat {
             }
         }
         match (last_eligible, shortest_cooldown, first_error) {
-            (Some(i), _, _) => Ok(Next::Go(i)),
+            (Some(i), _, _) => Ok(Next::Go(i, None)),
             (None, Some(wait), _) => Ok(Next::Wait(wait)),
             (None, None, Some(e)) => Err(e),
             (None, None, None) => Err(Error::InvalidRequest {
@@ -102,7 +109,7 @@ impl FallbackChat {
     /// Runs `attempt` on candidates until one answers or the failure is final.
     async fn run<T, F, Fut>(&self, request: &LlmRequest, mut attempt: F) -> Result<T>
     where
-        F: FnMut(usize, LlmRequest) -> Fut,
+        F: FnMut(usize, LlmRequest, Option<Reservation>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         self.check(request)?;
@@ -110,8 +117,8 @@ impl FallbackChat {
         // Moving on after a 429 draws on the job's retry budget (or the call's own).
         let mut own_moves = self.members[0].rt.config.retry.default_retries;
         loop {
-            let i = match self.pick(request, &excluded)? {
-                Next::Go(i) => i,
+            let (i, reservation) = match self.pick(request, &excluded).await? {
+                Next::Go(i, reservation) => (i, reservation),
                 Next::Wait(wait) => {
                     tokio::time::sleep(wait).await;
                     continue;
@@ -119,7 +126,7 @@ impl FallbackChat {
             };
             let member = &self.members[i];
             let id = member.rt.entry.id.clone();
-            match attempt(i, request.with_model_id(id.clone())?).await {
+            match attempt(i, request.with_model_id(id.clone())?, reservation).await {
                 Ok(value) => return Ok(value),
                 Err(e @ Error::Provider(ProviderError::RateLimited { .. })) => {
                     let allowed = match &member.job {
@@ -154,15 +161,15 @@ impl FallbackChat {
 #[async_trait::async_trait]
 impl LlmClient for FallbackChat {
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        self.run(request, |i, r| async move {
-            self.members[i].answer_recorded(&r).await
+        self.run(request, |i, r, reservation| async move {
+            self.members[i].answer_recorded(&r, reservation).await
         })
         .await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        self.run(request, |i, r| async move {
-            self.members[i].stream_response(&r).await
+        self.run(request, |i, r, reservation| async move {
+            self.members[i].stream_routed(&r, reservation).await
         })
         .await
     }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::limit::{Admission, AdmissionGrant, Priority};
 
 /// A unit of work (a workflow run, a request from a user) that may make many calls.
 ///
@@ -16,6 +17,9 @@ pub struct JobContext {
     id: Arc<str>,
     retries_left: Arc<AtomicU32>,
     spend_cap: Option<SpendCap>,
+    priority: Priority,
+    admission: Option<Admission>,
+    admitted: Arc<Mutex<Option<AdmissionGrant>>>,
 }
 
 impl fmt::Debug for JobContext {
@@ -24,6 +28,8 @@ impl fmt::Debug for JobContext {
             .field("id", &self.id)
             .field("retries_left", &self.retries_left())
             .field("spend_cap", &self.spend_cap)
+            .field("priority", &self.priority)
+            .field("admission", &self.admission)
             .finish()
     }
 }
@@ -35,6 +41,53 @@ impl JobContext {
             id: Arc::from(id.into()),
             retries_left: Arc::new(AtomicU32::new(upstream_retries)),
             spend_cap: None,
+            priority: Priority::Default,
+            admission: None,
+            admitted: Arc::default(),
+        }
+    }
+
+    /// Makes every call of the job wait in `priority`'s class of its model's queue.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The job's priority class (default [`Priority::Default`]).
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// Makes every attempt of the job's calls on `admission`'s model reserve through it:
+    /// the model reservation together with the admission's other resources, all or
+    /// nothing, held for the attempt. A retry re-admits with fresh resources.
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    /// Hands the job a grant the caller already waited for: the job's next call on the
+    /// grant's model takes it for its first attempt instead of reserving again (the
+    /// grant is resized to the call's own cost). Its other resources are held for that
+    /// attempt and then released.
+    pub fn with_admitted(self, grant: AdmissionGrant) -> Self {
+        *self.admitted.lock().unwrap_or_else(|e| e.into_inner()) = Some(grant);
+        self
+    }
+
+    /// The admission every attempt on its model reserves through, if any.
+    pub(crate) fn admission_for(&self, model_id: &str) -> Option<&Admission> {
+        self.admission.as_ref().filter(|a| a.model_id() == model_id)
+    }
+
+    /// Takes the grant handed over with [`JobContext::with_admitted`], if it is for
+    /// `model_id`.
+    pub(crate) fn take_admitted(&self, model_id: &str) -> Option<AdmissionGrant> {
+        let mut slot = self.admitted.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|g| g.model_id() == model_id) {
+            slot.take()
+        } else {
+            None
         }
     }
 

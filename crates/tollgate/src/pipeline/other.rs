@@ -30,7 +30,8 @@ impl EmbeddingsClient for PipelineEmbeddings {
     ) -> Result<Vec<Embedding>> {
         let entry = &self.rt.entry;
         let dimensions = entry.embedding.dimensions_param.then_some(self.width);
-        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "embeddings");
+        let mut call =
+            CallState::new(self.rt.clone(), self.job.clone(), "embeddings").with_content(texts);
         let cost = Cost::call(self.transport.estimate_input_tokens(texts), 0);
         let send = || {
             let transport = self.transport.clone();
@@ -91,7 +92,8 @@ impl DecisionClient for PipelineDecision {
                 ),
             });
         }
-        let mut call = CallState::new(self.rt.clone(), self.job.clone(), "decision");
+        let mut call =
+            CallState::new(self.rt.clone(), self.job.clone(), "decision").with_content(request);
         let cost = Cost::call(self.transport.estimate_input_tokens(request), 0);
         let send = || {
             let transport = self.transport.clone();

@@ -53,21 +53,33 @@ impl RetryPolicy {
     }
 }
 
+/// A hash of `content` that is the same on every run and platform (FNV-1a), for salting
+/// jitter.
+pub(crate) fn content_hash<H: std::hash::Hash + ?Sized>(content: &H) -> u64 {
+    let mut h = Fnv::default();
+    content.hash(&mut h);
+    h.finish()
+}
+
 /// A small deterministic generator for jitter draws (xorshift64*).
 #[derive(Debug, Clone)]
 pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    /// Seeded from the policy's seed (or randomly) mixed with `salt` (job id, call number).
-    pub(crate) fn new(seed: Option<u64>, salt: &str, call: u64) -> Self {
+    /// Seeded from the policy's seed (or randomly), mixed with the job id, the model and
+    /// a hash of what the call sends ([`content_hash`]): with a seed, the same call
+    /// draws the same waits on every run, in whatever order concurrent calls started.
+    pub(crate) fn new(seed: Option<u64>, job: &str, model: &str, content: u64) -> Self {
         let base = seed.unwrap_or_else(|| {
             std::collections::hash_map::RandomState::new()
                 .build_hasher()
                 .finish()
         });
         let mut h = Fnv::default();
-        h.write(salt.as_bytes());
-        h.write_u64(call);
+        h.write(job.as_bytes());
+        h.write_u8(0xff);
+        h.write(model.as_bytes());
+        h.write_u64(content);
         Jitter((base ^ h.finish()) | 1)
     }
 
@@ -177,19 +189,19 @@ mod tests {
     fn jitter_is_deterministic_per_seed_and_differs_per_salt() {
         let a: Vec<f64> = (0..4)
             .map({
-                let mut j = Jitter::new(Some(7), "job-1", 0);
+                let mut j = Jitter::new(Some(7), "job-1", "m", 0);
                 move |_| j.draw()
             })
             .collect();
         let b: Vec<f64> = (0..4)
             .map({
-                let mut j = Jitter::new(Some(7), "job-1", 0);
+                let mut j = Jitter::new(Some(7), "job-1", "m", 0);
                 move |_| j.draw()
             })
             .collect();
         let c: Vec<f64> = (0..4)
             .map({
-                let mut j = Jitter::new(Some(7), "job-2", 0);
+                let mut j = Jitter::new(Some(7), "job-2", "m", 0);
                 move |_| j.draw()
             })
             .collect();
