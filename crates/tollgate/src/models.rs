@@ -20,8 +20,8 @@ use crate::limit::{
     FallbackChain, InProcessLimiters, LimiterBackend, LimiterConfig, LimiterFactory,
 };
 use crate::pipeline::{
-    CircuitBreaker, FallbackChat, FallbackOptions, JobContext, ModelRuntime, PipelineChat,
-    PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
+    CircuitBreaker, DeploymentRuntime, FallbackChat, FallbackOptions, JobContext, ModelRuntime,
+    PipelineChat, PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
 };
 use crate::provider::{ClientProvider, ProviderClients, ProviderContext, ProviderRegistry};
 
@@ -169,10 +169,29 @@ impl ModelsBuilder {
         let mut runtimes = HashMap::new();
         for m in catalog.models() {
             let factory = self.limiters_for.get(&m.id).unwrap_or(&default);
-            let limiter = factory.build(&LimiterConfig::for_model(m))?;
+            let deployments = if m.deployments.is_empty() {
+                vec![DeploymentRuntime::new(
+                    None,
+                    m.clone(),
+                    factory.build(&LimiterConfig::for_model(m))?,
+                )]
+            } else {
+                m.deployments
+                    .iter()
+                    .map(|d| {
+                        let mut config = LimiterConfig::for_model(m);
+                        config.model_id = format!("{}/{}", m.id, d.name);
+                        Ok(DeploymentRuntime::new(
+                            Some(d.name.clone()),
+                            m.for_deployment(d),
+                            factory.build(&config)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            };
             runtimes.insert(
                 m.id.clone(),
-                Arc::new(ModelRuntime::new(m.clone(), config.clone(), limiter)),
+                Arc::new(ModelRuntime::new(m.clone(), config.clone(), deployments)),
             );
         }
         Ok(Models {
@@ -212,9 +231,22 @@ impl Models {
 
     /// The rate limiter of catalog model `model_id` (one per model, shared by every
     /// client and clone of this handle), for an [`crate::limit::Admission`], a snapshot
-    /// or a look.
+    /// or a look. For a model with several deployments, the first deployment's (see
+    /// [`Models::limiters`]).
     pub fn limiter(&self, model_id: &str) -> Result<&Arc<dyn LimiterBackend>> {
         Ok(&self.runtime(model_id)?.limiter)
+    }
+
+    /// Every deployment's limiter of catalog model `model_id`, in catalog order (one for
+    /// a model without deployments); each one's [`LimiterBackend::model_id`] is
+    /// `model/deployment`.
+    pub fn limiters(&self, model_id: &str) -> Result<Vec<&Arc<dyn LimiterBackend>>> {
+        Ok(self
+            .runtime(model_id)?
+            .deployments
+            .iter()
+            .map(|d| &d.limiter)
+            .collect())
     }
 
     /// The circuit breaker of catalog model `model_id`.
@@ -252,12 +284,17 @@ impl Models {
 
     /// A chat client for catalog model `model_id`.
     pub async fn chat(&self, model_id: &str) -> Result<Arc<dyn LlmClient>> {
-        let (entry, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
-        let transport = provider.chat(entry)?;
+        let (_, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
         let rt = self.runtime(model_id)?.clone();
+        let transports = rt
+            .deployments
+            .iter()
+            .map(|d| provider.chat(&d.entry))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(PipelineChat {
+            transport: transports[0].clone(),
+            transports,
             rt,
-            transport,
             job: self.job.clone(),
             in_chain: false,
         }))
@@ -275,12 +312,17 @@ impl Models {
         let entry = self.inner.catalog.get(model_id)?;
         let mut members = Vec::new();
         for id in std::iter::once(&entry.id).chain(&entry.fallbacks) {
-            let (member, provider) = self.provider_for(id, ModelKind::Chat).await?;
-            let transport = provider.chat(member)?;
+            let (_, provider) = self.provider_for(id, ModelKind::Chat).await?;
             let rt = self.runtime(id)?.clone();
+            let transports = rt
+                .deployments
+                .iter()
+                .map(|d| provider.chat(&d.entry))
+                .collect::<Result<Vec<_>>>()?;
             members.push(PipelineChat {
+                transport: transports[0].clone(),
+                transports,
                 rt,
-                transport,
                 job: self.job.clone(),
                 in_chain: true,
             });
@@ -295,8 +337,13 @@ impl Models {
     /// An embeddings client for catalog model `model_id`: every vector it returns is
     /// L2-normalized and of the catalog's `[embeddings] width`.
     pub async fn embeddings(&self, model_id: &str) -> Result<Arc<dyn EmbeddingsClient>> {
-        let (entry, provider) = self.provider_for(model_id, ModelKind::Embeddings).await?;
-        let transport = provider.embeddings(entry)?;
+        let (_, provider) = self.provider_for(model_id, ModelKind::Embeddings).await?;
+        let rt = self.runtime(model_id)?.clone();
+        let transports = rt
+            .deployments
+            .iter()
+            .map(|d| provider.embeddings(&d.entry))
+            .collect::<Result<Vec<_>>>()?;
         let width = self
             .inner
             .catalog
@@ -306,8 +353,9 @@ impl Models {
                 reason: "is not set in the catalog".into(),
             })?;
         Ok(Arc::new(PipelineEmbeddings {
-            rt: self.runtime(model_id)?.clone(),
-            transport,
+            rt,
+            transport: transports[0].clone(),
+            transports,
             job: self.job.clone(),
             width,
         }))
@@ -315,11 +363,17 @@ impl Models {
 
     /// A decision client for catalog model `model_id`.
     pub async fn decision(&self, model_id: &str) -> Result<Arc<dyn DecisionClient>> {
-        let (entry, provider) = self.provider_for(model_id, ModelKind::Decision).await?;
-        let transport = provider.decision(entry)?;
+        let (_, provider) = self.provider_for(model_id, ModelKind::Decision).await?;
+        let rt = self.runtime(model_id)?.clone();
+        let transports = rt
+            .deployments
+            .iter()
+            .map(|d| provider.decision(&d.entry))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(PipelineDecision {
-            rt: self.runtime(model_id)?.clone(),
-            transport,
+            rt,
+            transport: transports[0].clone(),
+            transports,
             job: self.job.clone(),
         }))
     }

@@ -81,6 +81,39 @@ pub struct EmbeddingCapabilities {
     pub truncation_safe: bool,
 }
 
+/// One deployment of a model: an API key (or account, region, endpoint) that the
+/// provider limits separately. Each deployment has its own buckets at the model's limits
+/// and its own cooldown after a 429; a call goes to the one that can serve it soonest.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Deployment {
+    /// Its name, unique within the model (in records, errors and limiter ids
+    /// `model/name`).
+    pub name: String,
+    /// Id of its secret in the credential store (default: the model's).
+    pub credential: Option<String>,
+    /// Provider options that differ for this deployment (e.g. `region`, `base_url`,
+    /// `endpoint_url`), laid over the model's `options`.
+    pub options: toml::Table,
+}
+
+impl Deployment {
+    /// A deployment `name` using the secret `credential`.
+    pub fn new(name: impl Into<String>, credential: impl Into<String>) -> Self {
+        Deployment {
+            name: name.into(),
+            credential: Some(credential.into()),
+            options: toml::Table::new(),
+        }
+    }
+
+    /// Sets a provider option for this deployment only.
+    pub fn with_option(mut self, key: impl Into<String>, value: impl Into<toml::Value>) -> Self {
+        self.options.insert(key.into(), value.into());
+        self
+    }
+}
+
 /// One model of the catalog. Build it in code with [`ModelEntry::new`] and the `with_*`
 /// methods; it is checked when the catalog is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +148,8 @@ pub struct ModelEntry {
     pub embedding: EmbeddingCapabilities,
     /// Provider-specific settings (`[models.ID.options]`), read by the provider crate.
     pub options: toml::Table,
+    /// The model's deployments (empty: one, the model itself).
+    pub deployments: Vec<Deployment>,
 }
 
 impl ModelEntry {
@@ -139,7 +174,28 @@ impl ModelEntry {
             price: None,
             embedding: EmbeddingCapabilities::default(),
             options: toml::Table::new(),
+            deployments: Vec::new(),
         }
+    }
+
+    /// Adds a deployment (see [`Deployment`]).
+    pub fn with_deployment(mut self, deployment: Deployment) -> Self {
+        self.deployments.push(deployment);
+        self
+    }
+
+    /// The entry a provider builds `deployment`'s transport from: this model with the
+    /// deployment's credential and its options laid over the model's.
+    pub fn for_deployment(&self, deployment: &Deployment) -> ModelEntry {
+        let mut entry = self.clone();
+        entry.deployments = Vec::new();
+        if deployment.credential.is_some() {
+            entry.credential.clone_from(&deployment.credential);
+        }
+        for (key, value) in &deployment.options {
+            entry.options.insert(key.clone(), value.clone());
+        }
+        entry
     }
 
     /// Sets what the model serves.
@@ -233,12 +289,33 @@ impl ModelEntry {
                 known: known.list(),
             });
         };
-        if requires_credential
-            && self
-                .credential
-                .as_deref()
-                .is_none_or(|c| c.trim().is_empty())
-        {
+        let mut names = std::collections::HashSet::new();
+        for d in &self.deployments {
+            if d.name.trim().is_empty() || d.name.contains('/') {
+                return Err(invalid(
+                    "deployments.name",
+                    "must be a non-empty name without `/`",
+                ));
+            }
+            if !names.insert(d.name.as_str()) {
+                return Err(CatalogError::InvalidField {
+                    model_id: self.id.clone(),
+                    field: "deployments.name".into(),
+                    reason: format!("`{}` names two deployments", d.name),
+                });
+            }
+        }
+        let blank = |c: Option<&str>| c.is_none_or(|c| c.trim().is_empty());
+        let missing = if self.deployments.is_empty() {
+            blank(self.credential.as_deref())
+        } else {
+            blank(self.credential.as_deref())
+                && self
+                    .deployments
+                    .iter()
+                    .any(|d| blank(d.credential.as_deref()))
+        };
+        if requires_credential && missing {
             return Err(CatalogError::MissingCredential {
                 model_id: self.id.clone(),
                 provider: self.provider.clone(),

@@ -5,7 +5,7 @@
 //! reported with the model id and the field's name.
 
 use super::CatalogError;
-use super::entry::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
+use super::entry::{Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
 use toml::{Table, Value};
 
 const MODEL_FIELDS: &[&str] = &[
@@ -13,6 +13,8 @@ const MODEL_FIELDS: &[&str] = &[
     "name",
     "kind",
     "credential",
+    "credentials",
+    "deployments",
     "rpm",
     "tpm",
     "input_tpm",
@@ -28,6 +30,8 @@ const MODEL_FIELDS: &[&str] = &[
     "truncation_safe",
     "options",
 ];
+
+const DEPLOYMENT_FIELDS: &[&str] = &["name", "credential", "options"];
 
 const PRICE_FIELDS: &[&str] = &[
     "input",
@@ -294,6 +298,7 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
         Some(Value::Table(t)) => t.clone(),
         Some(other) => return Err(invalid("options", format!("must be a table, got {other}"))),
     };
+    let deployments = parse_deployments(table, &invalid)?;
     let embedding = EmbeddingCapabilities {
         native_width: count("native_width")?,
         dimensions_param: flag("dimensions_param")?,
@@ -319,5 +324,95 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
         price,
         embedding,
         options,
+        deployments,
     })
+}
+
+/// `[[models.ID.deployments]]` tables, or the shorthand `credentials = ["a", "b"]` (one
+/// deployment per key, named after its credential id).
+fn parse_deployments(
+    table: &Table,
+    invalid: &dyn Fn(&str, String) -> CatalogError,
+) -> Result<Vec<Deployment>, CatalogError> {
+    let mut deployments = Vec::new();
+    match table.get("credentials") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                let Value::String(id) = item else {
+                    return Err(invalid(
+                        "credentials",
+                        format!("must list credential ids as strings, got {item}"),
+                    ));
+                };
+                deployments.push(Deployment::new(id.clone(), id.clone()));
+            }
+        }
+        Some(other) => {
+            return Err(invalid(
+                "credentials",
+                format!("must be an array of credential ids (one deployment each), got {other}"),
+            ));
+        }
+    }
+    match table.get("deployments") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let Value::Table(d) = item else {
+                    return Err(invalid(
+                        "deployments",
+                        format!("must be `[[models.ID.deployments]]` tables, got {item}"),
+                    ));
+                };
+                for key in d.keys() {
+                    if !DEPLOYMENT_FIELDS.contains(&key.as_str()) {
+                        return Err(invalid(
+                            &format!("deployments.{key}"),
+                            format!(
+                                "is not a known field; known fields: {}",
+                                DEPLOYMENT_FIELDS.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                let text = |field: &str| -> Result<Option<String>, CatalogError> {
+                    match d.get(field) {
+                        None => Ok(None),
+                        Some(Value::String(s)) => Ok(Some(s.clone())),
+                        Some(other) => Err(invalid(
+                            &format!("deployments.{field}"),
+                            format!("must be a string, got {} {other}", other.type_str()),
+                        )),
+                    }
+                };
+                let options = match d.get("options") {
+                    None => Table::new(),
+                    Some(Value::Table(t)) => t.clone(),
+                    Some(other) => {
+                        return Err(invalid(
+                            "deployments.options",
+                            format!("must be a table, got {other}"),
+                        ));
+                    }
+                };
+                let credential = text("credential")?;
+                let name = text("name")?
+                    .or_else(|| credential.clone())
+                    .unwrap_or_else(|| i.to_string());
+                deployments.push(Deployment {
+                    name,
+                    credential,
+                    options,
+                });
+            }
+        }
+        Some(other) => {
+            return Err(invalid(
+                "deployments",
+                format!("must be an array of `[[models.ID.deployments]]` tables, got {other}"),
+            ));
+        }
+    }
+    Ok(deployments)
 }

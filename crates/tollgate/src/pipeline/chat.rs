@@ -23,7 +23,10 @@ use crate::stream::{ResponseStream, StreamEvent};
 #[derive(Debug)]
 pub(crate) struct PipelineChat {
     pub(crate) rt: Arc<ModelRuntime>,
+    /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn ChatTransport>,
+    /// One per deployment of the model.
+    pub(crate) transports: Vec<Arc<dyn ChatTransport>>,
     pub(crate) job: Option<JobContext>,
     /// Set for the members of a fallback chain: a 429 ends the attempt on this model.
     pub(crate) in_chain: bool,
@@ -41,7 +44,7 @@ impl PipelineChat {
     pub(crate) async fn answer_recorded(
         &self,
         request: &LlmRequest,
-        reservation: Option<Reservation>,
+        reservation: Option<(usize, Reservation)>,
     ) -> Result<LlmResponse> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat")
             .with_content(request)
@@ -100,8 +103,8 @@ impl PipelineChat {
         let mut rerun_at_ceiling = false;
         loop {
             call.span().record("gen_ai.request.max_tokens", limit);
-            let send = || {
-                let (transport, request) = (self.transport.clone(), request.clone());
+            let send = |deployment: usize| {
+                let (transport, request) = (self.transports[deployment].clone(), request.clone());
                 async move {
                     let signals = Signals::default();
                     let result = transport.send(&request, &signals).await.map(|r| {
@@ -185,7 +188,7 @@ impl PipelineChat {
     pub(crate) async fn stream_routed(
         &self,
         request: &LlmRequest,
-        reservation: Option<Reservation>,
+        reservation: Option<(usize, Reservation)>,
     ) -> Result<ResponseStream> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream")
             .with_content(request)
@@ -211,7 +214,8 @@ impl PipelineChat {
             let signals = Signals::default();
             // Failures before the first event reaches the reader are retried like any other.
             let opened = tokio::time::timeout(timeout, async {
-                let mut stream = self.transport.send_stream(&request, &signals).await?;
+                let transport = &self.transports[prepared.deployment];
+                let mut stream = transport.send_stream(&request, &signals).await?;
                 match stream.next().await {
                     Some(Ok(first)) => Ok((stream, first)),
                     Some(Err(e)) => Err(e),

@@ -15,8 +15,14 @@ use super::retry::{Jitter, RetryPolicy};
 use super::transport::Signals;
 use crate::catalog::{ModelEntry, Price};
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{AccountingRule, Cost, Feedback, LimiterBackend, Reservation};
+use crate::limit::{
+    AccountingRule, Cost, DEFAULT_FALLBACK_COOLDOWN, Feedback, LimiterBackend, Priority,
+    Reservation, TryReserveError,
+};
 use crate::response::Usage;
+
+/// Resources an admission took with a reservation, held for one attempt.
+type Guards = Vec<Box<dyn std::any::Any + Send>>;
 
 /// The most times an answer that fails its declared shape is sent back for correction.
 pub const MAX_CORRECTIONS: u32 = 2;
@@ -61,22 +67,164 @@ impl Default for PipelineConfig {
 #[derive(Debug)]
 pub(crate) struct ModelRuntime {
     pub(crate) entry: ModelEntry,
+    /// The first deployment's buckets (the model's only ones when it has one).
     pub(crate) limiter: Arc<dyn LimiterBackend>,
+    /// One per deployment (at least one), in catalog order.
+    pub(crate) deployments: Vec<DeploymentRuntime>,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) config: Arc<PipelineConfig>,
+}
+
+/// One deployment's buckets and cooldown.
+#[derive(Debug)]
+pub(crate) struct DeploymentRuntime {
+    /// `None` for a model without deployments.
+    pub(crate) name: Option<String>,
+    /// What the provider builds this deployment's transports from.
+    pub(crate) entry: ModelEntry,
+    pub(crate) limiter: Arc<dyn LimiterBackend>,
+    cooldown_until: std::sync::Mutex<Option<Instant>>,
+}
+
+impl DeploymentRuntime {
+    pub(crate) fn new(
+        name: Option<String>,
+        entry: ModelEntry,
+        limiter: Arc<dyn LimiterBackend>,
+    ) -> Self {
+        DeploymentRuntime {
+            name,
+            entry,
+            limiter,
+            cooldown_until: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// When its cooldown ends, if it is cooling at `now`.
+    fn cooling(&self, now: Instant) -> Option<Instant> {
+        let until = *self
+            .cooldown_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        until.filter(|u| *u > now)
+    }
+
+    fn cool(&self, until: Instant) {
+        let mut slot = self
+            .cooldown_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *slot = Some(slot.map_or(until, |u| u.max(until)));
+    }
 }
 
 impl ModelRuntime {
     pub(crate) fn new(
         entry: ModelEntry,
         config: Arc<PipelineConfig>,
-        limiter: Arc<dyn LimiterBackend>,
+        deployments: Vec<DeploymentRuntime>,
     ) -> Self {
+        assert!(
+            !deployments.is_empty(),
+            "a model has at least one deployment"
+        );
         ModelRuntime {
-            limiter,
+            limiter: deployments[0].limiter.clone(),
+            deployments,
             breaker: CircuitBreaker::new(entry.id.clone(), config.breaker.clone()),
             entry,
             config,
+        }
+    }
+
+    /// The deployment whose buckets are `limiter_id`.
+    fn deployment_of(&self, limiter_id: &str) -> Option<usize> {
+        self.deployments
+            .iter()
+            .position(|d| d.limiter.model_id() == limiter_id)
+    }
+
+    /// Reserves `cost` now on the first deployment not cooling that can serve it, or
+    /// says how soon the soonest could (without waiting).
+    pub(crate) async fn try_reserve_any(
+        &self,
+        cost: Cost,
+        priority: Priority,
+    ) -> std::result::Result<(usize, Reservation), TryReserveError> {
+        let now = Instant::now();
+        let mut soonest: Option<Duration> = None;
+        let mut too_large = None;
+        for (i, d) in self.deployments.iter().enumerate() {
+            if let Some(until) = d.cooling(now) {
+                let left = until - now;
+                soonest = Some(soonest.map_or(left, |s| s.min(left)));
+                continue;
+            }
+            match d.limiter.try_reserve(cost, priority).await {
+                Ok(r) => return Ok((i, r)),
+                Err(TryReserveError::WouldWait { ready_in }) => {
+                    soonest = Some(soonest.map_or(ready_in, |s| s.min(ready_in)));
+                }
+                Err(e @ TryReserveError::TooLarge(_)) => {
+                    too_large.get_or_insert(e);
+                }
+            }
+        }
+        match (soonest, too_large) {
+            (Some(ready_in), _) => Err(TryReserveError::WouldWait { ready_in }),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(TryReserveError::WouldWait {
+                ready_in: Duration::ZERO,
+            }),
+        }
+    }
+
+    /// Reserves `cost` on the deployment that can serve it soonest, waiting there
+    /// (holding nothing) when none can now; deployments in cooldown are skipped.
+    pub(crate) async fn reserve_any(
+        &self,
+        cost: Cost,
+        priority: Priority,
+    ) -> Result<(usize, Reservation)> {
+        if self.deployments.len() == 1 {
+            return Ok((0, self.limiter.reserve(cost, priority).await?));
+        }
+        loop {
+            let now = Instant::now();
+            let mut best: Option<(Duration, usize)> = None;
+            let mut cooling: Option<Instant> = None;
+            let mut too_large = None;
+            for (i, d) in self.deployments.iter().enumerate() {
+                if let Some(until) = d.cooling(now) {
+                    cooling = Some(cooling.map_or(until, |c| c.min(until)));
+                    continue;
+                }
+                match d.limiter.try_reserve(cost, priority).await {
+                    Ok(r) => return Ok((i, r)),
+                    Err(TryReserveError::WouldWait { ready_in }) => {
+                        if best.is_none_or(|(b, _)| ready_in < b) {
+                            best = Some((ready_in, i));
+                        }
+                    }
+                    Err(TryReserveError::TooLarge(e)) => {
+                        too_large.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some((_, i)) = best {
+                let r = self.deployments[i].limiter.reserve(cost, priority).await?;
+                return Ok((i, r));
+            }
+            match (cooling, too_large) {
+                (Some(until), _) => tokio::time::sleep_until(until).await,
+                (None, Some(e)) => return Err(e),
+                (None, None) => {
+                    return Err(Error::InvalidRequest {
+                        field: "deployments".into(),
+                        reason: format!("model `{}` has no deployments", self.entry.id),
+                    });
+                }
+            }
         }
     }
 }
@@ -97,13 +245,15 @@ static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 
 /// One attempt's holdings: the reservation and the spend hold.
 pub(crate) struct Prepared {
+    /// The deployment the attempt goes to (index into the model's deployments).
+    pub(crate) deployment: usize,
     reservation: Reservation,
     hold: SpendHold,
     sent_at: Instant,
     worst_usd: f64,
     /// Other resources an [`crate::limit::Admission`] took with the reservation, held
     /// until the attempt ends.
-    _guards: Vec<Box<dyn std::any::Any + Send>>,
+    _guards: Guards,
 }
 
 /// One call's state across its attempts.
@@ -125,7 +275,7 @@ pub(crate) struct CallState {
     pub(crate) rate_limited_is_final: bool,
     /// A reservation made before the call (the one a fallback chain picked the model
     /// with): the first attempt uses it instead of reserving again.
-    pregranted: Option<Reservation>,
+    pregranted: Option<(usize, Reservation)>,
 }
 
 impl CallState {
@@ -191,8 +341,9 @@ impl CallState {
         self
     }
 
-    /// Makes the first attempt use `reservation` (taken when the call was routed here).
-    pub(crate) fn with_reservation(mut self, reservation: Option<Reservation>) -> Self {
+    /// Makes the first attempt use `reservation` on deployment `.0` (taken when the call
+    /// was routed here).
+    pub(crate) fn with_reservation(mut self, reservation: Option<(usize, Reservation)>) -> Self {
         self.pregranted = reservation;
         self
     }
@@ -215,7 +366,7 @@ impl CallState {
             Some(cap) => cap.hold(worst_usd)?,
             None => SpendHold::none(),
         };
-        let (mut reservation, guards) = self.reserve(cost).await?;
+        let (deployment, mut reservation, guards) = self.reserve(cost).await?;
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
         self.rt.breaker.check()?;
@@ -223,6 +374,7 @@ impl CallState {
         hold.mark_sent();
         self.attempts += 1;
         Ok(Prepared {
+            deployment,
             reservation,
             hold,
             sent_at: Instant::now(),
@@ -231,46 +383,51 @@ impl CallState {
         })
     }
 
-    /// The attempt's reservation: the one the call was routed with, else a grant the job
-    /// waited for, else through the job's admission, else from the model's limiter, at
-    /// the job's priority.
-    async fn reserve(
-        &mut self,
-        cost: Cost,
-    ) -> Result<(Reservation, Vec<Box<dyn std::any::Any + Send>>)> {
-        if let Some(mut reservation) = self.pregranted.take() {
+    /// The attempt's deployment and reservation: the one the call was routed with, else
+    /// a grant the job waited for, else through the job's admission, else on the
+    /// deployment that can serve soonest, at the job's priority.
+    async fn reserve(&mut self, cost: Cost) -> Result<(usize, Reservation, Guards)> {
+        if let Some((i, mut reservation)) = self.pregranted.take() {
             reservation.resize(cost);
-            return Ok((reservation, Vec::new()));
+            return Ok((i, reservation, Vec::new()));
         }
-        let model = self.rt.limiter.model_id();
         let priority = self
             .job
             .as_ref()
             .map(JobContext::priority)
             .unwrap_or_default();
         if let Some(job) = &self.job {
-            if let Some(grant) = job.take_admitted(model) {
-                let (mut reservation, guards) = grant.into_parts();
-                reservation.resize(cost);
-                return Ok((reservation, guards));
-            }
-            if let Some(admission) = job.admission_for(model) {
-                return Ok(admission.admit_with(cost, priority).await?.into_parts());
+            for (i, d) in self.rt.deployments.iter().enumerate() {
+                let id = d.limiter.model_id();
+                if let Some(grant) = job.take_admitted(id) {
+                    let (mut reservation, guards) = grant.into_parts();
+                    reservation.resize(cost);
+                    return Ok((i, reservation, guards));
+                }
+                if let Some(admission) = job.admission_for(id) {
+                    let admission = admission.clone();
+                    let (reservation, guards) =
+                        admission.admit_with(cost, priority).await?.into_parts();
+                    let i = self.rt.deployment_of(admission.model_id()).unwrap_or(i);
+                    return Ok((i, reservation, guards));
+                }
             }
         }
-        Ok((self.rt.limiter.reserve(cost, priority).await?, Vec::new()))
+        let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
+        Ok((i, reservation, Vec::new()))
     }
 
-    fn apply_signals(&self, signals: &Signals) -> Option<bool> {
+    fn apply_signals(&self, deployment: usize, signals: &Signals) -> Option<bool> {
         let values = signals.take();
+        let limiter = &self.rt.deployments[deployment].limiter;
         for (dimension, remaining) in values.remaining {
-            self.rt.limiter.feedback(Feedback::Remaining {
+            limiter.feedback(Feedback::Remaining {
                 dimension,
                 remaining,
             });
             let reset = values.resets.iter().find(|(d, _)| *d == dimension);
             if let (0, Some((_, reset_in))) = (remaining, reset) {
-                self.rt.limiter.feedback(Feedback::Exhausted {
+                limiter.feedback(Feedback::Exhausted {
                     dimension,
                     reset_in: *reset_in,
                 });
@@ -292,14 +449,23 @@ impl CallState {
             .entry
             .price
             .map_or(0.0, |price| price.cost_usd(usage));
+        let deployment = p.deployment;
         p.reservation.settle(usage, rule);
         p.hold.settle(cost);
         // After settling: the provider's "remaining" already counts this call.
-        self.apply_signals(signals);
-        self.rt.limiter.feedback(Feedback::Success);
+        self.apply_signals(deployment, signals);
+        self.rt.deployments[deployment]
+            .limiter
+            .feedback(Feedback::Success);
         self.rt.breaker.record(&Ok(()));
         self.add_usage(usage, cost);
-        self.record_attempt(Outcome::Success, *usage, p.sent_at.elapsed(), None);
+        self.record_attempt(
+            deployment,
+            Outcome::Success,
+            *usage,
+            p.sent_at.elapsed(),
+            None,
+        );
     }
 
     pub(crate) fn add_usage(&mut self, usage: &Usage, cost: f64) {
@@ -319,9 +485,16 @@ impl CallState {
         error: &Error,
         signals: &Signals,
     ) -> Option<Duration> {
+        let deployment = p.deployment;
         let (should_retry, latency) = self.release_failed(p, error, signals);
         let wait = self.retry_wait(error, should_retry);
-        self.record_attempt(Outcome::of(error), Usage::default(), latency, wait);
+        self.record_attempt(
+            deployment,
+            Outcome::of(error),
+            Usage::default(),
+            latency,
+            wait,
+        );
         wait
     }
 
@@ -336,8 +509,9 @@ impl CallState {
         signals: &Signals,
         usage: Option<Usage>,
     ) {
-        self.observe_failure(error);
-        self.apply_signals(signals);
+        let deployment = p.deployment;
+        self.observe_failure(deployment, error);
+        self.apply_signals(deployment, signals);
         let Prepared {
             reservation,
             hold,
@@ -354,19 +528,31 @@ impl CallState {
             .price
             .map_or(0.0, |price| price.cost_usd(&usage));
         self.add_usage(&usage, cost);
-        self.record_attempt(Outcome::of(error), usage, sent_at.elapsed(), None);
+        self.record_attempt(
+            deployment,
+            Outcome::of(error),
+            usage,
+            sent_at.elapsed(),
+            None,
+        );
     }
 
-    /// Tells the throttle and the breaker what a failure says about the model.
-    fn observe_failure(&self, error: &Error) {
+    /// Tells the throttle and the breaker what a failure says about the model; a 429
+    /// on one of several deployments also cools that deployment, so that the next
+    /// attempts go to the others.
+    fn observe_failure(&self, deployment: usize, error: &Error) {
+        let d = &self.rt.deployments[deployment];
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
-                self.rt.limiter.feedback(Feedback::RateLimited {
+                d.limiter.feedback(Feedback::RateLimited {
                     retry_after: *retry_after,
                 });
+                if self.rt.deployments.len() > 1 {
+                    d.cool(Instant::now() + retry_after.unwrap_or(DEFAULT_FALLBACK_COOLDOWN));
+                }
             }
             Error::Provider(ProviderError::Overloaded { retry_after }) => {
-                self.rt.limiter.feedback(Feedback::Overloaded {
+                d.limiter.feedback(Feedback::Overloaded {
                     retry_after: *retry_after,
                 });
             }
@@ -381,7 +567,8 @@ impl CallState {
         error: &Error,
         signals: &Signals,
     ) -> (Option<bool>, Duration) {
-        self.observe_failure(error);
+        let deployment = p.deployment;
+        self.observe_failure(deployment, error);
         let Prepared {
             reservation,
             hold,
@@ -411,8 +598,16 @@ impl CallState {
                 hold.settle(worst_usd);
             }
         }
-        let should_retry = self.apply_signals(signals);
+        let should_retry = self.apply_signals(deployment, signals);
         (should_retry, sent_at.elapsed())
+    }
+
+    /// Whether the model has more than one deployment and one of them is not cooling
+    /// (the one that just refused is).
+    fn another_deployment_open(&self) -> bool {
+        let now = Instant::now();
+        self.rt.deployments.len() > 1
+            && self.rt.deployments.iter().any(|d| d.cooling(now).is_none())
     }
 
     fn retry_wait(&mut self, error: &Error, should_retry: Option<bool>) -> Option<Duration> {
@@ -428,6 +623,13 @@ impl CallState {
         }
         let policy = &self.rt.config.retry;
         let retry_after = match error {
+            // A 429's wait is the refusing deployment's: while another deployment of the
+            // model is not cooling, the retry goes there without waiting it out.
+            Error::Provider(ProviderError::RateLimited { .. })
+                if self.another_deployment_open() =>
+            {
+                None
+            }
             Error::Provider(p) => p.retry_after(),
             _ => None,
         };
@@ -458,13 +660,14 @@ impl CallState {
         mut send: F,
     ) -> Result<(T, Usage)>
     where
-        F: FnMut() -> Fut,
+        F: FnMut(usize) -> Fut,
         Fut: Future<Output = (Result<(T, Usage)>, Signals)>,
     {
         loop {
             let prepared = self.prepare(cost).await?;
             let timeout = self.attempt_timeout();
-            let (result, signals) = match tokio::time::timeout(timeout, send()).await {
+            let attempt = send(prepared.deployment);
+            let (result, signals) = match tokio::time::timeout(timeout, attempt).await {
                 Ok(outcome) => outcome,
                 Err(_) => (
                     Err(ProviderError::Timeout {
@@ -489,6 +692,7 @@ impl CallState {
 
     fn record_attempt(
         &self,
+        deployment: usize,
         outcome: Outcome,
         usage: Usage,
         latency: Duration,
@@ -501,6 +705,7 @@ impl CallState {
             call_id: self.call_id,
             attempt: self.attempts,
             model_id: self.rt.entry.id.clone(),
+            deployment: self.rt.deployments[deployment].name.clone(),
             outcome,
             usage,
             latency,

@@ -34,7 +34,7 @@ pub(crate) struct FallbackChat {
 enum Next {
     /// Send on this candidate, with the reservation it was picked with (`None`: the last
     /// candidate left, whose queue the call joins).
-    Go(usize, Option<Reservation>),
+    Go(usize, Option<(usize, Reservation)>),
     Wait(Duration),
 }
 
@@ -69,8 +69,8 @@ impl FallbackChat {
                 .as_ref()
                 .map(crate::JobContext::priority)
                 .unwrap_or_default();
-            match member.rt.limiter.try_reserve(cost, priority).await {
-                Ok(reservation) => return Ok(Next::Go(i, Some(reservation))),
+            match member.rt.try_reserve_any(cost, priority).await {
+                Ok(granted) => return Ok(Next::Go(i, Some(granted))),
                 Err(TryReserveError::TooLarge(e)) => {
                     first_error.get_or_insert(e);
                 }
@@ -109,7 +109,7 @@ impl FallbackChat {
     /// Runs `attempt` on candidates until one answers or the failure is final.
     async fn run<T, F, Fut>(&self, request: &LlmRequest, mut attempt: F) -> Result<T>
     where
-        F: FnMut(usize, LlmRequest, Option<Reservation>) -> Fut,
+        F: FnMut(usize, LlmRequest, Option<(usize, Reservation)>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         self.check(request)?;

@@ -54,6 +54,6 @@ pub use transport::{
 };
 
 pub(crate) use chat::PipelineChat;
-pub(crate) use engine::ModelRuntime;
+pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
 pub(crate) use other::{PipelineDecision, PipelineEmbeddings};

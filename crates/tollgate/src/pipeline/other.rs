@@ -16,7 +16,10 @@ use crate::limit::Cost;
 #[derive(Debug)]
 pub(crate) struct PipelineEmbeddings {
     pub(crate) rt: Arc<ModelRuntime>,
+    /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn EmbeddingsTransport>,
+    /// One per deployment of the model.
+    pub(crate) transports: Vec<Arc<dyn EmbeddingsTransport>>,
     pub(crate) job: Option<JobContext>,
     pub(crate) width: u64,
 }
@@ -33,8 +36,8 @@ impl EmbeddingsClient for PipelineEmbeddings {
         let mut call =
             CallState::new(self.rt.clone(), self.job.clone(), "embeddings").with_content(texts);
         let cost = Cost::call(self.transport.estimate_input_tokens(texts), 0);
-        let send = || {
-            let transport = self.transport.clone();
+        let send = |deployment: usize| {
+            let transport = self.transports[deployment].clone();
             async move {
                 let signals = Signals::default();
                 let result = transport
@@ -75,7 +78,10 @@ impl EmbeddingsClient for PipelineEmbeddings {
 #[derive(Debug)]
 pub(crate) struct PipelineDecision {
     pub(crate) rt: Arc<ModelRuntime>,
+    /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn DecisionTransport>,
+    /// One per deployment of the model.
+    pub(crate) transports: Vec<Arc<dyn DecisionTransport>>,
     pub(crate) job: Option<JobContext>,
 }
 
@@ -95,8 +101,8 @@ impl DecisionClient for PipelineDecision {
         let mut call =
             CallState::new(self.rt.clone(), self.job.clone(), "decision").with_content(request);
         let cost = Cost::call(self.transport.estimate_input_tokens(request), 0);
-        let send = || {
-            let transport = self.transport.clone();
+        let send = |deployment: usize| {
+            let transport = self.transports[deployment].clone();
             async move {
                 let signals = Signals::default();
                 let result = transport

@@ -70,6 +70,9 @@ pub struct AttemptRecord {
     pub attempt: u32,
     /// Catalog model id.
     pub model_id: String,
+    /// The deployment it was sent to, when the model has several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
     /// How it ended.
     pub outcome: Outcome,
     /// Tokens the provider reported (zero for most failures).
