@@ -5,17 +5,23 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::limit::Priority;
 
 /// A unit of work (a workflow run, a request from a user) that may make many calls.
 ///
 /// Every call made through `Models::for_job(job)` draws retries from the job's one
 /// `upstream_retries` budget and counts against its spend cap, so a job that hits a bad
 /// patch cannot multiply its retries by its number of calls.
+///
+/// A job carries a [`Priority`] class (default [`Priority::Default`]): while its calls
+/// wait on a model's limiter, a higher class is granted first (see
+/// [`crate::limit::TokenBucketRateLimiter::reserve_with`]).
 #[derive(Clone)]
 pub struct JobContext {
     id: Arc<str>,
     retries_left: Arc<AtomicU32>,
     spend_cap: Option<SpendCap>,
+    priority: Priority,
 }
 
 impl fmt::Debug for JobContext {
@@ -24,6 +30,7 @@ impl fmt::Debug for JobContext {
             .field("id", &self.id)
             .field("retries_left", &self.retries_left())
             .field("spend_cap", &self.spend_cap)
+            .field("priority", &self.priority)
             .finish()
     }
 }
@@ -35,7 +42,19 @@ impl JobContext {
             id: Arc::from(id.into()),
             retries_left: Arc::new(AtomicU32::new(upstream_retries)),
             spend_cap: None,
+            priority: Priority::Default,
         }
+    }
+
+    /// Sets the priority class of every call made for the job.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The job's priority class ([`Priority::Default`] unless set).
+    pub fn priority(&self) -> Priority {
+        self.priority
     }
 
     /// Counts every call of the job against `cap`.
@@ -215,6 +234,17 @@ mod tests {
         assert_eq!(cap.held_usd(), 0.0);
         cap.hold(0.5).unwrap().settle(0.5);
         assert!((cap.remaining_usd() - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn job_priority_defaults_to_default_and_is_kept_by_clones() {
+        let job = JobContext::new("j", 0);
+        assert_eq!(job.priority(), Priority::Default);
+        let urgent = job.with_priority(Priority::Interactive);
+        assert_eq!(urgent.priority(), Priority::Interactive);
+        assert_eq!(urgent.clone().priority(), Priority::Interactive);
+        let batch = JobContext::new("b", 0).with_priority(Priority::Batch);
+        assert_eq!(batch.priority(), Priority::Batch);
     }
 
     #[test]
