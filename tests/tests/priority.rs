@@ -293,6 +293,31 @@ async fn aging_wakes_the_driver_when_a_promoted_waiter_fits_before_the_head() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_promoted_head_keeps_the_lead_over_a_younger_promoted_waiter() {
+    // The interactive head (50 tokens) arrives first, the batch waiter (3 tokens) a
+    // second later. Both are promoted in time; the older goes first, as FIFO would.
+    let limiter = sixty_tokens(secs(5));
+    let log = Log::default();
+    let start = Instant::now();
+    limiter.try_reserve(tokens(60)).unwrap().mark_sent();
+    let big = waiter(
+        &limiter,
+        &log,
+        start,
+        "big",
+        Priority::Interactive,
+        tokens(50),
+    )
+    .await;
+    tokio::time::sleep(secs(1)).await;
+    let batch = waiter(&limiter, &log, start, "batch", Priority::Batch, tokens(3)).await;
+    batch.await.unwrap();
+    big.await.unwrap();
+    assert_near(granted_at(&log, "big"), secs(50), "big");
+    assert_near(granted_at(&log, "batch"), secs(53), "batch");
+}
+
+#[tokio::test(start_paused = true)]
 async fn zero_aging_is_fifo_across_classes() {
     let limiter = one_per_second(Duration::ZERO);
     let log = Log::default();

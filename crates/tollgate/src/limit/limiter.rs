@@ -947,7 +947,8 @@ impl Future for Reserve {
                 runtime.spawn(drive(Arc::downgrade(shared)));
             } else if state.queue.front(now) == Some(id) {
                 // A new head (the first waiter, or one of a higher class): its deadline
-                // is not the driver's.
+                // is not the driver's. A newcomer that is not the head needs no nudge:
+                // it is younger than the head, so the head is promoted before it.
                 drop(state);
                 shared.notify.notify_one();
             }
