@@ -117,6 +117,9 @@ pub enum Fault {
     },
     /// An answer cut off at the output limit (`StopReason::MaxTokens`).
     Truncated,
+    /// The provider reports that the input does not fit the model's context window (as
+    /// OpenAI's 400 `context_length_exceeded`).
+    ContextOverflow,
 }
 
 impl Fault {
@@ -163,6 +166,7 @@ impl Fault {
             Fault::RequestError { status, message } => {
                 ProviderRequestError::new(status, message).into()
             }
+            Fault::ContextOverflow => Error::provider_context_overflow(),
             Fault::Truncated => ProviderRequestError::new(
                 200,
                 format!("model `{}`: only a chat answer can be cut off", model.id),

@@ -336,6 +336,7 @@ impl CallState {
             )
             | Error::ProviderRequest(_)
             | Error::QuotaExhausted { .. }
+            | Error::ContextWindowExceeded { .. }
             | Error::ProviderRefusal { .. } => {
                 let cost = reservation.cost();
                 reservation.settle_counted(Cost {
