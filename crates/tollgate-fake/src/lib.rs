@@ -15,7 +15,9 @@
 //!
 //! Catalog entries can script the registered provider without code:
 //! `[models.m.options] replies = ["first answer", "second answer"]`, and
-//! `replay_dir = "path"` with `replay_key = "activation"`.
+//! `replay_dir = "path"` with `replay_key = "activation"`; `max_batch = 96` makes its
+//! embeddings (texts) and decision (questions) transports take at most that many items per
+//! request, as a real provider's would (unset: any number).
 //!
 //! ```
 //! use tollgate::{Catalog, Conversation, Models, SamplingParams, catalog::ModelEntry};
