@@ -230,3 +230,58 @@ async fn fallback_keeps_overflow_when_not_opted_in() {
     ));
     assert_eq!((s.fake.calls("m"), s.fake.calls("big")), (1, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn streamed_context_window_stop_ends_the_stream_with_context_window_exceeded() {
+    use futures::StreamExt;
+    let s = setup(vec![entry("m", None)]);
+    s.fake.reply(
+        "m",
+        FakeReply::text("cut short").with_stop(StopReason::ContextWindowExceeded),
+    );
+    let mut stream = s
+        .models
+        .chat("m")
+        .await
+        .unwrap()
+        .stream_response(&long_ask("m"))
+        .await
+        .unwrap();
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item);
+    }
+    assert!(
+        matches!(last, Some(Err(Error::ContextWindowExceeded { ref model_id, .. })) if model_id == "m"),
+        "{last:?}"
+    );
+    assert_eq!(s.fake.calls("m"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn truncated_answer_rerun_asks_no_more_than_the_window_leaves() {
+    // 1000 (default) + ~500 input fits 3000; the re-run at the ceiling (4000) would not,
+    // so it asks for what the window leaves after the input estimate.
+    let s = setup(vec![entry("m", Some(3000))]);
+    s.fake
+        .fail("m", Fault::Truncated)
+        .reply("m", FakeReply::text("whole"));
+    let answer = s
+        .models
+        .chat("m")
+        .await
+        .unwrap()
+        .single_response(&long_ask("m"))
+        .await
+        .unwrap();
+    assert_eq!(answer.text(), "whole");
+    let limits: Vec<_> = s
+        .fake
+        .requests()
+        .iter()
+        .map(|r| r.sampling_params().max_output_tokens())
+        .collect();
+    assert_eq!(limits[0], Some(1000));
+    let rerun = limits[1].unwrap();
+    assert!(rerun > 1000 && rerun < 3000 - 400, "{limits:?}");
+}

@@ -274,3 +274,24 @@ async fn decision_questions_each_reserve_a_request() {
     assert_eq!(decision.probability("b", "yes"), Some(2.0 / 3.0));
     assert_eq!(decision.probability("c", "yes"), Some(0.75));
 }
+
+#[tokio::test(start_paused = true)]
+async fn embeddings_provider_overflow_names_the_model_and_is_not_retried() {
+    let s = setup(embed_entry(600, 96));
+    s.fake.inject("e", 2, Fault::ContextOverflow);
+    let err = s
+        .models
+        .embeddings("e")
+        .await
+        .unwrap()
+        .embed_batch(&texts(200), EmbeddingPurpose::Document)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ContextWindowExceeded { model_id, needed, window: None }
+            if model_id == "e" && *needed > 0),
+        "{err:?}"
+    );
+    // The second request failed for good; the third was never sent.
+    assert_eq!(s.fake.calls("e"), 2);
+}

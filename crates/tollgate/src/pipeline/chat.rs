@@ -282,7 +282,7 @@ impl LlmClient for PipelineChat {
                         call,
                         rule: self.transport.accounting(),
                         shape: request.sampling_params().response_shape().cloned(),
-                        overflow: self.overflow(&request, limit),
+                        overflow: Some(self.overflow(&request, limit)),
                         delivered: 0,
                         done: false,
                         last_usage: None,
@@ -313,7 +313,7 @@ struct PipelineStream {
     rule: AccountingRule,
     shape: Option<ResponseShape>,
     /// The error a `ContextWindowExceeded` stop ends the stream with.
-    overflow: Error,
+    overflow: Option<Error>,
     delivered: u64,
     done: bool,
     /// The usage the stream reported last (providers report it cumulatively).
@@ -335,9 +335,10 @@ impl PipelineStream {
                 .succeed(p, &response.usage(), self.rule, &self.signals);
         }
         let outcome = match &self.shape {
-            _ if response.stop_reason() == StopReason::ContextWindowExceeded => {
-                Err(std::mem::replace(&mut self.overflow, Error::Cancelled))
-            }
+            _ if response.stop_reason() == StopReason::ContextWindowExceeded => Err(self
+                .overflow
+                .take()
+                .unwrap_or_else(Error::provider_context_overflow)),
             Some(shape) => match shape::check(shape, &response.text()) {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(errors)) => Err(Error::ShapeInvalid { errors }),

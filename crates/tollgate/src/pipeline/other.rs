@@ -90,7 +90,18 @@ impl PipelineEmbeddings {
                 (result, signals)
             }
         };
-        let (vectors, _) = call.run(cost, self.transport.accounting(), send).await?;
+        let (vectors, _) = call
+            .run(cost, self.transport.accounting(), send)
+            .await
+            .map_err(|e| match e {
+                // A provider's overflow (an input too long to embed), with the model named.
+                Error::ContextWindowExceeded { .. } => Error::ContextWindowExceeded {
+                    model_id: entry.id.clone(),
+                    needed: cost.input_tokens,
+                    window: entry.context_window,
+                },
+                other => other,
+            })?;
         if vectors.len() != texts.len() {
             return Err(Error::ProviderRequest(ProviderRequestError::new(
                 200,
