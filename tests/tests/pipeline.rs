@@ -554,7 +554,7 @@ async fn stream_failing_after_its_first_delta_reports_stream_interrupted_without
         }) => {
             assert!(matches!(
                 *cause,
-                Error::Provider(ProviderError::Server { status: 502 })
+                Error::Provider(ProviderError::Server { status: 502, .. })
             ));
         }
         other => panic!("expected StreamInterrupted, got {other:?}"),
@@ -618,7 +618,10 @@ async fn x_should_retry_false_vetoes_a_retry() {
     s.fake.should_retry_on("m", 1, false);
     let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
-        matches!(err, Error::Provider(ProviderError::Server { status: 500 })),
+        matches!(
+            err,
+            Error::Provider(ProviderError::Server { status: 500, .. })
+        ),
         "{err}"
     );
     assert_eq!(s.fake.calls("m"), 1);
@@ -872,7 +875,7 @@ mod fallback_chain {
         let s = chain_setup();
         let breaker = s.models.breaker("m").unwrap();
         for _ in 0..5 {
-            let e: Error = ProviderError::Server { status: 500 }.into();
+            let e: Error = ProviderError::server(500).into();
             breaker.record(&Err(&e));
         }
         assert!(breaker.is_open());

@@ -125,7 +125,7 @@ fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
         return ProviderError::Timeout { after }.into();
     }
     // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::Server { status: 502 }.into()
+    ProviderError::server(502).into()
 }
 
 impl AnthropicChat {
@@ -254,7 +254,7 @@ impl ChatTransport for AnthropicChat {
                     Some(Err(e)) => transport_error(&e, connect_timeout),
                     // Cut before `message_stop`: no answer, as a bad gateway (retried
                     // when nothing reached the reader yet).
-                    None => ProviderError::Server { status: 502 }.into(),
+                    None => ProviderError::server(502).into(),
                 };
                 s.done = true;
                 return Some((Err(failure), s));

@@ -174,7 +174,7 @@ fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
         return ProviderError::Timeout { after }.into();
     }
     // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::Server { status: 502 }.into()
+    ProviderError::server(502).into()
 }
 
 impl Endpoint {

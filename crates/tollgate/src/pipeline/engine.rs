@@ -299,7 +299,7 @@ impl CallState {
                     retry_after: *retry_after,
                 });
             }
-            Error::Provider(ProviderError::Overloaded { retry_after }) => {
+            Error::Provider(ProviderError::Overloaded { retry_after, .. }) => {
                 self.rt.limiter.feedback(Feedback::Overloaded {
                     retry_after: *retry_after,
                 });
