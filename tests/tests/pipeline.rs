@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
-use tollgate::catalog::{Limits, ModelEntry, Price};
+use tollgate::catalog::{Limits, ModelEntry, Price, RateWindow};
 use tollgate::pipeline::{
     BreakerConfig, CallRecord, JsonLinesRecorder, MemoryRecorder, Outcome, PipelineConfig,
     RetryPolicy,
@@ -1029,18 +1029,26 @@ impl SendErr for Models {
 }
 
 #[tokio::test(start_paused = true)]
-async fn reset_headers_with_nothing_left_pause_the_model_until_the_reset() {
-    let s = setup();
-    s.fake.report_remaining("m", Dimension::Requests, 0);
-    s.fake
-        .report_reset("m", Dimension::Requests, Duration::from_secs(12));
-    s.fake
-        .reply_any(FakeReply::text("one"))
-        .reply_any(FakeReply::text("two"));
-    s.send(&ask("hi")).await.unwrap();
-    let start = Instant::now();
-    s.send(&ask("again")).await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(12));
+async fn reset_headers_with_nothing_left_wait_one_refill_or_for_a_fixed_windows_reset() {
+    // Continuous (the default): the reset is when the provider's bucket is full; the next
+    // call goes when one request has refilled (600 rpm: 100 ms). A fixed window: at the
+    // reset.
+    for (window, expected) in [
+        (RateWindow::Continuous, Duration::from_millis(100)),
+        (RateWindow::Fixed, Duration::from_secs(12)),
+    ] {
+        let s = setup_with(vec![entry("m").with_window(window)], config());
+        s.fake.report_remaining("m", Dimension::Requests, 0);
+        s.fake
+            .report_reset("m", Dimension::Requests, Duration::from_secs(12));
+        s.fake
+            .reply_any(FakeReply::text("one"))
+            .reply_any(FakeReply::text("two"));
+        s.send(&ask("hi")).await.unwrap();
+        let start = Instant::now();
+        s.send(&ask("again")).await.unwrap();
+        assert_eq!(start.elapsed(), expected, "{window:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -1068,4 +1076,48 @@ async fn interrupted_stream_records_the_usage_it_reported_before_breaking() {
     // The input usage reported when the answer started is recorded and costed.
     assert_eq!(call.usage, usage(40, 0));
     assert!((call.cost_usd.unwrap() - 40.0 * 3.0 / 1e6).abs() < 1e-12);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_of_one_call_count_as_one_throttle_signal() {
+    // One call refused three times in a row, each time after waiting the provider's
+    // `retry-after` (longer than the throttle's hold-off): one refusal of our rate, one
+    // cut (0.8), not three (0.51).
+    let s = setup();
+    let wait = Some(Duration::from_secs(3));
+    for _ in 0..3 {
+        s.fake.fail("m", Fault::RateLimited { retry_after: wait });
+    }
+    s.fake.reply("m", FakeReply::text("ok"));
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(last_call(&s).attempts, 4);
+    let factor = s.models.limiter("m").unwrap().snapshot().rate_factor;
+    let cut = tollgate::limit::throttle::RATE_LIMITED_BETA;
+    assert!((cut..cut + 0.1).contains(&factor), "{factor}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn limit_headers_reach_the_limiter_through_the_pipeline() {
+    // The fake reports the provider's limit (30 a minute) below the catalog's (600): the
+    // bucket is capped to it, and nothing left with a reset in 60 s lets the next call go
+    // after one request's refill at that rate (2 s), not at the reset.
+    let s = setup();
+    s.fake
+        .report_limit("m", Dimension::Requests, 30)
+        .report_remaining("m", Dimension::Requests, 0)
+        .report_reset("m", Dimension::Requests, Duration::from_secs(60));
+    s.fake
+        .reply("m", FakeReply::text("a"))
+        .reply("m", FakeReply::text("b"));
+    s.send(&ask("hi")).await.unwrap();
+    let snapshot = s.models.limiter("m").unwrap().snapshot();
+    let requests = snapshot
+        .levels
+        .iter()
+        .find(|(d, _, _)| *d == Dimension::Requests)
+        .unwrap();
+    assert_eq!(requests.2, 30, "{snapshot:?}");
+    let start = Instant::now();
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
 }

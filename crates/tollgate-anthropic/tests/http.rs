@@ -517,14 +517,45 @@ async fn ratelimit_remaining_headers_lower_the_limiter_buckets() {
 }
 
 #[tokio::test]
-async fn ratelimit_reset_with_nothing_left_pauses_the_model_until_the_reset() {
+async fn limit_headers_are_read() {
     let s = setup().await;
-    // The reset is a wall-clock date; the provider says 20 s from now.
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("anthropic-ratelimit-requests-limit", "100")
+                .insert_header("anthropic-ratelimit-requests-remaining", "99")
+                .insert_header("anthropic-ratelimit-tokens-limit", "50000")
+                .insert_header("anthropic-ratelimit-tokens-remaining", "49000")
+                .set_body_json(message("ok", "end_turn")),
+        )
+        .mount(&s.server)
+        .await;
+    single(&s.models, &ask()).await.unwrap();
+    let snapshot = s.models.limiter("claude").unwrap().snapshot();
+    let capacity = |d: Dimension| {
+        snapshot
+            .levels
+            .iter()
+            .find(|(dim, _, _)| *dim == d)
+            .map(|(_, _, capacity)| *capacity)
+            .unwrap()
+    };
+    // The catalog says 1000 rpm and 10 million tpm; the provider's limits are lower.
+    assert_eq!(capacity(Dimension::Requests), 100, "{snapshot:?}");
+    assert_eq!(capacity(Dimension::Tokens), 50_000, "{snapshot:?}");
+}
+
+#[tokio::test]
+async fn ratelimit_reset_with_nothing_left_waits_one_request_not_the_reset() {
+    let s = setup().await;
+    // The reset is a wall-clock date, when the provider's bucket is *full* again (20 s
+    // from now): with 100 a minute, one request refills long before.
     #[allow(clippy::disallowed_methods)]
     let reset = std::time::SystemTime::now() + std::time::Duration::from_secs(20);
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200)
+                .insert_header("anthropic-ratelimit-requests-limit", "100")
                 .insert_header("anthropic-ratelimit-requests-remaining", "0")
                 .insert_header(
                     "anthropic-ratelimit-requests-reset",
@@ -539,12 +570,11 @@ async fn ratelimit_reset_with_nothing_left_pauses_the_model_until_the_reset() {
     match limiter.try_reserve(tollgate::limit::Cost::call(1, 1)) {
         Err(tollgate::limit::TryReserveError::WouldWait { ready_in }) => {
             assert!(
-                ready_in > std::time::Duration::from_secs(15)
-                    && ready_in <= std::time::Duration::from_secs(20),
-                "{ready_in:?}"
+                ready_in <= std::time::Duration::from_millis(600),
+                "one request at 100 a minute, not the reset: {ready_in:?}"
             );
         }
-        other => panic!("the model should be paused until the reset, got {other:?}"),
+        other => panic!("the bucket should be empty, got {other:?}"),
     }
 }
 

@@ -116,6 +116,28 @@ impl Bucket {
         self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
     }
 
+    /// The per-minute limit the bucket refills at (before the throttle's factor).
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Refills at `limit` per minute (scaled by `factor_milli`‰) and holds at most
+    /// `capacity_tokens` from now on (after refilling at the old rate); the level is cut
+    /// to the new capacity.
+    pub(crate) fn set_limit(
+        &mut self,
+        limit: u64,
+        capacity_tokens: u64,
+        factor_milli: u32,
+        now_ns: u64,
+    ) {
+        self.refill(now_ns);
+        self.limit = limit.max(1);
+        self.capacity = i128::from(capacity_tokens.max(1)) * UNITS_PER_TOKEN;
+        self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
+        self.level = self.level.min(self.capacity);
+    }
+
     /// Lowers the level to `tokens` if it is above (the provider says it has less left).
     pub(crate) fn lower_to(&mut self, tokens: u64, now_ns: u64) {
         self.refill(now_ns);

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
 use super::throttle::{AdaptiveThrottle, Feedback};
-use crate::catalog::{Limits, ModelEntry};
+use crate::catalog::{Limits, ModelEntry, RateWindow};
 use crate::error::{Dimension, Error, Result};
 use crate::response::Usage;
 
@@ -74,6 +74,9 @@ pub struct LimiterConfig {
     pub burst: Burst,
     /// Whether 429s and 529s slow the refill ([`super::throttle`]).
     pub adaptive: bool,
+    /// How the provider refills: decides how long a rate-limit header saying nothing is
+    /// left holds the model back ([`Feedback::Reported`]).
+    pub window: RateWindow,
 }
 
 impl LimiterConfig {
@@ -84,6 +87,7 @@ impl LimiterConfig {
             limits,
             burst: Burst::FullMinute,
             adaptive: true,
+            window: RateWindow::Continuous,
         }
     }
 
@@ -94,6 +98,7 @@ impl LimiterConfig {
         });
         LimiterConfig {
             burst,
+            window: model.window,
             ..Self::new(model.id.clone(), model.limits)
         }
     }
@@ -107,6 +112,12 @@ impl LimiterConfig {
     /// Switches the adaptive throttle on or off.
     pub fn with_adaptive(mut self, adaptive: bool) -> Self {
         self.adaptive = adaptive;
+        self
+    }
+
+    /// Sets how the provider refills its limits.
+    pub fn with_window(mut self, window: RateWindow) -> Self {
+        self.window = window;
         self
     }
 }
@@ -293,6 +304,11 @@ struct State {
     throttle: AdaptiveThrottle,
     grants: u64,
     waited: u64,
+    /// The catalog's limit per dimension (0 = unlimited): a provider's `*-limit` header
+    /// may lower a bucket's limit below it, never raise it above.
+    catalog_limits: [u64; 4],
+    burst: Burst,
+    window: RateWindow,
 }
 
 impl fmt::Debug for TokenBucketRateLimiter {
@@ -326,6 +342,9 @@ impl TokenBucketRateLimiter {
             throttle: AdaptiveThrottle::new(config.adaptive),
             grants: 0,
             waited: 0,
+            catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
+            burst: config.burst,
+            window: config.window,
         };
         TokenBucketRateLimiter {
             shared: Arc::new(Shared {
@@ -389,24 +408,26 @@ impl TokenBucketRateLimiter {
                 Feedback::RateLimited {
                     retry_after: Some(pause),
                 }
-                | Feedback::Overloaded {
+                | Feedback::RateLimitedAgain {
                     retry_after: Some(pause),
                 }
-                | Feedback::Exhausted {
-                    reset_in: pause, ..
-                } => {
-                    let pause =
-                        u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
-                    state.paused_until_ns = state.paused_until_ns.max(now.saturating_add(pause));
-                }
+                | Feedback::Overloaded {
+                    retry_after: Some(pause),
+                } => state.pause_for(pause, now),
                 Feedback::Remaining {
                     dimension,
                     remaining,
-                } => {
-                    if let Some(bucket) = state.bucket_mut(dimension) {
-                        bucket.lower_to(remaining, now);
-                    }
-                }
+                } => state.on_report(dimension, None, Some(remaining), None, now),
+                Feedback::Exhausted {
+                    dimension,
+                    reset_in,
+                } => state.on_report(dimension, None, Some(0), Some(reset_in), now),
+                Feedback::Reported {
+                    dimension,
+                    limit,
+                    remaining,
+                    reset_in,
+                } => state.on_report(dimension, limit, remaining, reset_in, now),
                 _ => {}
             }
             state.grant_ready(now)
@@ -507,9 +528,57 @@ impl BucketLedger for Shared {
 }
 
 impl State {
-    fn bucket_mut(&mut self, d: Dimension) -> Option<&mut Bucket> {
-        let i = DIMENSIONS.iter().position(|x| *x == d)?;
-        self.buckets[i].as_mut()
+    /// Holds every grant back for `pause` from `now` (capped at [`MAX_PROVIDER_PAUSE`]);
+    /// an earlier pause that lasts longer stays.
+    fn pause_for(&mut self, pause: Duration, now: u64) {
+        let pause = u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+        self.paused_until_ns = self.paused_until_ns.max(now.saturating_add(pause));
+    }
+
+    /// A provider's rate-limit headers for one dimension, read as it means them (see
+    /// [`Feedback::Reported`]).
+    fn on_report(
+        &mut self,
+        dimension: Dimension,
+        limit: Option<u64>,
+        remaining: Option<u64>,
+        reset_in: Option<Duration>,
+        now: u64,
+    ) {
+        let Some(i) = DIMENSIONS.iter().position(|x| *x == dimension) else {
+            return;
+        };
+        let (catalog, burst, factor) = (
+            self.catalog_limits[i],
+            self.burst,
+            self.throttle.factor_milli(),
+        );
+        let Some(bucket) = self.buckets[i].as_mut() else {
+            return; // unlimited in the catalog: nothing to pace
+        };
+        // The provider's limit caps ours; the catalog's is never exceeded.
+        let effective = limit.filter(|l| *l > 0).map_or(catalog, |l| l.min(catalog));
+        if effective != bucket.limit() {
+            bucket.set_limit(effective, burst.capacity(effective), factor, now);
+        }
+        if let Some(remaining) = remaining {
+            bucket.lower_to(remaining, now);
+        }
+        // Nothing left: the reset is when the provider's bucket is *full*. A continuous
+        // bucket lets the next request through after one unit has refilled at the
+        // provider's rate (`reset / limit`; without a limit, the level of zero already
+        // waits for our own refill of one unit); a fixed window only at the reset.
+        if let (Some(0), Some(reset)) = (remaining, reset_in) {
+            let pause = match (self.window, limit.filter(|l| *l > 0)) {
+                (RateWindow::Fixed, _) => reset,
+                (RateWindow::Continuous, Some(limit)) => {
+                    reset / u32::try_from(limit).unwrap_or(u32::MAX)
+                }
+                (RateWindow::Continuous, None) => Duration::ZERO,
+            };
+            // Never longer than a 429 would pause the model.
+            self.pause_for(pause, now);
+        }
     }
 
     fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {

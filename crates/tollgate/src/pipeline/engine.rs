@@ -116,6 +116,9 @@ pub(crate) struct CallState {
     finished: bool,
     /// In a fallback chain a 429 moves the call to another model instead of waiting.
     pub(crate) rate_limited_is_final: bool,
+    /// Whether an attempt of this call has met a 429: its retries' 429s are no new
+    /// signal for the throttle.
+    rate_limited_before: bool,
 }
 
 impl CallState {
@@ -160,6 +163,7 @@ impl CallState {
             span,
             finished: false,
             rate_limited_is_final: false,
+            rate_limited_before: false,
         }
     }
 
@@ -198,18 +202,8 @@ impl CallState {
 
     fn apply_signals(&self, signals: &Signals) -> Option<bool> {
         let values = signals.take();
-        for (dimension, remaining) in values.remaining {
-            self.rt.limiter.feedback(Feedback::Remaining {
-                dimension,
-                remaining,
-            });
-            let reset = values.resets.iter().find(|(d, _)| *d == dimension);
-            if let (0, Some((_, reset_in))) = (remaining, reset) {
-                self.rt.limiter.feedback(Feedback::Exhausted {
-                    dimension,
-                    reset_in: *reset_in,
-                });
-            }
+        for feedback in values.feedback() {
+            self.rt.limiter.feedback(feedback);
         }
         values.should_retry
     }
@@ -292,12 +286,17 @@ impl CallState {
     }
 
     /// Tells the throttle and the breaker what a failure says about the model.
-    fn observe_failure(&self, error: &Error) {
+    fn observe_failure(&mut self, error: &Error) {
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
-                self.rt.limiter.feedback(Feedback::RateLimited {
-                    retry_after: *retry_after,
+                let retry_after = *retry_after;
+                // One call refused again and again is one refusal of our rate.
+                self.rt.limiter.feedback(if self.rate_limited_before {
+                    Feedback::RateLimitedAgain { retry_after }
+                } else {
+                    Feedback::RateLimited { retry_after }
                 });
+                self.rate_limited_before = true;
             }
             Error::Provider(ProviderError::Overloaded { retry_after, .. }) => {
                 self.rt.limiter.feedback(Feedback::Overloaded {
