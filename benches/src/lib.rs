@@ -8,6 +8,8 @@
 //! - [`pacing`] (benchmark 2): closed-loop callers against
 //!   [`tollgate_fake::sim::SimProvider`] for ten simulated minutes.
 //! - [`adaptive`] (benchmark 3): a provider that serves less than it publishes.
+//! - [`headers`] (benchmark 5): pacing by the provider's rate-limit headers, continuous
+//!   and fixed-window providers, Anthropic- and OpenAI-style headers.
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
@@ -20,6 +22,7 @@
 
 pub mod adaptive;
 pub mod clients;
+pub mod headers;
 pub mod overhead;
 pub mod pacing;
 pub mod report;

@@ -711,6 +711,7 @@ fn reported(limit: Option<u64>, remaining: u64, reset_in: Duration) -> Feedback 
         limit,
         remaining: Some(remaining),
         reset_in: Some(reset_in),
+        since: None,
     }
 }
 
@@ -809,6 +810,7 @@ async fn limit_header_caps_the_bucket_but_never_raises_it_above_the_catalog() {
         limit: Some(limit),
         remaining: None,
         reset_in: None,
+        since: None,
     };
     limiter.feedback(report(30));
     assert_eq!(capacity(&limiter), 30);

@@ -138,6 +138,16 @@ impl Bucket {
         self.level = self.level.min(self.capacity);
     }
 
+    /// Lowers the level to what the provider has left now, knowing it had `tokens` left
+    /// at `sent_ns` and that `in_flight` tokens have been taken since: `tokens -
+    /// in_flight` plus the refill since then at the current rate.
+    pub(crate) fn lower_as_of(&mut self, tokens: u64, in_flight: u64, sent_ns: u64, now_ns: u64) {
+        self.refill(now_ns);
+        let refilled = i128::from(now_ns.saturating_sub(sent_ns)) * self.rate;
+        let target = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN + refilled;
+        self.level = self.level.min(target.min(self.capacity));
+    }
+
     /// Lowers the level to `tokens` if it is above (the provider says it has less left).
     pub(crate) fn lower_to(&mut self, tokens: u64, now_ns: u64) {
         self.refill(now_ns);

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
-use super::throttle::{AdaptiveThrottle, Feedback};
+use super::throttle::{AdaptiveThrottle, Feedback, SendMark};
 use crate::catalog::{Limits, ModelEntry, RateWindow};
 use crate::error::{Dimension, Error, Result};
 use crate::response::Usage;
@@ -417,23 +417,45 @@ impl TokenBucketRateLimiter {
                 Feedback::Remaining {
                     dimension,
                     remaining,
-                } => state.on_report(dimension, None, Some(remaining), None, now),
+                } => state.on_report(dimension, None, Some(remaining), None, None, now),
                 Feedback::Exhausted {
                     dimension,
                     reset_in,
-                } => state.on_report(dimension, None, Some(0), Some(reset_in), now),
+                } => state.on_report(dimension, None, Some(0), Some(reset_in), None, now),
                 Feedback::Reported {
                     dimension,
                     limit,
                     remaining,
                     reset_in,
-                } => state.on_report(dimension, limit, remaining, reset_in, now),
+                    since,
+                } => {
+                    // What was granted after the request (in flight), and how long ago it
+                    // was sent: `remaining` is as of then.
+                    let since = since.map(|mark| {
+                        let sent = u64::try_from(
+                            mark.at.saturating_duration_since(shared.epoch).as_nanos(),
+                        )
+                        .unwrap_or(u64::MAX);
+                        (state.grants.saturating_sub(mark.grants), sent)
+                    });
+                    state.on_report(dimension, limit, remaining, reset_in, since, now);
+                }
                 _ => {}
             }
             state.grant_ready(now)
         };
         shared.notify.notify_one();
         wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Marks a request as sent now: take it right after its reservation is granted, and
+    /// hand it back with the answer's rate-limit headers ([`Feedback::Reported`]).
+    pub fn send_mark(&self) -> SendMark {
+        let grants = self.shared.lock().grants;
+        SendMark {
+            at: Instant::now(),
+            grants,
+        }
     }
 
     /// A point-in-time view.
@@ -536,13 +558,15 @@ impl State {
     }
 
     /// A provider's rate-limit headers for one dimension, read as it means them (see
-    /// [`Feedback::Reported`]).
+    /// [`Feedback::Reported`]). `since`: grants made after the answer's request, and when
+    /// it was sent (ns).
     fn on_report(
         &mut self,
         dimension: Dimension,
         limit: Option<u64>,
         remaining: Option<u64>,
         reset_in: Option<Duration>,
+        since: Option<(u64, u64)>,
         now: u64,
     ) {
         let Some(i) = DIMENSIONS.iter().position(|x| *x == dimension) else {
@@ -562,22 +586,29 @@ impl State {
             bucket.set_limit(effective, burst.capacity(effective), factor, now);
         }
         if let Some(remaining) = remaining {
-            bucket.lower_to(remaining, now);
+            match since {
+                // `remaining` was left when the provider admitted the request. Since
+                // then, it has refilled (at most what ours has) and the requests granted
+                // after it have been taken from it too.
+                Some((granted_after, sent_ns)) => {
+                    let in_flight = if dimension == Dimension::Requests {
+                        granted_after
+                    } else {
+                        0 // token counts of the calls since are not kept
+                    };
+                    bucket.lower_as_of(remaining, in_flight, sent_ns, now);
+                }
+                None => bucket.lower_to(remaining, now),
+            }
         }
         // Nothing left: the reset is when the provider's bucket is *full*. A continuous
         // bucket lets the next request through after one unit has refilled at the
-        // provider's rate (`reset / limit`; without a limit, the level of zero already
-        // waits for our own refill of one unit); a fixed window only at the reset.
-        if let (Some(0), Some(reset)) = (remaining, reset_in) {
-            let pause = match (self.window, limit.filter(|l| *l > 0)) {
-                (RateWindow::Fixed, _) => reset,
-                (RateWindow::Continuous, Some(limit)) => {
-                    reset / u32::try_from(limit).unwrap_or(u32::MAX)
-                }
-                (RateWindow::Continuous, None) => Duration::ZERO,
-            };
-            // Never longer than a 429 would pause the model.
-            self.pause_for(pause, now);
+        // provider's rate, `reset / limit`: with a `limit` header our bucket refills at
+        // most that fast (capped to it), without one at the catalog's rate, so the level
+        // of zero already waits for it. A fixed window refuses until it turns: wait for
+        // the reset, never longer than a 429 would.
+        if let (Some(0), Some(reset), RateWindow::Fixed) = (remaining, reset_in, self.window) {
+            self.pause_for(reset, now);
         }
     }
 

@@ -34,7 +34,7 @@ pub use limiter::{
     TokenBucketRateLimiter, TryReserveError,
 };
 pub use priority::Priority;
-pub use throttle::Feedback;
+pub use throttle::{Feedback, SendMark};
 
 use crate::error::Result;
 
@@ -54,6 +54,13 @@ pub trait LimiterBackend: Send + Sync + Debug {
 
     /// What a provider's answer said about the model's rate.
     fn feedback(&self, feedback: Feedback);
+
+    /// A mark taken right after a reservation is granted, so that the rate-limit headers
+    /// of its answer can be read as of when it was sent ([`Feedback::Reported`]). `None`
+    /// when the backend cannot tell (the headers are then read as of their arrival).
+    fn send_mark(&self) -> Option<SendMark> {
+        None
+    }
 }
 
 #[async_trait::async_trait]
@@ -68,6 +75,10 @@ impl LimiterBackend for TokenBucketRateLimiter {
 
     fn feedback(&self, feedback: Feedback) {
         TokenBucketRateLimiter::feedback(self, feedback);
+    }
+
+    fn send_mark(&self) -> Option<SendMark> {
+        Some(TokenBucketRateLimiter::send_mark(self))
     }
 }
 

@@ -128,7 +128,27 @@ pub enum Feedback {
         remaining: Option<u64>,
         /// When the provider says its bucket is full again, if it said.
         reset_in: Option<Duration>,
+        /// When the answer's request was sent, and what the limiter had granted by then
+        /// ([`super::TokenBucketRateLimiter::send_mark`]): `remaining` is as of the
+        /// provider's admission of that request, so what was granted since (in flight)
+        /// and what has refilled since are accounted for. `None`: as of now.
+        since: Option<SendMark>,
     },
+}
+
+/// When a request was sent, for reading the rate-limit headers of its answer as of then
+/// (see [`Feedback::Reported`]). Taken right after the request's reservation is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMark {
+    pub(crate) at: tokio::time::Instant,
+    pub(crate) grants: u64,
+}
+
+impl SendMark {
+    /// When the request was sent.
+    pub fn at(&self) -> tokio::time::Instant {
+        self.at
+    }
 }
 
 /// The throttle's state for one model.

@@ -15,7 +15,7 @@ use super::retry::{Jitter, RetryPolicy};
 use super::transport::Signals;
 use crate::catalog::{ModelEntry, Price};
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{AccountingRule, Cost, Feedback, Reservation, TokenBucketRateLimiter};
+use crate::limit::{AccountingRule, Cost, Feedback, Reservation, SendMark, TokenBucketRateLimiter};
 use crate::response::Usage;
 
 /// The most times an answer that fails its declared shape is sent back for correction.
@@ -94,6 +94,8 @@ static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 /// One attempt's holdings: the reservation and the spend hold.
 pub(crate) struct Prepared {
     reservation: Reservation,
+    /// When it was sent, for reading its answer's rate-limit headers as of then.
+    mark: SendMark,
     hold: SpendHold,
     sent_at: Instant,
     worst_usd: f64,
@@ -186,6 +188,7 @@ impl CallState {
             None => SpendHold::none(),
         };
         let mut reservation = self.rt.limiter.reserve(cost).await?;
+        let mark = self.rt.limiter.send_mark();
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
         self.rt.breaker.check()?;
@@ -194,15 +197,16 @@ impl CallState {
         self.attempts += 1;
         Ok(Prepared {
             reservation,
+            mark,
             hold,
             sent_at: Instant::now(),
             worst_usd,
         })
     }
 
-    fn apply_signals(&self, signals: &Signals) -> Option<bool> {
+    fn apply_signals(&self, signals: &Signals, mark: SendMark) -> Option<bool> {
         let values = signals.take();
-        for feedback in values.feedback() {
+        for feedback in values.feedback(Some(mark)) {
             self.rt.limiter.feedback(feedback);
         }
         values.should_retry
@@ -224,7 +228,7 @@ impl CallState {
         p.reservation.settle(usage, rule);
         p.hold.settle(cost);
         // After settling: the provider's "remaining" already counts this call.
-        self.apply_signals(signals);
+        self.apply_signals(signals, p.mark);
         self.rt.limiter.feedback(Feedback::Success);
         self.rt.breaker.record(&Ok(()));
         self.add_usage(usage, cost);
@@ -266,12 +270,13 @@ impl CallState {
         usage: Option<Usage>,
     ) {
         self.observe_failure(error);
-        self.apply_signals(signals);
+        self.apply_signals(signals, p.mark);
         let Prepared {
             reservation,
             hold,
             sent_at,
             worst_usd,
+            ..
         } = p;
         drop(reservation);
         hold.settle(worst_usd);
@@ -317,6 +322,7 @@ impl CallState {
         self.observe_failure(error);
         let Prepared {
             reservation,
+            mark,
             hold,
             sent_at,
             worst_usd,
@@ -343,7 +349,7 @@ impl CallState {
                 hold.settle(worst_usd);
             }
         }
-        let should_retry = self.apply_signals(signals);
+        let should_retry = self.apply_signals(signals, mark);
         (should_retry, sent_at.elapsed())
     }
 

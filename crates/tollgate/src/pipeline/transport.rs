@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::client::{Decision, DecisionRequest, EmbeddingPurpose};
 use crate::error::{Dimension, Result};
-use crate::limit::{AccountingRule, Feedback};
+use crate::limit::{AccountingRule, Feedback, SendMark};
 use crate::request::LlmRequest;
 use crate::response::{LlmResponse, Usage};
 use crate::stream::ResponseStream;
@@ -31,7 +31,7 @@ pub(crate) struct SignalValues {
 impl SignalValues {
     /// One [`Feedback::Reported`] per dimension the headers spoke of, in the order the
     /// dimensions were first reported.
-    pub(crate) fn feedback(&self) -> Vec<Feedback> {
+    pub(crate) fn feedback(&self, since: Option<SendMark>) -> Vec<Feedback> {
         let mut dimensions: Vec<Dimension> = Vec::new();
         let named = self
             .limits
@@ -59,6 +59,7 @@ impl SignalValues {
                     .rev()
                     .find(|(x, _)| *x == dimension)
                     .map(|(_, r)| *r),
+                since,
             })
             .collect()
     }
@@ -78,7 +79,15 @@ impl Signals {
     /// the model's limiter; a client that drives a limiter itself (e.g. a benchmark) can
     /// do the same.
     pub fn feedback(&self) -> Vec<Feedback> {
-        self.lock().feedback()
+        self.lock().feedback(None)
+    }
+
+    /// [`Signals::feedback`] for the answer to a request sent at `mark`
+    /// ([`crate::limit::TokenBucketRateLimiter::send_mark`]): what is left is read as of
+    /// when it was sent, so that the requests sent since (in flight) and what has
+    /// refilled since are accounted for. This is what the pipeline does.
+    pub fn feedback_since(&self, mark: SendMark) -> Vec<Feedback> {
+        self.lock().feedback(Some(mark))
     }
 
     /// The provider says `remaining` is left of `dimension` (e.g.
