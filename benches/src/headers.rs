@@ -412,12 +412,12 @@ pub struct ConvergeConfig {
 
 impl ConvergeConfig {
     /// 600 rpm served (10 a second), 40 callers answered in 1 s (up to 40 a second
-    /// offered), five simulated minutes.
+    /// offered), six simulated minutes (the second half three whole fixed windows).
     pub const FULL: ConvergeConfig = ConvergeConfig {
         rpm: 600,
         callers: 40,
         latency: Duration::from_secs(1),
-        duration: Duration::from_secs(300),
+        duration: Duration::from_secs(360),
         seed: 17,
     };
 }
@@ -427,9 +427,13 @@ impl ConvergeConfig {
 pub struct ConvergeReport {
     /// The setting.
     pub scenario: HeadersScenario,
-    /// From the start to the first 10 s window of a run of windows, lasting 60 s, whose
-    /// send rate is within ±10% of the served rate ([`crate::adaptive::converge`]).
+    /// From the start to the first window of a run of windows, lasting 60 s, whose send
+    /// rate is within ±10% of the served rate ([`converge_within`]): 10 s windows against
+    /// a continuous provider, the provider's own window (a minute) against a fixed-window
+    /// one, which allows its whole limit at once when it turns.
     pub converge: Option<Duration>,
+    /// 429s at each second of the run.
+    pub rate_limited_at: Vec<Duration>,
     /// 429s per minute over the second half.
     pub steady_429_per_min: f64,
     /// Accepted over served over the second half.
@@ -495,14 +499,23 @@ pub async fn converge(scenario: HeadersScenario, config: ConvergeConfig) -> Conv
         .iter()
         .filter(|c| c.outcome == tollgate_fake::sim::SimOutcome::Accepted)
         .count() as f64;
+    let window = match scenario.window {
+        SimWindow::Continuous => crate::adaptive::WINDOW,
+        SimWindow::Fixed => Duration::from_secs(60),
+    };
     ConvergeReport {
         scenario,
-        converge: crate::adaptive::converge(
-            &sent,
-            Duration::ZERO,
-            config.duration,
-            served_per_second,
-        ),
+        converge: converge_within(&sent, config.duration, served_per_second, window),
+        rate_limited_at: journal
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.outcome,
+                    tollgate_fake::sim::SimOutcome::RateLimited { .. }
+                )
+            })
+            .map(|c| c.at)
+            .collect(),
         steady_429_per_min: steady_429 / (half.as_secs_f64() / 60.0),
         goodput: accepted / (served_per_second * half.as_secs_f64()),
         rate_factor: limiter.snapshot().rate_factor,
@@ -568,4 +581,23 @@ pub fn converge_section(reports: &[ConvergeReport], config: ConvergeConfig) -> S
                 .to_owned(),
         ],
     }
+}
+
+/// The start of the first `window` after which every sliding `window`, for
+/// [`crate::adaptive::HOLD`], sends within [`crate::adaptive::BAND`] of `target` per
+/// second; `None` if none in `[0, to)`.
+pub fn converge_within(
+    per_second: &[u32],
+    to: Duration,
+    target: f64,
+    window: Duration,
+) -> Option<Duration> {
+    let w = usize::try_from(window.as_secs()).unwrap_or(usize::MAX);
+    let hold = usize::try_from(crate::adaptive::HOLD.as_secs()).unwrap_or(usize::MAX);
+    let to = usize::try_from(to.as_secs()).unwrap_or(usize::MAX);
+    let rate = |end: usize| f64::from(per_second[end - w..end].iter().sum::<u32>()) / w as f64;
+    let good = |end: usize| (rate(end) - target).abs() <= crate::adaptive::BAND * target;
+    (w..=to.saturating_sub(hold))
+        .find(|end| (*end..=end + hold).all(good))
+        .map(|end| Duration::from_secs((end - w) as u64))
 }

@@ -774,13 +774,41 @@ async fn remaining_zero_fixed_window_waits_for_reset() {
             .with_window(RateWindow::Fixed),
     );
     // 40 s into a one-minute window the provider has nothing left: the window turns in
-    // 20 s and nothing goes before. By then 10 requests have refilled in our bucket: the
-    // window's fresh allowance is used at once, as a fixed window allows.
+    // 20 s and nothing goes before. Then the bucket is full again, as the fresh window
+    // is, and its allowance may go at once.
     limiter.feedback(reported(Some(30), 0, Duration::from_secs(20)));
-    let times = grant_times(&limiter, 12).await;
-    assert_eq!(times[0], Duration::from_secs(20));
-    assert_eq!(times[9], Duration::from_secs(20));
-    assert_eq!(times[10], Duration::from_secs(22));
+    let times = grant_times(&limiter, 31).await;
+    assert!(
+        times[..30].iter().all(|t| *t == Duration::from_secs(20)),
+        "{times:?}"
+    );
+    // And from then on, full at every turn of the window, nothing in between.
+    assert_eq!(times[30], Duration::from_secs(80));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fixed_window_remaining_is_all_there_is_until_the_reset() {
+    // 5 left in a window that turns in 30 s: 5 go now, nothing refills before the turn
+    // (a continuous bucket would have let 15 more through by then).
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", rpm(30))
+            .with_adaptive(false)
+            .with_window(RateWindow::Fixed),
+    );
+    limiter.feedback(reported(Some(30), 5, Duration::from_secs(30)));
+    let times = grant_times(&limiter, 6).await;
+    assert!(times[..5].iter().all(|t| t.is_zero()), "{times:?}");
+    assert_eq!(times[5], Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_empties_the_request_bucket() {
+    let limiter = limiter(rpm(60));
+    limiter.feedback(Feedback::RateLimited { retry_after: None });
+    assert_eq!(
+        grant_times(&limiter, 2).await,
+        [Duration::from_secs(1), Duration::from_secs(2)]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -307,6 +307,8 @@ struct State {
     /// The catalog's limit per dimension (0 = unlimited): a provider's `*-limit` header
     /// may lower a bucket's limit below it, never raise it above.
     catalog_limits: [u64; 4],
+    /// `grants` at the last 429: what a fixed window allowed is what was sent since.
+    grants_at_429: u64,
     burst: Burst,
     window: RateWindow,
 }
@@ -325,8 +327,15 @@ impl TokenBucketRateLimiter {
     pub fn new(config: LimiterConfig) -> Self {
         let epoch = Instant::now();
         let l = config.limits;
-        let bucket =
-            |limit: u64| (limit > 0).then(|| Bucket::new(limit, config.burst.capacity(limit), 0));
+        let bucket = |limit: u64| {
+            (limit > 0).then(|| {
+                let mut bucket = Bucket::new(limit, config.burst.capacity(limit), 0);
+                if config.window == RateWindow::Fixed {
+                    bucket.set_fixed_window();
+                }
+                bucket
+            })
+        };
         let state = State {
             buckets: [
                 bucket(l.rpm),
@@ -343,6 +352,7 @@ impl TokenBucketRateLimiter {
             grants: 0,
             waited: 0,
             catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
+            grants_at_429: 0,
             burst: config.burst,
             window: config.window,
         };
@@ -405,10 +415,13 @@ impl TokenBucketRateLimiter {
                 }
             }
             match feedback {
-                Feedback::RateLimited {
-                    retry_after: Some(pause),
+                Feedback::RateLimited { retry_after } => {
+                    state.on_rate_limited(retry_after, now);
+                    if let Some(pause) = retry_after {
+                        state.pause_for(pause, now);
+                    }
                 }
-                | Feedback::RateLimitedAgain {
+                Feedback::RateLimitedAgain {
                     retry_after: Some(pause),
                 }
                 | Feedback::Overloaded {
@@ -557,6 +570,46 @@ impl State {
         self.paused_until_ns = self.paused_until_ns.max(now.saturating_add(pause));
     }
 
+    /// A 429 (the first of its call): the provider has nothing left now, and neither have
+    /// we on requests, the dimension every call spends (tokens are left alone: emptying
+    /// them would stall a large call for long on a 429 that may be about requests).
+    ///
+    /// A fixed window refuses until it turns, `retry_after` from now: the requests sent
+    /// since the previous 429 (this one aside) are what a window allows, and become the
+    /// bucket's limit if lower; the bucket then holds until the turn and is full at every
+    /// turn after it.
+    fn on_rate_limited(&mut self, retry_after: Option<Duration>, now: u64) {
+        let sent = self.grants.saturating_sub(self.grants_at_429);
+        self.grants_at_429 = self.grants;
+        let (catalog, burst, factor) = (
+            self.catalog_limits[0],
+            self.burst,
+            self.throttle.factor_milli(),
+        );
+        let Some(bucket) = self.buckets[0].as_mut() else {
+            return;
+        };
+        match retry_after {
+            Some(wait) if bucket.is_fixed_window() && !wait.is_zero() => {
+                let allowed = sent.saturating_sub(1);
+                let window = u128::from(bucket.capacity_tokens()).saturating_mul(60_000_000_000)
+                    / u128::from(bucket.limit().max(1));
+                let per_minute = u64::try_from(
+                    u128::from(allowed).saturating_mul(60_000_000_000) / window.max(1),
+                )
+                .unwrap_or(u64::MAX);
+                if allowed > 0 && per_minute < bucket.limit() {
+                    let limit = per_minute.min(catalog).max(1);
+                    bucket.set_limit(limit, burst.capacity(limit), factor, now);
+                }
+                let wait =
+                    u64::try_from(wait.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+                bucket.hold_until_turn(0, 0, now.saturating_add(wait), now);
+            }
+            _ => bucket.lower_to(0, now),
+        }
+    }
+
     /// A provider's rate-limit headers for one dimension, read as it means them (see
     /// [`Feedback::Reported`]). `since`: grants made after the answer's request, and when
     /// it was sent (ns).
@@ -585,6 +638,19 @@ impl State {
         if effective != bucket.limit() {
             bucket.set_limit(effective, burst.capacity(effective), factor, now);
         }
+        // A fixed window that says when it turns: what is left is all there is until
+        // then (nothing refills), and at the turn the bucket is full again.
+        if let (RateWindow::Fixed, Some(remaining), Some(reset)) =
+            (self.window, remaining, reset_in)
+        {
+            let in_flight = match since {
+                Some((granted_after, _)) if dimension == Dimension::Requests => granted_after,
+                _ => 0,
+            };
+            let reset = u64::try_from(reset.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+            bucket.hold_until_turn(remaining, in_flight, now.saturating_add(reset), now);
+            return;
+        }
         if let Some(remaining) = remaining {
             match since {
                 // `remaining` was left when the provider admitted the request. Since
@@ -601,15 +667,11 @@ impl State {
                 None => bucket.lower_to(remaining, now),
             }
         }
-        // Nothing left: the reset is when the provider's bucket is *full*. A continuous
-        // bucket lets the next request through after one unit has refilled at the
-        // provider's rate, `reset / limit`: with a `limit` header our bucket refills at
-        // most that fast (capped to it), without one at the catalog's rate, so the level
-        // of zero already waits for it. A fixed window refuses until it turns: wait for
-        // the reset, never longer than a 429 would.
-        if let (Some(0), Some(reset), RateWindow::Fixed) = (remaining, reset_in, self.window) {
-            self.pause_for(reset, now);
-        }
+        // Nothing left (a continuous bucket): the reset is when the provider's bucket is
+        // *full*; the next request may go after one unit has refilled at the provider's
+        // rate, `reset / limit`. With a `limit` header our bucket refills at most that
+        // fast (capped to it), without one at the catalog's rate: the level of zero
+        // already waits for it, and no pause is needed.
     }
 
     fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {
