@@ -181,11 +181,12 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
+    ("tollgate-bench", "headers"),
     ("tollgate-anthropic", "sse"),
 ];
 
