@@ -8,6 +8,8 @@
 //! - [`pacing`] (benchmark 2): closed-loop callers against
 //!   [`tollgate_fake::sim::SimProvider`] for ten simulated minutes.
 //! - [`adaptive`] (benchmark 3): a provider that serves less than it publishes.
+//! - [`priority`] (benchmark 4): interactive calls' queue delay under a saturating batch
+//!   load, one FIFO queue against priority classes.
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
@@ -22,6 +24,7 @@ pub mod adaptive;
 pub mod clients;
 pub mod overhead;
 pub mod pacing;
+pub mod priority;
 pub mod report;
 pub mod stats;
 pub mod workload;

@@ -943,7 +943,13 @@ mod fallback_chain {
         s.fake.fail("m", refusal());
         let lenient = s
             .models
-            .chat_with_fallbacks("m", FallbackOptions { on_refusal: true })
+            .chat_with_fallbacks(
+                "m",
+                FallbackOptions {
+                    on_refusal: true,
+                    ..FallbackOptions::default()
+                },
+            )
             .await
             .unwrap();
         assert_eq!(

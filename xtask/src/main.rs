@@ -181,10 +181,11 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 4] = [
+const BENCHES: [(&str, &str); 5] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
+    ("tollgate-bench", "priority"),
     ("tollgate-anthropic", "sse"),
 ];
 
@@ -292,7 +293,7 @@ fn benchmarks_doc(sections: &[String], seconds: f64) -> String {
          Written by `cargo xtask bench`; do not edit by hand, run it again. Each benchmark \
          prints one table, tollgate beside its baselines, measured in the same run: this \
          machine is shared and noisy, so compare ratios rather than absolute times. The \
-         simulations (2 and 3) run on tokio's paused clock with seeded randomness and give \
+         simulations (2 to 4) run on tokio's paused clock with seeded randomness and give \
          the same figures on every run; reduced versions of them run as ordinary tests \
          (`benches/tests/`).\n\n\
          | | |\n|---|---|\n\

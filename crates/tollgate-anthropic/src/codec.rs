@@ -380,11 +380,13 @@ struct WireMessage {
 }
 
 /// Maps a wire `stop_reason`. `pause_turn` (a server tool paused; send the answer back
-/// to go on) ends the turn; `model_context_window_exceeded` is a cut-off answer.
+/// to go on) ends the turn; `model_context_window_exceeded` is an overflow (the window is
+/// full), not a truncation that a larger output limit would fix.
 pub fn stop_reason(wire: &str) -> Option<StopReason> {
     Some(match wire {
         "end_turn" | "pause_turn" => StopReason::EndTurn,
-        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "max_tokens" => StopReason::MaxTokens,
+        "model_context_window_exceeded" => StopReason::ContextWindowExceeded,
         "stop_sequence" => StopReason::StopSequence,
         "tool_use" => StopReason::ToolUse,
         "refusal" => StopReason::Refusal,

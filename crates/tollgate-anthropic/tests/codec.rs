@@ -320,7 +320,10 @@ fn every_stop_reason_is_mapped() {
         ("stop_sequence", StopReason::StopSequence),
         ("tool_use", StopReason::ToolUse),
         ("pause_turn", StopReason::EndTurn),
-        ("model_context_window_exceeded", StopReason::MaxTokens),
+        (
+            "model_context_window_exceeded",
+            StopReason::ContextWindowExceeded,
+        ),
         ("refusal", StopReason::Refusal),
     ] {
         let body = response(json!([{"type": "text", "text": "x"}]), wire, plain_usage());
@@ -677,6 +680,10 @@ fn every_streamed_stop_reason_reaches_the_stop_event() {
         ("stop_sequence", StopReason::StopSequence),
         ("tool_use", StopReason::ToolUse),
         ("refusal", StopReason::Refusal),
+        (
+            "model_context_window_exceeded",
+            StopReason::ContextWindowExceeded,
+        ),
     ] {
         let (out, error) = decode_all(&[
             message_start(plain_usage()),

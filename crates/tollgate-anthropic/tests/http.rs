@@ -463,6 +463,31 @@ async fn ratelimit_reset_with_nothing_left_pauses_the_model_until_the_reset() {
 }
 
 #[tokio::test]
+async fn anthropic_context_window_stop_is_overflow_not_truncation() {
+    // A `max_tokens` answer would be re-run at the ceiling; a full context window would
+    // not fit a larger output limit either, so it is reported at once, sent once.
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(message("cut", "model_context_window_exceeded")),
+        )
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = single(&s.models, &ask()).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::ContextWindowExceeded { model_id, needed, window: None }
+                if model_id == "claude" && *needed > 500
+        ),
+        "{err:?}"
+    );
+    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn a_refusal_with_stop_details_is_a_provider_refusal() {
     let s = setup().await;
     let mut body = message("", "refusal");

@@ -320,13 +320,15 @@ fn malformed(what: impl Into<String>) -> Error {
 }
 
 /// Maps a Converse stop reason. `guardrail_intervened` and `content_filtered` are content
-/// filters; `model_context_window_exceeded` is a cut-off answer like `max_tokens`;
+/// filters; `model_context_window_exceeded` is an overflow (the window is full), not a
+/// truncation;
 /// malformed model output is an error.
 pub(crate) fn stop_reason(wire: &WireStop) -> Result<StopReason> {
     Ok(match wire {
         WireStop::EndTurn => StopReason::EndTurn,
         WireStop::ToolUse => StopReason::ToolUse,
-        WireStop::MaxTokens | WireStop::ModelContextWindowExceeded => StopReason::MaxTokens,
+        WireStop::MaxTokens => StopReason::MaxTokens,
+        WireStop::ModelContextWindowExceeded => StopReason::ContextWindowExceeded,
         WireStop::StopSequence => StopReason::StopSequence,
         WireStop::GuardrailIntervened | WireStop::ContentFiltered => StopReason::ContentFilter,
         other => return Err(malformed(format!("stop reason `{}`", other.as_str()))),

@@ -1,5 +1,6 @@
 //! Embeddings over InvokeModel with each family's own JSON body: Amazon Titan Text
-//! Embeddings (one text per call) and Cohere Embed (up to 96 texts per call). Served by
+//! Embeddings (one text per request) and Cohere Embed (up to 96 texts per request). Each
+//! `embed` call sends one request; the pipeline splits larger batches and reserves each. Served by
 //! the `bedrock-converse` key for catalog entries of kind `embeddings`. The core makes
 //! every vector the deployment's width and unit length; this returns them as sent.
 
@@ -114,10 +115,12 @@ struct CohereAnswer {
 
 #[tollgate::async_trait]
 impl EmbeddingsTransport for BedrockEmbeddings {
-    /// Titan: one call per text, `dimensions` sent when set, `normalize: true`; usage
-    /// from `inputTextTokenCount`. Cohere: batches of at most 96 texts, `input_type`
-    /// `search_document` or `search_query` by purpose, `output_dimension` when set; Cohere
-    /// reports no token count in the body, so usage is tollgate's estimate.
+    /// One InvokeModel request per call (the pipeline never passes more than
+    /// [`max_batch`](EmbeddingsTransport::max_batch) texts). Titan: the one text,
+    /// `dimensions` sent when set, `normalize: true`; usage from `inputTextTokenCount`.
+    /// Cohere: up to 96 texts, `input_type` `search_document` or `search_query` by
+    /// purpose, `output_dimension` when set; Cohere reports no token count in the body, so
+    /// usage is tollgate's estimate.
     async fn embed(
         &self,
         texts: &[String],
@@ -125,53 +128,71 @@ impl EmbeddingsTransport for BedrockEmbeddings {
         dimensions: Option<u64>,
         _signals: &Signals,
     ) -> Result<EmbeddingsReply> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        let mut tokens = 0u64;
-        match self.family {
+        if texts.len() > self.max_batch() {
+            return Err(Error::InvalidRequest {
+                field: "texts".into(),
+                reason: format!(
+                    "holds {} texts; model `{}` takes at most {} per request (the pipeline \
+                     splits larger batches)",
+                    texts.len(),
+                    self.aws.model().id,
+                    self.max_batch()
+                ),
+            });
+        }
+        let (vectors, tokens) = match self.family {
             Family::Titan => {
-                for text in texts {
-                    let mut body = json!({"inputText": text, "normalize": true});
-                    if let Some(d) = dimensions {
-                        body["dimensions"] = json!(d);
-                    }
-                    let bytes = self.invoke(&body).await?;
-                    let answer: TitanAnswer =
-                        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
-                    vectors.push(answer.embedding);
-                    tokens += answer.input_tokens;
+                let Some(text) = texts.first() else {
+                    return Ok(EmbeddingsReply {
+                        vectors: Vec::new(),
+                        usage: Usage::default(),
+                    });
+                };
+                let mut body = json!({"inputText": text, "normalize": true});
+                if let Some(d) = dimensions {
+                    body["dimensions"] = json!(d);
                 }
+                let bytes = self.invoke(&body).await?;
+                let answer: TitanAnswer =
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                (vec![answer.embedding], answer.input_tokens)
             }
             Family::Cohere => {
                 let input_type = match purpose {
                     EmbeddingPurpose::Document => "search_document",
                     EmbeddingPurpose::Query => "search_query",
                 };
-                for batch in texts.chunks(COHERE_BATCH) {
-                    let mut body = json!({"texts": batch, "input_type": input_type});
-                    if let Some(d) = dimensions {
-                        body["output_dimension"] = json!(d);
-                    }
-                    let bytes = self.invoke(&body).await?;
-                    let answer: CohereAnswer =
-                        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
-                    let batch_vectors = match answer.embeddings {
-                        CohereVectors::Floats(v) | CohereVectors::ByType { float: v } => v,
-                    };
-                    if batch_vectors.len() != batch.len() {
-                        return Err(malformed(format!(
-                            "{} vectors for {} texts",
-                            batch_vectors.len(),
-                            batch.len()
-                        )));
-                    }
-                    vectors.extend(batch_vectors);
+                let mut body = json!({"texts": texts, "input_type": input_type});
+                if let Some(d) = dimensions {
+                    body["output_dimension"] = json!(d);
                 }
-                tokens = self.estimate_input_tokens(texts);
+                let bytes = self.invoke(&body).await?;
+                let answer: CohereAnswer =
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                let vectors = match answer.embeddings {
+                    CohereVectors::Floats(v) | CohereVectors::ByType { float: v } => v,
+                };
+                if vectors.len() != texts.len() {
+                    return Err(malformed(format!(
+                        "{} vectors for {} texts",
+                        vectors.len(),
+                        texts.len()
+                    )));
+                }
+                (vectors, self.estimate_input_tokens(texts))
             }
-        }
+        };
         Ok(EmbeddingsReply {
             vectors,
             usage: Usage::from_cache_exclusive(tokens, 0, 0, 0, 0),
         })
+    }
+
+    /// Titan takes one text per request; Cohere Embed up to 96.
+    fn max_batch(&self) -> usize {
+        match self.family {
+            Family::Titan => 1,
+            Family::Cohere => COHERE_BATCH,
+        }
     }
 }

@@ -271,6 +271,28 @@ async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_m
     assert_eq!(limits, [json!(500), json!(2000)]);
 }
 
+#[tokio::test]
+async fn converse_context_window_stop_is_overflow_not_truncation() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(ok(json!([{"text": "…"}]), "model_context_window_exceeded"))
+        .mount(&s.server)
+        .await;
+    let error = no_retries(&s.models)
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::ContextWindowExceeded { model_id, .. } if model_id == MODEL),
+        "{error:?}"
+    );
+    // Not re-run at the ceiling as a truncation would be.
+    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
+}
+
 fn good_stream() -> Vec<Vec<u8>> {
     vec![
         event_frame("messageStart", &json!({"role": "assistant"})),

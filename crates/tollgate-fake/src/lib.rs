@@ -15,7 +15,9 @@
 //!
 //! Catalog entries can script the registered provider without code:
 //! `[models.m.options] replies = ["first answer", "second answer"]`, and
-//! `replay_dir = "path"` with `replay_key = "activation"`.
+//! `replay_dir = "path"` with `replay_key = "activation"`; `max_batch = 96` makes its
+//! embeddings (texts) and decision (questions) transports take at most that many items per
+//! request, as a real provider's would (unset: any number).
 //!
 //! ```
 //! use tollgate::{Catalog, Conversation, Models, SamplingParams, catalog::ModelEntry};
@@ -168,7 +170,8 @@ impl FakeProvider {
     }
 
     /// Fails call number `call` (1 for the first) to `model_id` with `fault`, whatever
-    /// else is scripted.
+    /// else is scripted. Embeddings and decision requests count as calls too (one per HTTP
+    /// request the pipeline sends), so a fault can be put on any one request of a batch.
     pub fn inject(&self, model_id: &str, call: u64, fault: Fault) -> &Self {
         self.lock().injected.insert((model_id.into(), call), fault);
         self
@@ -399,15 +402,17 @@ impl ProviderClients for FakeClients {
             .unwrap_or(16);
         Ok(Arc::new(FakeEmbeddings {
             provider: self.provider.clone(),
-            model_id: model.id.clone(),
+            model: model.clone(),
             native_width: width,
+            max_batch: max_batch(model)?,
         }))
     }
 
     fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionTransport>> {
         Ok(Arc::new(FakeDecision {
             provider: self.provider.clone(),
-            model_id: model.id.clone(),
+            model: model.clone(),
+            max_batch: max_batch(model)?,
         }))
     }
 }
@@ -477,12 +482,41 @@ impl ChatTransport for FakeChat {
     }
 }
 
+/// `[models.ID.options] max_batch`: the most texts (embeddings) or questions (decisions)
+/// one fake request takes; unset, any number.
+fn max_batch(model: &ModelEntry) -> Result<usize> {
+    match model.options.get("max_batch") {
+        None => Ok(usize::MAX),
+        Some(v) => v
+            .as_integer()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| option_error(model, "max_batch", "must be an integer of 1 or more")),
+    }
+}
+
+impl FakeProvider {
+    /// Counts one embeddings or decision request to `model`, fills its signals, and
+    /// returns the fault injected on it, if any.
+    fn count_request(&self, model: &ModelEntry, signals: &Signals) -> Option<Fault> {
+        let (call, fault) = {
+            let mut state = self.lock();
+            let call = Self::count_call(&mut state, &model.id);
+            (call, state.injected.remove(&(model.id.clone(), call)))
+        };
+        self.signal(&model.id, call, signals);
+        fault
+    }
+}
+
 /// Deterministic fake embeddings: the same text and purpose always give the same vector.
+/// Each `embed` call is one request (counted by [`FakeProvider::calls`]).
 #[derive(Debug)]
 struct FakeEmbeddings {
     provider: FakeProvider,
-    model_id: String,
+    model: ModelEntry,
     native_width: u64,
+    max_batch: usize,
 }
 
 #[tollgate::async_trait]
@@ -494,8 +528,9 @@ impl EmbeddingsTransport for FakeEmbeddings {
         dimensions: Option<u64>,
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
-        let call = FakeProvider::count_call(&mut self.provider.lock(), &self.model_id);
-        self.provider.signal(&self.model_id, call, signals);
+        if let Some(fault) = self.provider.count_request(&self.model, signals) {
+            return Err(fault.into_error(&self.model));
+        }
         let width = dimensions.unwrap_or(self.native_width);
         Ok(EmbeddingsReply {
             vectors: texts
@@ -508,30 +543,33 @@ impl EmbeddingsTransport for FakeEmbeddings {
             },
         })
     }
+
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
 }
 
-/// Scripted decisions.
+/// Scripted decisions: each request (after the pipeline's split by `max_batch`) takes
+/// the next queued weights, of which it reads its own questions.
 #[derive(Debug)]
 struct FakeDecision {
     provider: FakeProvider,
-    model_id: String,
+    model: ModelEntry,
+    max_batch: usize,
 }
 
 #[tollgate::async_trait]
 impl DecisionTransport for FakeDecision {
     async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
-        let (weights, call) = {
-            let mut state = self.provider.lock();
-            let call = FakeProvider::count_call(&mut state, &self.model_id);
-            (
-                state
-                    .decisions
-                    .get_mut(&self.model_id)
-                    .and_then(VecDeque::pop_front),
-                call,
-            )
-        };
-        self.provider.signal(&self.model_id, call, signals);
+        if let Some(fault) = self.provider.count_request(&self.model, signals) {
+            return Err(fault.into_error(&self.model));
+        }
+        let weights = self
+            .provider
+            .lock()
+            .decisions
+            .get_mut(&self.model.id)
+            .and_then(VecDeque::pop_front);
         match weights {
             Some(w) => Ok(DecisionReply {
                 decision: tollgate::Decision::from_weights(request, w)?,
@@ -541,9 +579,13 @@ impl DecisionTransport for FakeDecision {
                 },
             }),
             None => Err(Error::UnmatchedRequest {
-                model_id: self.model_id.clone(),
+                model_id: self.model.id.clone(),
                 cache_key: "(decision requests have no cache key)".into(),
             }),
         }
+    }
+
+    fn max_batch(&self) -> usize {
+        self.max_batch
     }
 }

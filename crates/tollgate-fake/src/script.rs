@@ -117,6 +117,9 @@ pub enum Fault {
     },
     /// An answer cut off at the output limit (`StopReason::MaxTokens`).
     Truncated,
+    /// The provider reports that the input does not fit the model's context window (as
+    /// OpenAI's 400 `context_length_exceeded`).
+    ContextOverflow,
 }
 
 impl Fault {
@@ -126,7 +129,25 @@ impl Fault {
         model: &ModelEntry,
         request: &LlmRequest,
     ) -> Result<FakeReply, Error> {
-        Err(match self {
+        if self == Fault::Truncated {
+            let limit = model
+                .output_limit(request.sampling_params().max_output_tokens())
+                .unwrap_or(1);
+            let estimate = estimate_usage(request, &[]);
+            return Ok(FakeReply::text("This answer was cut off at the output li")
+                .with_stop(StopReason::MaxTokens)
+                .with_usage(Usage {
+                    output_tokens: limit,
+                    ..estimate
+                }));
+        }
+        Err(self.into_error(model))
+    }
+
+    /// The error this fault produces for an embeddings or decision request (which have no
+    /// answer to cut off: [`Fault::Truncated`] is a rejected request there).
+    pub(crate) fn into_error(self, model: &ModelEntry) -> Error {
+        match self {
             Fault::RateLimited { retry_after } => ProviderError::RateLimited { retry_after }.into(),
             Fault::Overloaded { retry_after } => ProviderError::Overloaded { retry_after }.into(),
             Fault::Server { status } => ProviderError::Server { status }.into(),
@@ -145,19 +166,13 @@ impl Fault {
             Fault::RequestError { status, message } => {
                 ProviderRequestError::new(status, message).into()
             }
-            Fault::Truncated => {
-                let limit = model
-                    .output_limit(request.sampling_params().max_output_tokens())
-                    .unwrap_or(1);
-                let estimate = estimate_usage(request, &[]);
-                return Ok(FakeReply::text("This answer was cut off at the output li")
-                    .with_stop(StopReason::MaxTokens)
-                    .with_usage(Usage {
-                        output_tokens: limit,
-                        ..estimate
-                    }));
-            }
-        })
+            Fault::ContextOverflow => Error::provider_context_overflow(),
+            Fault::Truncated => ProviderRequestError::new(
+                200,
+                format!("model `{}`: only a chat answer can be cut off", model.id),
+            )
+            .into(),
+        }
     }
 }
 

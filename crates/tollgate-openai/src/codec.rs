@@ -735,6 +735,11 @@ fn classify(status: Option<u16>, error: WireError, retry_after: Option<Duration>
             message,
         };
     }
+    // The input does not fit the model's context window (a 400 with this code): typed,
+    // so a fallback chain can move the call to a model with a larger window.
+    if error.code == "context_length_exceeded" {
+        return Error::provider_context_overflow();
+    }
     // A stream error has no status: its type and code stand for one.
     let status = status.unwrap_or(match (error.kind.as_str(), error.code.as_str()) {
         (_, "rate_limit_exceeded" | "slow_down")

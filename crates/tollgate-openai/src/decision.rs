@@ -1,11 +1,11 @@
-//! The decision transport over logprobs: one constrained prompt per question, answered
-//! with one token; the first token's top logprobs give a probability per option.
+//! The decision transport over logprobs: one constrained prompt per question (one HTTP
+//! request each, reserved each by the pipeline), answered with one token; the first token's top logprobs give a probability per option.
 
 use std::collections::BTreeMap;
 
 use tollgate::pipeline::{DecisionReply, DecisionTransport, Signals};
 use tollgate::{Decision, DecisionRequest, Question};
-use tollgate::{Error, Result, Usage};
+use tollgate::{Error, Result};
 
 use crate::codec;
 use crate::transport::Endpoint;
@@ -36,7 +36,7 @@ impl OpenAiDecision {
 }
 
 /// `(label, option)` pairs for a question.
-fn labels(question: &Question, index: usize) -> Result<Vec<(String, String)>> {
+fn labels(question: &Question) -> Result<Vec<(String, String)>> {
     match question {
         Question::Noul { .. } => Ok(vec![
             ("yes".to_owned(), "yes".to_owned()),
@@ -45,7 +45,7 @@ fn labels(question: &Question, index: usize) -> Result<Vec<(String, String)>> {
         Question::Choice { options, .. } => {
             if options.len() > MAX_OPTIONS {
                 return Err(Error::InvalidRequest {
-                    field: format!("questions[{index}].options"),
+                    field: format!("questions.{}.options", question.name()),
                     reason: format!(
                         "has {} options; the logprobs decision client labels options A to Z, at most {MAX_OPTIONS}",
                         options.len()
@@ -69,35 +69,46 @@ fn prompt(question: &Question) -> &str {
 
 #[tollgate::async_trait]
 impl DecisionTransport for OpenAiDecision {
+    /// Sends the request's question in one chat request. The pipeline passes one
+    /// question per call ([`max_batch`](DecisionTransport::max_batch) is 1); a request
+    /// with more is refused, so that no request leaves unreserved.
     async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
-        let mut weights = BTreeMap::new();
-        let mut usage = Usage::default();
-        for (i, question) in request.questions().iter().enumerate() {
-            let pairs = labels(question, i)?;
-            let body = codec::encode_decision(
-                &self.endpoint.model.name,
-                self.endpoint.options.quirks.output_limit_field,
-                request.state(),
-                prompt(question),
-                &pairs,
-            );
-            let bytes = self.endpoint.post_json(CHAT_PATH, &body, signals).await?;
-            let names: Vec<String> = pairs.iter().map(|(l, _)| l.clone()).collect();
-            let (by_label, used) = codec::decode_decision(&bytes, &names)?;
-            let by_option: BTreeMap<String, f64> = pairs
-                .into_iter()
-                .map(|(label, option)| (option, by_label.get(&label).copied().unwrap_or(0.0)))
-                .collect();
-            weights.insert(question.name().to_owned(), by_option);
-            usage.input_tokens += used.input_tokens;
-            usage.cache_read_tokens += used.cache_read_tokens;
-            usage.cache_write_tokens += used.cache_write_tokens;
-            usage.output_tokens += used.output_tokens;
-        }
+        let [question] = request.questions() else {
+            return Err(Error::InvalidRequest {
+                field: "questions".into(),
+                reason: format!(
+                    "holds {} questions; model `{}`'s decision transport sends one question per \
+                     request (the pipeline splits a request into one per question)",
+                    request.questions().len(),
+                    self.endpoint.model.id
+                ),
+            });
+        };
+        let pairs = labels(question)?;
+        let body = codec::encode_decision(
+            &self.endpoint.model.name,
+            self.endpoint.options.quirks.output_limit_field,
+            request.state(),
+            prompt(question),
+            &pairs,
+        );
+        let bytes = self.endpoint.post_json(CHAT_PATH, &body, signals).await?;
+        let names: Vec<String> = pairs.iter().map(|(l, _)| l.clone()).collect();
+        let (by_label, usage) = codec::decode_decision(&bytes, &names)?;
+        let by_option: BTreeMap<String, f64> = pairs
+            .into_iter()
+            .map(|(label, option)| (option, by_label.get(&label).copied().unwrap_or(0.0)))
+            .collect();
+        let weights = BTreeMap::from([(question.name().to_owned(), by_option)]);
         Ok(DecisionReply {
             decision: Decision::from_weights(request, weights)?,
             usage,
         })
+    }
+
+    /// One question per request.
+    fn max_batch(&self) -> usize {
+        1
     }
 
     fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {

@@ -1,5 +1,6 @@
-//! The embeddings transport: `/v1/embeddings`, batches split to the per-request maximum
-//! and reassembled in order. The core makes every vector the deployment's width and
+//! The embeddings transport: `/v1/embeddings`, one request per call, at most
+//! `options.embedding_batch` inputs (the pipeline splits larger batches, reserving each
+//! request). The core makes every vector the deployment's width and
 //! unit length; this returns the vectors as the server sent them.
 
 use tollgate::EmbeddingPurpose;
@@ -27,9 +28,9 @@ impl OpenAiEmbeddings {
 
 #[tollgate::async_trait]
 impl EmbeddingsTransport for OpenAiEmbeddings {
-    /// Sends the texts in batches of at most `options.embedding_batch` (default 2048),
-    /// one after another, and returns every vector in input order with the summed
-    /// `usage.prompt_tokens`. `dimensions` is sent when set.
+    /// Sends the texts in one request (the pipeline never passes more than
+    /// [`max_batch`](EmbeddingsTransport::max_batch)) and returns the vectors in input
+    /// order with `usage.prompt_tokens`. `dimensions` is sent when set.
     async fn embed(
         &self,
         texts: &[String],
@@ -37,22 +38,21 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
         dimensions: Option<u64>,
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        let mut tokens = 0u64;
-        for batch in texts.chunks(self.endpoint.options.embedding_batch) {
-            let body = codec::encode_embeddings(&self.endpoint.model.name, batch, dimensions);
-            let bytes = self
-                .endpoint
-                .post_json(EMBEDDINGS_PATH, &body, signals)
-                .await?;
-            let (batch_vectors, batch_tokens) = codec::decode_embeddings(&bytes, batch.len())?;
-            vectors.extend(batch_vectors);
-            tokens += batch_tokens;
-        }
+        let body = codec::encode_embeddings(&self.endpoint.model.name, texts, dimensions);
+        let bytes = self
+            .endpoint
+            .post_json(EMBEDDINGS_PATH, &body, signals)
+            .await?;
+        let (vectors, tokens) = codec::decode_embeddings(&bytes, texts.len())?;
         Ok(EmbeddingsReply {
             vectors,
             usage: Usage::from_cache_inclusive(tokens, 0, 0, 0),
         })
+    }
+
+    /// `options.embedding_batch` (default 2048, OpenAI's per-request maximum).
+    fn max_batch(&self) -> usize {
+        self.endpoint.options.embedding_batch
     }
 
     fn estimate_input_tokens(&self, texts: &[String]) -> u64 {

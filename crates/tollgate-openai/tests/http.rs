@@ -541,6 +541,29 @@ async fn status_error(status: u16, body: Value) -> Error {
     error_for(ResponseTemplate::new(status).set_body_json(body)).await
 }
 
+#[tokio::test]
+async fn openai_context_length_exceeded_maps_to_context_window_exceeded() {
+    // Sent with retries allowed: the overflow is typed and final, so it is sent once.
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(error_body(
+            "invalid_request_error",
+            json!("context_length_exceeded"),
+        )))
+        .mount(&s.server)
+        .await;
+    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::ContextWindowExceeded { model_id, needed, window: None }
+                if model_id == "gpt" && *needed > 500
+        ),
+        "{err:?}"
+    );
+    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
+}
+
 /// The server answers `first` once, then `then` for every later request.
 async fn once_then(server: &MockServer, first: ResponseTemplate, then: ResponseTemplate) {
     Mock::given(method("POST"))
@@ -559,11 +582,8 @@ async fn once_then(server: &MockServer, first: ResponseTemplate, then: ResponseT
 #[tokio::test]
 async fn status_400_401_403_404_413_and_422_are_rejections_that_keep_their_status() {
     for (status, kind, code) in [
-        (
-            400,
-            "invalid_request_error",
-            json!("context_length_exceeded"),
-        ),
+        // (400 `context_length_exceeded` is typed apart: ContextWindowExceeded.)
+        (400, "invalid_request_error", json!("invalid_value")),
         (401, "invalid_request_error", json!("invalid_api_key")),
         (
             403,

@@ -60,6 +60,28 @@ pub enum Error {
         max_output_tokens: u64,
     },
 
+    /// The call does not fit the model's context window: tollgate's input estimate plus the
+    /// output limit exceeds the catalog's `context_window` (checked before sending), or the
+    /// provider itself reported a context overflow (OpenAI's `context_length_exceeded`,
+    /// Anthropic's and Bedrock's `model_context_window_exceeded` stop reason). Never
+    /// retried on that model; a fallback chain may move it to a model with a larger window
+    /// ([`crate::pipeline::FallbackOptions::on_context_overflow`]).
+    #[error(
+        "a call to model `{model_id}` needs about {needed} tokens (input estimate plus output \
+         limit), more than its context window{}; shorten the input, lower the output limit, \
+         or use a model with a larger window",
+        Window(*window)
+    )]
+    ContextWindowExceeded {
+        /// Catalog model id.
+        model_id: String,
+        /// Tokens the call needs: tollgate's input estimate plus the output limit.
+        needed: u64,
+        /// The catalog's `context_window`; `None` when the catalog sets none (the provider
+        /// reported the overflow).
+        window: Option<u64>,
+    },
+
     /// The answer failed the request's declared JSON Schema after every correction.
     #[error(
         "the answer does not match the declared response shape after all corrections: {}",
@@ -256,6 +278,18 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::Provider(_))
     }
+
+    /// What a provider crate returns when the provider reports a context overflow by code
+    /// (e.g. OpenAI's `context_length_exceeded`): an [`Error::ContextWindowExceeded`]
+    /// whose model, need and window the pipeline fills in from the catalog and its
+    /// estimate before the caller sees it.
+    pub fn provider_context_overflow() -> Self {
+        Error::ContextWindowExceeded {
+            model_id: String::new(),
+            needed: 0,
+            window: None,
+        }
+    }
 }
 
 /// The retryable provider failures (DESIGN §4). Nothing else is retried.
@@ -384,6 +418,17 @@ impl fmt::Display for RetryAfter {
         match self.0 {
             Some(d) => write!(f, ", retry after {} ms", d.as_millis()),
             None => Ok(()),
+        }
+    }
+}
+
+struct Window(Option<u64>);
+
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(w) => write!(f, " of {w} tokens"),
+            None => f.write_str(" (reported by the provider)"),
         }
     }
 }

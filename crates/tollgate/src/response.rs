@@ -26,6 +26,11 @@ pub enum StopReason {
     Refusal,
     /// The provider's content filter stopped the answer.
     ContentFilter,
+    /// The conversation filled the model's context window (Anthropic's and Bedrock's
+    /// `model_context_window_exceeded`): an overflow, not a truncation to re-run with a
+    /// larger output limit. The pipeline reports it as
+    /// [`crate::Error::ContextWindowExceeded`].
+    ContextWindowExceeded,
 }
 
 /// Tokens used by one call, in one convention for every provider.

@@ -2,15 +2,29 @@
 //! when enough has refilled.
 //!
 //! All state lives behind one mutex and changes in one place ([`State::grant_ready`]
-//! grants; the other methods only refill, take or give back). Waiters queue in FIFO
-//! order. One *driver* task per limiter sleeps until the instant the head waiter's cost
-//! will have refilled, grants it (and whoever behind it fits), and sleeps again; waiters
-//! are woken only when granted, so a grant costs exactly one wake-up. The driver exists
-//! only while someone waits.
+//! grants; the other methods only refill, take or give back). Waiters queue in a
+//! [`WaitQueue`]: one FIFO queue per [`Priority`] class. One *driver* task per limiter
+//! sleeps until the instant the head waiter's cost will have refilled, grants it (and
+//! whoever goes next, while they fit), and sleeps again; waiters are woken only when
+//! granted, so a grant costs exactly one wake-up. The driver exists only while someone
+//! waits.
+//!
+//! **Order.** The *head* (the waiter that goes first) is:
+//! 1. among waiters that have waited at least [`LimiterConfig::aging`] (*promoted*), the
+//!    one that arrived first (on a tie, the higher class);
+//! 2. if none is promoted, the first arrival of the highest class that has waiters.
+//!
+//! So a higher class goes first, a class is FIFO, and aging makes a promoted waiter rank
+//! above every class: a saturating stream of interactive calls delays a batch call by at
+//! most about `aging`, never forever. With `aging` zero every waiter is promoted at once
+//! and the order is plain arrival order (FIFO across classes).
 //!
 //! Fairness has a price, as with tokio's batch semaphore: a large request at the head of
-//! the queue holds back smaller ones behind it that would fit now. That is what makes a
-//! large request never starve, and `try_reserve` does not jump the queue either.
+//! the queue holds back the waiters after it that would fit now. That is what makes a
+//! large request never starve. `try_reserve_with(cost, class)` and a ready
+//! `reserve_with` never jump a waiter that would go before them (one of their own or a
+//! higher class, or a promoted one), but may go ahead of lower-class waiters if the cost
+//! fits now: that is what a class is for.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -25,6 +39,7 @@ use tokio::time::Instant;
 
 use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
+use super::priority::Priority;
 use super::throttle::{AdaptiveThrottle, Feedback};
 use crate::catalog::{Limits, ModelEntry};
 use crate::error::{Dimension, Error, Result};
@@ -74,9 +89,18 @@ pub struct LimiterConfig {
     pub burst: Burst,
     /// Whether 429s and 529s slow the refill ([`super::throttle`]).
     pub adaptive: bool,
+    /// Aging: a waiter that has waited this long ranks above every [`Priority`] class
+    /// (promoted waiters go in arrival order), so no class starves. Default
+    /// [`LimiterConfig::DEFAULT_AGING`] (30 s); zero makes the queue plain FIFO across classes;
+    /// [`Duration::MAX`] turns aging off.
+    pub aging: Duration,
 }
 
 impl LimiterConfig {
+    /// How long a waiter waits before it is promoted above every class (the default of
+    /// [`LimiterConfig::aging`]).
+    pub const DEFAULT_AGING: Duration = Duration::from_secs(30);
+
     /// Limits for `model_id` with a full-minute burst and the adaptive throttle on.
     pub fn new(model_id: impl Into<String>, limits: Limits) -> Self {
         LimiterConfig {
@@ -84,6 +108,7 @@ impl LimiterConfig {
             limits,
             burst: Burst::FullMinute,
             adaptive: true,
+            aging: Self::DEFAULT_AGING,
         }
     }
 
@@ -109,9 +134,15 @@ impl LimiterConfig {
         self.adaptive = adaptive;
         self
     }
+
+    /// Sets the aging bound ([`LimiterConfig::aging`]).
+    pub fn with_aging(mut self, aging: Duration) -> Self {
+        self.aging = aging;
+        self
+    }
 }
 
-/// Why [`TokenBucketRateLimiter::try_reserve`] did not reserve.
+/// Why [`TokenBucketRateLimiter::try_reserve`] (or `try_reserve_with`) did not reserve.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TryReserveError {
@@ -121,7 +152,7 @@ pub enum TryReserveError {
     /// Not now; the earliest time it could be, if nothing else changes.
     #[error("the bucket cannot serve this cost now; earliest in {ready_in:?}")]
     WouldWait {
-        /// How long until it could fit, counting everyone already queued.
+        /// How long until it could fit, counting the waiters that would go before it.
         ready_in: Duration,
     },
 }
@@ -268,6 +299,9 @@ pub struct LimiterSnapshot {
     pub levels: Vec<(Dimension, f64, u64)>,
     /// Waiters queued.
     pub queued: usize,
+    /// Waiters queued per [`Priority`] class, lowest first (indexed by
+    /// [`Priority::index`]).
+    pub queued_by_class: [usize; 3],
     /// The adaptive throttle's factor (1 = full rate).
     pub rate_factor: f64,
     /// Reservations granted so far.
@@ -297,9 +331,142 @@ struct Slot {
     waker: Option<Waker>,
 }
 
+/// The waiters, one FIFO queue per [`Priority`] class, each entry with its arrival time
+/// (ns since the limiter's epoch). Its methods are the only way the order changes; they
+/// implement the order described in the module docs.
+#[derive(Debug)]
+struct WaitQueue {
+    /// Per class, lowest first: (waiter id, arrival ns), in arrival order.
+    classes: [VecDeque<(u64, u64)>; 3],
+    len: usize,
+    aging_ns: u64,
+}
+
+impl WaitQueue {
+    fn new(aging: Duration) -> Self {
+        WaitQueue {
+            classes: Default::default(),
+            len: 0,
+            aging_ns: u64::try_from(aging.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Waiters per class, lowest first.
+    fn counts(&self) -> [usize; 3] {
+        self.classes.each_ref().map(VecDeque::len)
+    }
+
+    /// Adds waiter `id` of class `priority`, arrived at `now`, at the back of its class.
+    fn push(&mut self, id: u64, priority: Priority, now: u64) {
+        self.classes[priority.index()].push_back((id, now));
+        self.len += 1;
+    }
+
+    /// Removes waiter `id` of class `priority`; false if it was not queued.
+    fn remove(&mut self, id: u64, priority: Priority) -> bool {
+        let class = &mut self.classes[priority.index()];
+        let Some(i) = class.iter().position(|(x, _)| *x == id) else {
+            return false;
+        };
+        class.remove(i);
+        self.len -= 1;
+        true
+    }
+
+    /// Whether a waiter that arrived at `arrived` is promoted at `now`.
+    fn promoted(&self, arrived: u64, now: u64) -> bool {
+        now.saturating_sub(arrived) >= self.aging_ns
+    }
+
+    /// The class whose first waiter goes first at `now` (see the module docs).
+    fn head_class(&self, now: u64) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        // Each class's first waiter is its oldest: the oldest promoted waiter is one of
+        // them. Highest class first, so that a tie goes to the higher class.
+        let mut oldest: Option<(usize, u64)> = None;
+        for (c, class) in self.classes.iter().enumerate().rev() {
+            if let Some(&(_, arrived)) = class.front()
+                && self.promoted(arrived, now)
+                && oldest.is_none_or(|(_, at)| arrived < at)
+            {
+                oldest = Some((c, arrived));
+            }
+        }
+        if let Some((c, _)) = oldest {
+            return Some(c);
+        }
+        self.classes.iter().rposition(|class| !class.is_empty())
+    }
+
+    /// The waiter that goes first at `now`.
+    fn front(&self, now: u64) -> Option<u64> {
+        let c = self.head_class(now)?;
+        self.classes[c].front().map(|(id, _)| *id)
+    }
+
+    /// Removes and returns the waiter that goes first at `now`.
+    fn pop_front(&mut self, now: u64) -> Option<u64> {
+        let c = self.head_class(now)?;
+        let (id, _) = self.classes[c].pop_front()?;
+        self.len -= 1;
+        Some(id)
+    }
+
+    /// Whether a newcomer of class `priority` arriving at `now` would have to let
+    /// someone go first: a waiter of its own or a higher class, or a promoted one.
+    fn blocks(&self, priority: Priority, now: u64) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        let p = priority.index();
+        self.classes[p..].iter().any(|c| !c.is_empty())
+            || self.classes[..p]
+                .iter()
+                .any(|c| c.front().is_some_and(|(_, at)| self.promoted(*at, now)))
+    }
+
+    /// The waiters that would go before a newcomer of class `priority` arriving at `now`
+    /// (those [`WaitQueue::blocks`] counts), if nothing else changed.
+    fn ahead_of(&self, priority: Priority, now: u64) -> impl Iterator<Item = u64> + '_ {
+        let p = priority.index();
+        let higher = self.classes[p..].iter().flatten();
+        // Within a class the promoted waiters are the oldest: a prefix.
+        let promoted = self.classes[..p]
+            .iter()
+            .flat_map(move |c| c.iter().take_while(move |(_, at)| self.promoted(*at, now)));
+        higher.chain(promoted).map(|(id, _)| *id)
+    }
+
+    /// When the head may change by time alone: the first instant a lower class's first
+    /// waiter is promoted while the head is not. `None` if no such instant comes.
+    fn next_promotion(&self, now: u64) -> Option<u64> {
+        let c = self.head_class(now)?;
+        let &(_, head_arrived) = self.classes[c].front()?;
+        if self.promoted(head_arrived, now) {
+            // The oldest promoted waiter keeps the lead: anyone promoted later is younger.
+            return None;
+        }
+        self.classes[..c]
+            .iter()
+            .filter_map(|class| class.front())
+            .map(|(_, at)| at.saturating_add(self.aging_ns))
+            .min()
+    }
+}
+
 struct State {
     buckets: [Option<Bucket>; 4],
-    queue: VecDeque<u64>,
+    queue: WaitQueue,
     slots: HashMap<u64, Slot>,
     next_id: u64,
     driver_running: bool,
@@ -332,7 +499,7 @@ impl TokenBucketRateLimiter {
                 bucket(l.input_tpm),
                 bucket(l.output_tpm),
             ],
-            queue: VecDeque::new(),
+            queue: WaitQueue::new(config.aging),
             slots: HashMap::new(),
             next_id: 0,
             driver_running: false,
@@ -357,13 +524,27 @@ impl TokenBucketRateLimiter {
     }
 
     /// Reserves `cost` on every dimension now, or fails without waiting. Does not jump
-    /// the queue: while anyone waits, it fails with [`TryReserveError::WouldWait`].
+    /// the queue: while anyone waits, it fails with [`TryReserveError::WouldWait`]. The
+    /// [`Priority::Default`] form of [`TokenBucketRateLimiter::try_reserve_with`].
     pub fn try_reserve(&self, cost: Cost) -> Result<Reservation, TryReserveError> {
+        self.try_reserve_with(cost, Priority::Default)
+    }
+
+    /// Reserves `cost` at class `priority` now, or fails without waiting. It never
+    /// jumps a waiter that would go before it (one of its own or a higher class, or a
+    /// promoted one); while only lower classes wait, it goes if the cost fits now.
+    /// [`TryReserveError::WouldWait`] estimates the wait from the waiters that would go
+    /// before it.
+    pub fn try_reserve_with(
+        &self,
+        cost: Cost,
+        priority: Priority,
+    ) -> Result<Reservation, TryReserveError> {
         let shared = &self.shared;
         // Read before locking: a time earlier than another holder's only refills less.
         let now = shared.now_ns();
         let mut state = shared.lock();
-        if state.take_if_ready(&cost, now) {
+        if state.take_if_ready(&cost, priority, now) {
             drop(state);
             return Ok(Reservation::new(shared.clone(), cost));
         }
@@ -371,35 +552,35 @@ impl TokenBucketRateLimiter {
             .check_size(&shared.model_id, &cost)
             .map_err(TryReserveError::TooLarge)?;
         Err(TryReserveError::WouldWait {
-            ready_in: Duration::from_nanos(state.queued_wait_ns(&cost, now)),
+            ready_in: Duration::from_nanos(state.queued_wait_ns(&cost, priority, now)),
         })
     }
 
-    /// Reserves `cost` on every dimension, waiting (holding nothing) in FIFO order until
-    /// it fits. Fails at once with [`Error::TooLargeForBucket`] if it never can.
+    /// Reserves `cost` on every dimension, waiting (holding nothing) until it fits. Fails
+    /// at once with [`Error::TooLargeForBucket`] if it never can. The
+    /// [`Priority::Default`] form of [`TokenBucketRateLimiter::reserve_with`].
     ///
     /// Cancellation-safe: dropping the future leaves the queue, and if it had already
     /// been granted, gives the capacity back.
     pub fn reserve(&self, cost: Cost) -> Reserve {
+        self.reserve_with(cost, Priority::Default)
+    }
+
+    /// Reserves `cost` at class `priority`, waiting (holding nothing) in the order the
+    /// module docs define: higher classes first, FIFO within a class, promoted (aged)
+    /// waiters before every class. Takes the fast path, as
+    /// [`TokenBucketRateLimiter::try_reserve_with`] would, if it fits now. Fails at once
+    /// with [`Error::TooLargeForBucket`] if it never can.
+    ///
+    /// Cancellation-safe: dropping the future leaves the queue, and if it had already
+    /// been granted, gives the capacity back.
+    pub fn reserve_with(&self, cost: Cost, priority: Priority) -> Reserve {
         Reserve {
             shared: Some(self.shared.clone()),
             cost,
+            priority,
             id: None,
         }
-    }
-
-    /// [`TokenBucketRateLimiter::reserve`] at a priority class.
-    pub fn reserve_with(&self, cost: Cost, _priority: super::Priority) -> Reserve {
-        self.reserve(cost)
-    }
-
-    /// [`TokenBucketRateLimiter::try_reserve`] at a priority class.
-    pub fn try_reserve_with(
-        &self,
-        cost: Cost,
-        _priority: super::Priority,
-    ) -> Result<Reservation, TryReserveError> {
-        self.try_reserve(cost)
     }
 
     /// Tells the limiter what a provider's answer said (success, 429, 529, remaining).
@@ -458,6 +639,7 @@ impl TokenBucketRateLimiter {
                 })
                 .collect(),
             queued: state.queue.len(),
+            queued_by_class: state.queue.counts(),
             rate_factor: state.throttle.factor(),
             grants: state.grants,
             waited: state.waited,
@@ -562,12 +744,13 @@ impl State {
         }
     }
 
-    /// The fast path: refills to `now`, and if nobody waits, no pause holds and `cost`
-    /// fits every bucket, takes it and counts the grant. A cost that fits is never too
-    /// large for a bucket, so the size check is left to the slow path.
-    fn take_if_ready(&mut self, cost: &Cost, now: u64) -> bool {
+    /// The fast path: refills to `now`, and if nobody waits who would go before a
+    /// newcomer of class `priority`, no pause holds and `cost` fits every bucket, takes it
+    /// and counts the grant. A cost that fits is never too large for a bucket, so the
+    /// size check is left to the slow path.
+    fn take_if_ready(&mut self, cost: &Cost, priority: Priority, now: u64) -> bool {
         let units = DIMENSIONS.map(|d| units(cost.on(d)));
-        let mut fits = self.queue.is_empty() && now >= self.paused_until_ns;
+        let mut fits = !self.queue.blocks(priority, now) && now >= self.paused_until_ns;
         for (bucket, units) in self.buckets.iter_mut().zip(units) {
             if let Some(bucket) = bucket {
                 bucket.refill(now);
@@ -612,11 +795,12 @@ impl State {
         refill.max(self.paused_until_ns.saturating_sub(now))
     }
 
-    /// An estimate of when `cost` could go if it joined the queue now.
-    fn queued_wait_ns(&self, cost: &Cost, now: u64) -> u64 {
+    /// An estimate of when `cost` could go if it joined the queue at class `priority`
+    /// now: after the waiters that would go before it.
+    fn queued_wait_ns(&self, cost: &Cost, priority: Priority, now: u64) -> u64 {
         let mut total = *cost;
-        for id in &self.queue {
-            if let Some(slot) = self.slots.get(id) {
+        for id in self.queue.ahead_of(priority, now) {
+            if let Some(slot) = self.slots.get(&id) {
                 total.requests += slot.cost.requests;
                 total.input_tokens += slot.cost.input_tokens;
                 total.output_tokens += slot.cost.output_tokens;
@@ -625,24 +809,24 @@ impl State {
         self.wait_ns(&total, now)
     }
 
-    /// The one place that grants: pops every head waiter that fits, in order, and
-    /// returns their wakers (to be woken after the lock is released).
+    /// The one place that grants: pops the head waiter while it fits, in the queue's
+    /// order, and returns their wakers (to be woken after the lock is released).
     fn grant_ready(&mut self, now: u64) -> Vec<Waker> {
         let mut wakers = Vec::new();
         if self.queue.is_empty() {
             return wakers;
         }
         self.refill(now);
-        while let Some(&id) = self.queue.front() {
+        while let Some(id) = self.queue.front(now) {
             let Some(cost) = self.slots.get(&id).map(|s| s.cost) else {
-                self.queue.pop_front();
+                self.queue.pop_front(now);
                 continue;
             };
             if !self.fits(&cost, now) {
                 break;
             }
             self.take(&cost);
-            self.queue.pop_front();
+            self.queue.pop_front(now);
             self.grants += 1;
             self.waited += 1;
             if let Some(slot) = self.slots.get_mut(&id) {
@@ -653,11 +837,17 @@ impl State {
         wakers
     }
 
-    /// When the head waiter will fit, or `None` if nobody waits.
+    /// When the driver must look again: when the head waiter will fit, or earlier if
+    /// aging changes the head before then; `None` if nobody waits.
     fn head_deadline(&self, now: u64) -> Option<u64> {
-        let id = self.queue.front()?;
-        let cost = self.slots.get(id)?.cost;
-        Some(now.saturating_add(self.wait_ns(&cost, now).max(1)))
+        let id = self.queue.front(now)?;
+        let cost = self.slots.get(&id)?.cost;
+        let fits_at = now.saturating_add(self.wait_ns(&cost, now).max(1));
+        Some(
+            self.queue
+                .next_promotion(now)
+                .map_or(fits_at, |p| p.min(fits_at)),
+        )
     }
 }
 
@@ -693,6 +883,7 @@ pub struct Reserve {
     /// [`Reservation`] when granted).
     shared: Option<Arc<Shared>>,
     cost: Cost,
+    priority: Priority,
     id: Option<u64>,
 }
 
@@ -700,6 +891,7 @@ impl fmt::Debug for Reserve {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reserve")
             .field("cost", &self.cost)
+            .field("priority", &self.priority)
             .field("queued", &self.id.is_some())
             .finish()
     }
@@ -735,7 +927,7 @@ impl Future for Reserve {
         let Some(id) = this.id else {
             // First poll: the fast path, or join the queue.
             let now = shared.now_ns();
-            if state.take_if_ready(&this.cost, now) {
+            if state.take_if_ready(&this.cost, this.priority, now) {
                 drop(state);
                 return this.granted();
             }
@@ -762,12 +954,15 @@ impl Future for Reserve {
                     waker: Some(cx.waker().clone()),
                 },
             );
-            state.queue.push_back(id);
+            state.queue.push(id, this.priority, now);
             this.id = Some(id);
             if !state.driver_running {
                 state.driver_running = true;
                 runtime.spawn(drive(Arc::downgrade(shared)));
-            } else if state.queue.len() == 1 {
+            } else if state.queue.front(now) == Some(id) {
+                // A new head (the first waiter, or one of a higher class): its deadline
+                // is not the driver's. A newcomer that is not the head needs no nudge:
+                // it is younger than the head, so the head is promoted before it.
                 drop(state);
                 shared.notify.notify_one();
             }
@@ -803,8 +998,9 @@ impl Drop for Reserve {
                 shared.kick(state);
             }
             Some(_) => {
-                let was_head = state.queue.front() == Some(&id);
-                state.queue.retain(|x| *x != id);
+                let now = shared.now_ns();
+                let was_head = state.queue.front(now) == Some(id);
+                state.queue.remove(id, self.priority);
                 if was_head {
                     shared.kick(state);
                 }

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use tokio::time::Instant;
 
-use super::{Cost, LimiterConfig, TokenBucketRateLimiter};
+use super::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
 use crate::catalog::Limits;
 use crate::error::Dimension;
 
@@ -21,21 +21,49 @@ fn paused_runtime() -> tokio::runtime::Runtime {
 /// Runs `arrivals` (delay before arriving, input tokens, output tokens) against a limiter
 /// and returns each grant's time (ns since start) and cost.
 fn simulate(limits: Limits, arrivals: Vec<(u64, u64, u64)>) -> Vec<(u64, Cost)> {
+    let arrivals = arrivals
+        .into_iter()
+        .map(|(delay, input, output)| (delay, input, output, Priority::Default))
+        .collect();
+    simulate_classes(limits, LimiterConfig::DEFAULT_AGING, arrivals)
+        .into_iter()
+        .map(|(at, cost, _, _)| (at, cost))
+        .collect()
+}
+
+/// As [`simulate`], each arrival with its class; returns each grant's time, cost, class
+/// and arrival index.
+fn simulate_classes(
+    limits: Limits,
+    aging: Duration,
+    arrivals: Vec<(u64, u64, u64, Priority)>,
+) -> Vec<(u64, Cost, Priority, usize)> {
     paused_runtime().block_on(async move {
-        let limiter =
-            TokenBucketRateLimiter::new(LimiterConfig::new("p", limits).with_adaptive(false));
+        let limiter = TokenBucketRateLimiter::new(
+            LimiterConfig::new("p", limits)
+                .with_adaptive(false)
+                .with_aging(aging),
+        );
         let start = Instant::now();
         let mut tasks = Vec::new();
         let mut at = 0;
-        for (delay_ms, input, output) in arrivals {
+        for (i, (delay_ms, input, output, priority)) in arrivals.into_iter().enumerate() {
             at += delay_ms;
             let limiter = limiter.clone();
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep_until(start + Duration::from_millis(at)).await;
                 let cost = Cost::call(input, output);
-                let mut r = limiter.reserve(cost).await.expect("fits the bucket");
+                let mut r = limiter
+                    .reserve_with(cost, priority)
+                    .await
+                    .expect("fits the bucket");
                 r.mark_sent();
-                (u64::try_from(start.elapsed().as_nanos()).unwrap(), cost)
+                (
+                    u64::try_from(start.elapsed().as_nanos()).unwrap(),
+                    cost,
+                    priority,
+                    i,
+                )
             }));
         }
         let mut grants = Vec::new();
@@ -45,6 +73,35 @@ fn simulate(limits: Limits, arrivals: Vec<(u64, u64, u64)>) -> Vec<(u64, Cost)> 
         grants.sort_by_key(|g| g.0);
         grants
     })
+}
+
+fn class() -> impl Strategy<Value = Priority> {
+    prop::sample::select(Priority::ALL.to_vec())
+}
+
+/// Over any window W, admitted ≤ capacity + rate · W on `dimension`.
+fn assert_window_bound(
+    grants: &[(u64, Cost)],
+    limit: u64,
+    dimension: Dimension,
+) -> Result<(), TestCaseError> {
+    for i in 0..grants.len() {
+        let mut admitted = 0u128;
+        for j in i..grants.len() {
+            admitted += u128::from(grants[j].1.on(dimension));
+            let window_ns = u128::from(grants[j].0 - grants[i].0);
+            // capacity + rate · W, in tokens × 60e9 to stay in integers.
+            let bound = u128::from(limit) * 60_000_000_000 + u128::from(limit) * window_ns;
+            prop_assert!(
+                admitted * 60_000_000_000 <= bound,
+                "limit {} admitted {} in {} ns",
+                limit,
+                admitted,
+                window_ns
+            );
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -95,5 +152,40 @@ proptest! {
         // mean nobody overtook anybody.
         let granted: Vec<Cost> = grants.iter().map(|g| g.1).collect();
         prop_assert_eq!(granted, costs);
+    }
+
+    /// Whatever the mix of classes and the aging bound, grants never exceed capacity +
+    /// rate · W in any window W, and every waiter is granted.
+    #[test]
+    fn priorities_conserve_capacity(
+        rpm in 1u64..30,
+        tpm in 600u64..5_000,
+        aging_ms in prop::sample::select(vec![0u64, 500, 5_000, 30_000, u64::MAX]),
+        arrivals in prop::collection::vec((0u64..3_000, 0u64..400, 0u64..200, class()), 1..40),
+    ) {
+        let n = arrivals.len();
+        let limits = Limits { rpm, tpm, ..Limits::default() };
+        let grants = simulate_classes(limits, Duration::from_millis(aging_ms), arrivals);
+        prop_assert_eq!(grants.len(), n);
+        let grants: Vec<(u64, Cost)> = grants.iter().map(|g| (g.0, g.1)).collect();
+        assert_window_bound(&grants, rpm, Dimension::Requests)?;
+        assert_window_bound(&grants, tpm, Dimension::Tokens)?;
+    }
+
+    /// Within each class, grants come out in arrival order, whatever the other classes
+    /// do and whatever the aging bound.
+    #[test]
+    fn each_class_is_fifo(
+        aging_ms in prop::sample::select(vec![0u64, 2_000, 30_000, u64::MAX]),
+        arrivals in prop::collection::vec((1u64..2_000, 0u64..300, 0u64..100, class()), 1..30),
+    ) {
+        let limits = Limits { rpm: 5, tpm: 1_000, ..Limits::default() };
+        let grants = simulate_classes(limits, Duration::from_millis(aging_ms), arrivals);
+        for p in Priority::ALL {
+            let order: Vec<usize> = grants.iter().filter(|g| g.2 == p).map(|g| g.3).collect();
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(order, sorted, "class {}", p);
+        }
     }
 }

@@ -95,6 +95,55 @@ impl PipelineChat {
         Cost::call(self.transport.estimate_input_tokens(request), limit)
     }
 
+    /// The output limit of the re-run of a cut-off answer: the ceiling, lowered to what
+    /// the context window leaves after the input estimate.
+    fn rerun_limit(&self, request: &LlmRequest, ceiling: u64) -> u64 {
+        match self.rt.entry.context_window {
+            Some(window) => {
+                ceiling.min(window.saturating_sub(self.transport.estimate_input_tokens(request)))
+            }
+            None => ceiling,
+        }
+    }
+
+    /// The call's input estimate plus `limit` must fit the catalog's `context_window`
+    /// (when it sets one); checked before anything is reserved or sent.
+    fn check_window(&self, request: &LlmRequest, limit: u64) -> Result<()> {
+        let needed = self
+            .transport
+            .estimate_input_tokens(request)
+            .saturating_add(limit);
+        match self.rt.entry.context_window {
+            Some(window) if needed > window => Err(Error::ContextWindowExceeded {
+                model_id: self.rt.entry.id.clone(),
+                needed,
+                window: Some(window),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A context overflow the provider reported (by code or stop reason), with the model,
+    /// tollgate's estimate of the need and the catalog's window filled in.
+    fn overflow(&self, request: &LlmRequest, limit: u64) -> Error {
+        Error::ContextWindowExceeded {
+            model_id: self.rt.entry.id.clone(),
+            needed: self
+                .transport
+                .estimate_input_tokens(request)
+                .saturating_add(limit),
+            window: self.rt.entry.context_window,
+        }
+    }
+
+    /// Fills in a provider's context-overflow error; other errors pass through.
+    fn name_overflow(&self, error: Error, request: &LlmRequest, limit: u64) -> Error {
+        match error {
+            Error::ContextWindowExceeded { .. } => self.overflow(request, limit),
+            other => other,
+        }
+    }
+
     async fn answer(&self, call: &mut CallState, request: &LlmRequest) -> Result<LlmResponse> {
         let (mut request, mut limit) = self.prepare_request(request)?;
         let ceiling = self.rt.entry.max_output_tokens.unwrap_or(limit);
@@ -102,6 +151,7 @@ impl PipelineChat {
         let mut corrections = 0;
         let mut rerun_at_ceiling = false;
         loop {
+            self.check_window(&request, limit)?;
             call.span().record("gen_ai.request.max_tokens", limit);
             let send = |deployment: usize| {
                 let (transport, request) = (self.transports[deployment].clone(), request.clone());
@@ -114,13 +164,21 @@ impl PipelineChat {
                     (result, signals)
                 }
             };
-            let (response, _) = call.run(self.cost(&request, limit), rule, send).await?;
+            let (response, _) = call
+                .run(self.cost(&request, limit), rule, send)
+                .await
+                .map_err(|e| self.name_overflow(e, &request, limit))?;
             match response.stop_reason() {
-                StopReason::MaxTokens if limit < ceiling && !rerun_at_ceiling => {
-                    // Cut off below the ceiling: once more with the model's whole ceiling.
+                // The window is full: a larger output limit cannot help, so no re-run.
+                StopReason::ContextWindowExceeded => return Err(self.overflow(&request, limit)),
+                StopReason::MaxTokens
+                    if limit < self.rerun_limit(&request, ceiling) && !rerun_at_ceiling =>
+                {
+                    // Cut off below the ceiling: once more with the model's whole ceiling
+                    // (or as much of it as the context window leaves room for).
                     rerun_at_ceiling = true;
-                    limit = ceiling;
-                    request = request.with_max_output_tokens(ceiling)?;
+                    limit = self.rerun_limit(&request, ceiling);
+                    request = request.with_max_output_tokens(limit)?;
                     continue;
                 }
                 StopReason::MaxTokens => {
@@ -168,6 +226,7 @@ fn stop_name(stop: StopReason) -> &'static str {
         StopReason::ToolUse => "tool_use",
         StopReason::Refusal => "refusal",
         StopReason::ContentFilter => "content_filter",
+        StopReason::ContextWindowExceeded => "context_window_exceeded",
     }
 }
 
@@ -201,6 +260,10 @@ impl PipelineChat {
                 return Err(e);
             }
         };
+        if let Err(e) = self.check_window(&request, limit) {
+            call.finish(Err(&e), None);
+            return Err(e);
+        }
         let cost = self.cost(&request, limit);
         loop {
             let timeout = call.attempt_timeout();
@@ -244,6 +307,7 @@ impl PipelineChat {
                         call,
                         rule: self.transport.accounting(),
                         shape: request.sampling_params().response_shape().cloned(),
+                        overflow: Some(self.overflow(&request, limit)),
                         delivered: 0,
                         done: false,
                         last_usage: None,
@@ -252,6 +316,7 @@ impl PipelineChat {
                 Err(e) => match call.fail(prepared, &e, &signals) {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => {
+                        let e = self.name_overflow(e, &request, limit);
                         call.finish(Err(&e), None);
                         return Err(e);
                     }
@@ -272,6 +337,8 @@ struct PipelineStream {
     call: CallState,
     rule: AccountingRule,
     shape: Option<ResponseShape>,
+    /// The error a `ContextWindowExceeded` stop ends the stream with.
+    overflow: Option<Error>,
     delivered: u64,
     done: bool,
     /// The usage the stream reported last (providers report it cumulatively).
@@ -293,6 +360,10 @@ impl PipelineStream {
                 .succeed(p, &response.usage(), self.rule, &self.signals);
         }
         let outcome = match &self.shape {
+            _ if response.stop_reason() == StopReason::ContextWindowExceeded => Err(self
+                .overflow
+                .take()
+                .unwrap_or_else(Error::provider_context_overflow)),
             Some(shape) => match shape::check(shape, &response.text()) {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(errors)) => Err(Error::ShapeInvalid { errors }),

@@ -356,6 +356,13 @@ impl CallState {
         &self.rt.entry
     }
 
+    /// Starts the next HTTP request of a call that sends several (embeddings batches,
+    /// decision questions): without a job, each request has the policy's own retry
+    /// budget; a job's budget stays shared.
+    pub(crate) fn next_request(&mut self) {
+        self.retries = 0;
+    }
+
     /// Checks the circuit, holds the worst case on the spend cap, reserves on the
     /// limiter. Nothing has been sent when this fails.
     pub(crate) async fn prepare(&mut self, cost: Cost) -> Result<Prepared> {
@@ -583,6 +590,7 @@ impl CallState {
             )
             | Error::ProviderRequest(_)
             | Error::QuotaExhausted { .. }
+            | Error::ContextWindowExceeded { .. }
             | Error::ProviderRefusal { .. } => {
                 let cost = reservation.cost();
                 reservation.settle_counted(Cost {

@@ -4,7 +4,9 @@
 //! circuit not open, bucket able to take the call at once; only the last remaining
 //! candidate is waited for. A 429 puts its model in cooldown and moves the call on
 //! (drawing on the retry budget). With [`FallbackOptions::on_refusal`], a refusal moves
-//! the call to the next model too, and never back to the one that refused.
+//! the call to the next model too, and never back to the one that refused. With
+//! [`FallbackOptions::on_context_overflow`], a call too large for a model's context window
+//! moves to the next model with a larger one.
 
 use std::time::Duration;
 
@@ -22,6 +24,13 @@ pub struct FallbackOptions {
     /// Move to the next model when a model refuses (off by default: a refusal is usually
     /// about the request, and another model may answer what the first declined).
     pub on_refusal: bool,
+    /// Move a call that does not fit a model's context window
+    /// ([`Error::ContextWindowExceeded`], found before sending or reported by the
+    /// provider) to the next model whose `context_window` is larger, skipping models whose
+    /// window is not (off by default: a longer window is often a dearer model). When the
+    /// overflowing model declares no window, any model that declares one is tried; a
+    /// model that declares none is never a target.
+    pub on_context_overflow: bool,
 }
 
 #[derive(Debug)]
@@ -147,6 +156,22 @@ impl FallbackChat {
                 }
                 Err(e @ Error::ProviderRefusal { .. }) if self.options.on_refusal => {
                     excluded[i] = true;
+                    if excluded.iter().all(|x| *x) {
+                        return Err(e);
+                    }
+                }
+                Err(e @ Error::ContextWindowExceeded { .. })
+                    if self.options.on_context_overflow =>
+                {
+                    let window = member.rt.entry.context_window;
+                    for (j, other) in self.members.iter().enumerate() {
+                        let larger = match (other.rt.entry.context_window, window) {
+                            (Some(w), Some(failed)) => w > failed,
+                            (Some(_), None) => true,
+                            (None, _) => false,
+                        };
+                        excluded[j] |= !larger;
+                    }
                     if excluded.iter().all(|x| *x) {
                         return Err(e);
                     }

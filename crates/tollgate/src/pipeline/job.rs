@@ -12,6 +12,10 @@ use crate::limit::{Admission, AdmissionGrant, Priority};
 /// Every call made through `Models::for_job(job)` draws retries from the job's one
 /// `upstream_retries` budget and counts against its spend cap, so a job that hits a bad
 /// patch cannot multiply its retries by its number of calls.
+///
+/// A job carries a [`Priority`] class (default [`Priority::Default`]): while its calls
+/// wait on a model's limiter, a higher class is granted first (see
+/// [`crate::limit::TokenBucketRateLimiter::reserve_with`]).
 #[derive(Clone)]
 pub struct JobContext {
     id: Arc<str>,
@@ -47,17 +51,6 @@ impl JobContext {
         }
     }
 
-    /// Makes every call of the job wait in `priority`'s class of its model's queue.
-    pub fn with_priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    /// The job's priority class (default [`Priority::Default`]).
-    pub fn priority(&self) -> Priority {
-        self.priority
-    }
-
     /// Makes every attempt of the job's calls on `admission`'s model reserve through it:
     /// the model reservation together with the admission's other resources, all or
     /// nothing, held for the attempt. A retry re-admits with fresh resources.
@@ -89,6 +82,17 @@ impl JobContext {
         } else {
             None
         }
+    }
+
+    /// Sets the priority class of every call made for the job.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The job's priority class ([`Priority::Default`] unless set).
+    pub fn priority(&self) -> Priority {
+        self.priority
     }
 
     /// Counts every call of the job against `cap`.
@@ -268,6 +272,17 @@ mod tests {
         assert_eq!(cap.held_usd(), 0.0);
         cap.hold(0.5).unwrap().settle(0.5);
         assert!((cap.remaining_usd() - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn job_priority_defaults_to_default_and_is_kept_by_clones() {
+        let job = JobContext::new("j", 0);
+        assert_eq!(job.priority(), Priority::Default);
+        let urgent = job.with_priority(Priority::Interactive);
+        assert_eq!(urgent.priority(), Priority::Interactive);
+        assert_eq!(urgent.clone().priority(), Priority::Interactive);
+        let batch = JobContext::new("b", 0).with_priority(Priority::Batch);
+        assert_eq!(batch.priority(), Priority::Batch);
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn error_kind(error: &Error) -> (&'static str, Option<u16>) {
         Error::QuotaExhausted { .. } => ("quota_exhausted", None),
         Error::ProviderRefusal { .. } => ("refusal", None),
         Error::OutputTruncated { .. } => ("output_truncated", None),
+        Error::ContextWindowExceeded { .. } => ("context_window_exceeded", None),
         Error::ShapeInvalid { .. } => ("shape_invalid", None),
         Error::TooLargeForBucket { .. } => ("too_large_for_bucket", None),
         Error::SpendCapExceeded { .. } => ("spend_cap_exceeded", None),

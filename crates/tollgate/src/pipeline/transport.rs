@@ -91,10 +91,16 @@ pub struct EmbeddingsReply {
 ///
 /// Returns raw vectors; the core makes every vector the deployment's width and unit
 /// length, so every provider obeys the same rule.
+///
+/// **One HTTP request, one reservation**: each [`embed`](Self::embed) call sends exactly
+/// one request to the provider. The pipeline splits a batch into chunks of at most
+/// [`max_batch`](Self::max_batch) texts and reserves, retries and settles each chunk on
+/// its own, so a retry re-sends only the chunk that failed.
 #[async_trait::async_trait]
 pub trait EmbeddingsTransport: Send + Sync + Debug {
-    /// Embeds `texts`. `dimensions` is set when the catalog says the model takes a
-    /// dimensions parameter: send it to the provider.
+    /// Embeds `texts` (never more than [`max_batch`](Self::max_batch) of them) in one
+    /// request to the provider. `dimensions` is set when the catalog says the model takes
+    /// a dimensions parameter: send it to the provider.
     async fn embed(
         &self,
         texts: &[String],
@@ -106,6 +112,14 @@ pub trait EmbeddingsTransport: Send + Sync + Debug {
     /// How the provider counts a finished call against its limits.
     fn accounting(&self) -> AccountingRule {
         AccountingRule::default()
+    }
+
+    /// The most texts one request to the provider takes (e.g. OpenAI 2048, Cohere on
+    /// Bedrock 96, Titan 1). The default, `usize::MAX`, is for a provider whose one
+    /// request takes any number of texts; a provider with a per-request maximum must
+    /// declare it. A value of 0 is taken as 1.
+    fn max_batch(&self) -> usize {
+        usize::MAX
     }
 
     /// Estimates the input tokens of `texts` before sending.
@@ -127,10 +141,24 @@ pub struct DecisionReply {
 }
 
 /// A provider's decision model, as the pipeline drives it.
+///
+/// **One HTTP request, one reservation**: each [`decide`](Self::decide) call sends exactly
+/// one request to the provider. A [`DecisionRequest`] with more questions than
+/// [`max_batch`](Self::max_batch) is split by the pipeline into requests of at most that
+/// many questions (same state, questions in order), each reserved, retried and settled on
+/// its own; their answers are merged into one [`Decision`].
 #[async_trait::async_trait]
 pub trait DecisionTransport: Send + Sync + Debug {
-    /// Answers every question of the request.
+    /// Answers every question of the request (never more than
+    /// [`max_batch`](Self::max_batch) of them) in one request to the provider.
     async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply>;
+
+    /// The most questions one request to the provider answers (the logprobs transport
+    /// of `tollgate-openai`: 1). The default, `usize::MAX`, is for a provider that answers
+    /// any number of questions in one request. A value of 0 is taken as 1.
+    fn max_batch(&self) -> usize {
+        usize::MAX
+    }
 
     /// How the provider counts a finished call against its limits.
     fn accounting(&self) -> AccountingRule {
