@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         Command::Embed(args) => runtime.block_on(embed::embed(&source, args)),
         Command::Models(args) => models::list(&source, &args),
         Command::Catalog(cmd) => models::catalog(cmd),
-        Command::Usage(args) => usage::usage(&args),
+        Command::Usage(args) => usage::usage(&source, &args),
         Command::Simulate(args) => simulate::simulate(&source, &args),
     };
     match result {

@@ -213,6 +213,7 @@ mod tests {
             provider = "nope"
             [models.c]
             provider = "fake"
+            max_output_tokens = 100
             fallbacks = ["zzz"]
         "#;
         let mistakes = check(text);

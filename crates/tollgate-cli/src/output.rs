@@ -100,6 +100,7 @@ pub(crate) fn finish_reason(stop: tollgate::StopReason) -> &'static str {
         tollgate::StopReason::MaxTokens => "length",
         tollgate::StopReason::ToolUse => "tool_calls",
         tollgate::StopReason::ContentFilter | tollgate::StopReason::Refusal => "content_filter",
+        tollgate::StopReason::ContextWindowExceeded => "length",
         tollgate::StopReason::EndTurn | tollgate::StopReason::StopSequence => "stop",
     }
 }
