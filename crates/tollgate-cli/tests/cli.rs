@@ -511,3 +511,77 @@ fn help_on_every_subcommand_shows_examples() {
         );
     }
 }
+
+#[test]
+fn usage_summarizes_recorded_calls_per_model_and_day_with_a_tokens_per_minute_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (1..=5).map(|i| chat_line(&format!("u{i}"), "Hi")).collect();
+    let input = write_batch(dir.path(), &lines);
+    let records = dir.path().join("calls.jsonl");
+    let result = tollgate()
+        .args(["run", input.to_str().unwrap(), "-m", "demo", "--record"])
+        .arg(&records)
+        .arg("-o")
+        .arg(dir.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let result = tollgate().arg("usage").arg(&records).output().unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let stdout = text(&result.stdout);
+    assert!(stdout.contains(": 5 calls"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("demo "))
+        .expect("a row for demo");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "5", "calls: {row}");
+    assert_eq!(cells[2], "0", "failed: {row}");
+    assert_eq!(cells[8], "0", "429s: {row}");
+    assert!(
+        stdout.contains("tokens per minute, demo (| = limit"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn simulate_writes_an_svg_chart_and_a_table_where_tollgate_gets_no_429s() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("sim.svg");
+    let result = tollgate()
+        .args([
+            "simulate",
+            "-m",
+            "demo",
+            "--callers",
+            "16",
+            "--duration",
+            "60",
+            "-o",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let stdout = text(&result.stdout);
+    let row = |name: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name}: {stdout}"))
+            .replace("naive retry", "naive")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(row("tollgate")[3], "0", "tollgate: no 429s: {stdout}");
+    assert_ne!(
+        row("naive")[3],
+        "0",
+        "the naive client meets 429s: {stdout}"
+    );
+    row("cookbook");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg"));
+    assert!(chart.contains("queue depth"));
+}
