@@ -181,12 +181,13 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
     ("tollgate-anthropic", "sse"),
+    ("tollgate-cli", "batch"),
 ];
 
 /// The variable through which a benchmark hands its markdown section over (the bench
@@ -199,7 +200,7 @@ fn bench() -> ExitCode {
     let root = workspace_root();
     let started = Instant::now();
     println!(
-        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic --no-run)"
+        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic -p tollgate-cli --no-run)"
     );
     let built = Command::new(cargo())
         .current_dir(&root)
@@ -209,6 +210,8 @@ fn bench() -> ExitCode {
             "tollgate-bench",
             "-p",
             "tollgate-anthropic",
+            "-p",
+            "tollgate-cli",
             "--no-run",
         ])
         .status()

@@ -585,3 +585,38 @@ fn simulate_writes_an_svg_chart_and_a_table_where_tollgate_gets_no_429s() {
     assert!(chart.starts_with("<svg"));
     assert!(chart.contains("queue depth"));
 }
+
+#[test]
+fn run_with_fallback_sends_what_the_model_cannot_serve_now_to_its_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30 requests at once against `demo` (a bucket of 10): the rest go to `demo-backup`.
+    let lines: Vec<String> = (1..=30)
+        .map(|i| chat_line(&format!("f{i}"), "Hi"))
+        .collect();
+    let input = write_batch(dir.path(), &lines);
+    let out = dir.path().join("out.jsonl");
+    let result = tollgate()
+        .args([
+            "run",
+            input.to_str().unwrap(),
+            "-m",
+            "demo",
+            "--fallback",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let parsed = output_lines(&out);
+    assert_eq!(parsed.len(), 30);
+    let by = |model: &str| {
+        parsed
+            .iter()
+            .filter(|l| l["tollgate"]["model"] == model)
+            .count()
+    };
+    assert!(by("demo") >= 10, "demo served its bucket");
+    assert!(by("demo-backup") >= 1, "the fallback served some");
+    assert_eq!(by("demo") + by("demo-backup"), 30);
+}
