@@ -306,7 +306,19 @@ fn main() {
             ),
         ],
         table,
-        notes: vec![],
+        notes: vec![
+            "A lone 429 here comes from arrival skew: the provider's bucket starts draining \
+             when the first request of the opening burst *arrives*, the client's when it was \
+             *granted*, and the opening burst's connections arrive spread out."
+                .into(),
+            "tollgate takes a 429 as a sign that the provider serves less than it publishes: \
+             its adaptive throttle lowers the refill (x0.8) and climbs back over about a \
+             minute, which costs a few percent of makespan against a provider that does \
+             serve its whole limit. The cookbook's 15 s pause costs nothing while its \
+             minute-sized bucket refills anyway; it costs when the bucket would be full \
+             (see `tollgate simulate` against per-second enforcement, docs/cli.md)."
+                .into(),
+        ],
     }
     .emit();
 }

@@ -188,6 +188,10 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     }
     source.check_credentials(&models, &needed).await?;
 
+    if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+    }
     let done = output::done_ids(&args.output)?;
     let total_items = items.len();
     let todo: Vec<Item> = items
@@ -236,11 +240,9 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         ProgressBar::new(todo.len() as u64)
     };
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}",
-        )
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{spinner} {elapsed} [{bar:20}] {pos}/{len} ETA {eta} {msg}")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
     );
     let ticker = tokio::spawn(progress(shared.clone(), bar.clone(), entry.limits));
 
@@ -511,12 +513,12 @@ async fn progress(shared: Arc<Shared>, bar: ProgressBar, limits: tollgate::catal
             None => 0,
         };
         let limit = if limits.rpm > 0 {
-            format!("{rate:.0}/min of {} rpm", limits.rpm)
+            format!("{rate:.0}/{} rpm", limits.rpm)
         } else {
             format!("{rate:.0}/min")
         };
         bar.set_message(format!(
-            "{limit} · waiting {waiting} · 429s {} · ${cost:.4}",
+            "{limit} · {waiting} waiting · 429s {} · ${cost:.4}",
             shared.recorder.rate_limited()
         ));
         tokio::time::sleep(PROGRESS_TICK).await;
