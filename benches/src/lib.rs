@@ -10,6 +10,8 @@
 //! - [`adaptive`] (benchmark 3): a provider that serves less than it publishes.
 //! - [`priority`] (benchmark 4): interactive calls' queue delay under a saturating batch
 //!   load, one FIFO queue against priority classes.
+//! - [`headers`] (benchmark 5): pacing by the provider's rate-limit headers, continuous
+//!   and fixed-window providers, Anthropic- and OpenAI-style headers.
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
@@ -22,6 +24,7 @@
 
 pub mod adaptive;
 pub mod clients;
+pub mod headers;
 pub mod overhead;
 pub mod pacing;
 pub mod priority;

@@ -103,6 +103,23 @@ impl Section {
     }
 }
 
+/// Prints several sections as one, and writes them to the file named by [`OUT_ENV`] if
+/// set (a benchmark that reports more than one table).
+pub fn emit_all(sections: &[Section]) {
+    let md = sections
+        .iter()
+        .map(Section::to_markdown)
+        .collect::<Vec<_>>()
+        .join("\n");
+    println!("\n{md}");
+    if let Ok(path) = std::env::var(OUT_ENV)
+        && let Err(e) = std::fs::write(&path, &md)
+    {
+        eprintln!("could not write {path}: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// A ratio with two decimals, or `–` when undefined.
 pub fn ratio(x: f64) -> String {
     if x.is_finite() {

@@ -191,7 +191,7 @@ async fn fake_interrupted_stream_delivers_some_deltas_then_fails() {
     assert!(matches!(items[1], Ok(StreamEvent::TextDelta { .. })));
     assert!(matches!(
         items[3],
-        Err(Error::Provider(ProviderError::Server { status: 502 }))
+        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
     ));
 }
 
@@ -209,7 +209,10 @@ async fn fake_injects_each_failure_on_the_chosen_call() {
             matches!(e, Error::Provider(ProviderError::Overloaded { .. }))
         }),
         (Fault::Server { status: 503 }, |e| {
-            matches!(e, Error::Provider(ProviderError::Server { status: 503 }))
+            matches!(
+                e,
+                Error::Provider(ProviderError::Server { status: 503, .. })
+            )
         }),
         (Fault::Timeout, |e| {
             matches!(e, Error::Provider(ProviderError::Timeout { .. }))

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::catalog::Limits;
+use tollgate::catalog::RateWindow;
 use tollgate::limit::{
-    AccountingRule, Burst, Cost, Feedback, LimiterConfig, OutputAccounting, TokenBucketRateLimiter,
-    TryReserveError,
+    AccountingRule, Burst, Cost, Feedback, LimiterConfig, MAX_PROVIDER_PAUSE, OutputAccounting,
+    TokenBucketRateLimiter, TryReserveError,
 };
 use tollgate::{Dimension, Error, Usage};
 
@@ -681,7 +682,7 @@ mod fallback {
 }
 
 #[tokio::test(start_paused = true)]
-async fn provider_reporting_nothing_left_until_a_reset_pauses_the_model_until_then() {
+async fn provider_reporting_nothing_left_without_a_limit_waits_for_our_refill_not_the_reset() {
     let limiter = limiter(Limits {
         tpm: 1000,
         ..Limits::default()
@@ -695,11 +696,154 @@ async fn provider_reporting_nothing_left_until_a_reset_pauses_the_model_until_th
         reset_in: Duration::from_secs(30),
     });
     let start = Instant::now();
-    // 10 tokens would refill in 0.6 s at our rate, but the provider said: not before 30 s.
+    // The provider's bucket is full again in 30 s; 10 tokens have refilled in 0.6 s.
     limiter
         .reserve(Cost::call(10, 0))
         .await
         .unwrap()
         .mark_sent();
-    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert_eq!(start.elapsed(), Duration::from_millis(600));
+}
+
+/// What the headers of an answer say about requests.
+fn reported(limit: Option<u64>, remaining: u64, reset_in: Duration) -> Feedback {
+    Feedback::Reported {
+        dimension: Dimension::Requests,
+        limit,
+        remaining: Some(remaining),
+        reset_in: Some(reset_in),
+        since: None,
+    }
+}
+
+/// When each of `n` callers, queued at once, is granted.
+async fn grant_times(limiter: &TokenBucketRateLimiter, n: usize) -> Vec<Duration> {
+    let start = Instant::now();
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let (limiter, times) = (limiter.clone(), times.clone());
+        tasks.push(tokio::spawn(async move {
+            limiter.reserve(one()).await.unwrap().mark_sent();
+            times.lock().unwrap().push(start.elapsed());
+        }));
+        tokio::task::yield_now().await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut times = times.lock().unwrap().clone();
+    times.sort();
+    times
+}
+
+#[tokio::test(start_paused = true)]
+async fn header_reset_means_bucket_full_not_next_request() {
+    // rpm 30, the provider's bucket empty and full again in 60 s: the next request may go
+    // after one request has refilled (2 s), not after 60 s.
+    let limiter = limiter(rpm(30));
+    limiter.feedback(reported(Some(30), 0, Duration::from_secs(60)));
+    assert_eq!(grant_times(&limiter, 1).await, [Duration::from_secs(2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn remaining_zero_continuous_allows_next_after_one_unit() {
+    // Without a `*-limit` header, our own refill of one unit decides; with one, the
+    // provider's rate (`reset / limit`). Either way, queued callers then go one by one,
+    // never in a burst after a pause.
+    let limiter = limiter(rpm(30));
+    limiter.feedback(reported(None, 0, Duration::from_secs(60)));
+    let secs = |v: &[u64]| {
+        v.iter()
+            .map(|s| Duration::from_secs(*s))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(grant_times(&limiter, 4).await, secs(&[2, 4, 6, 8]));
+    // The provider says its limit is 20 a minute, full in 30 s (so 10 were used): one
+    // unit refills every 3 s at its rate, and its limit caps ours.
+    let limiter = self::limiter(rpm(30));
+    limiter.feedback(reported(Some(20), 0, Duration::from_secs(30)));
+    let times = grant_times(&limiter, 3).await;
+    assert_eq!(times, secs(&[3, 6, 9]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn remaining_zero_fixed_window_waits_for_reset() {
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", rpm(30))
+            .with_adaptive(false)
+            .with_window(RateWindow::Fixed),
+    );
+    // 40 s into a one-minute window the provider has nothing left: the window turns in
+    // 20 s and nothing goes before. Then the bucket is full again, as the fresh window
+    // is, and its allowance may go at once.
+    limiter.feedback(reported(Some(30), 0, Duration::from_secs(20)));
+    let times = grant_times(&limiter, 31).await;
+    assert!(
+        times[..30].iter().all(|t| *t == Duration::from_secs(20)),
+        "{times:?}"
+    );
+    // And from then on, full at every turn of the window, nothing in between.
+    assert_eq!(times[30], Duration::from_secs(80));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fixed_window_remaining_is_all_there_is_until_the_reset() {
+    // 5 left in a window that turns in 30 s: 5 go now, nothing refills before the turn
+    // (a continuous bucket would have let 15 more through by then).
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", rpm(30))
+            .with_adaptive(false)
+            .with_window(RateWindow::Fixed),
+    );
+    limiter.feedback(reported(Some(30), 5, Duration::from_secs(30)));
+    let times = grant_times(&limiter, 6).await;
+    assert!(times[..5].iter().all(|t| t.is_zero()), "{times:?}");
+    assert_eq!(times[5], Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_empties_the_request_bucket() {
+    let limiter = limiter(rpm(60));
+    limiter.feedback(Feedback::RateLimited { retry_after: None });
+    assert_eq!(
+        grant_times(&limiter, 2).await,
+        [Duration::from_secs(1), Duration::from_secs(2)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn header_never_pauses_longer_than_a_429() {
+    // A fixed window that turns in ten minutes (a daily or hourly limit read as one) holds
+    // the model back no longer than a 429's `retry-after` can.
+    let fixed = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", rpm(600))
+            .with_adaptive(false)
+            .with_window(RateWindow::Fixed),
+    );
+    fixed.feedback(reported(Some(600), 0, Duration::from_secs(600)));
+    assert_eq!(grant_times(&fixed, 1).await, [MAX_PROVIDER_PAUSE]);
+    // A continuous bucket whose one unit takes an hour at the provider's rate: the same.
+    let continuous = limiter(rpm(600));
+    continuous.feedback(reported(Some(1), 0, Duration::from_secs(3600)));
+    let times = grant_times(&continuous, 1).await;
+    assert_eq!(times, [MAX_PROVIDER_PAUSE]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn limit_header_caps_the_bucket_but_never_raises_it_above_the_catalog() {
+    let limiter = limiter(rpm(60));
+    let capacity = |l: &TokenBucketRateLimiter| l.snapshot().levels[0].2;
+    let report = |limit| Feedback::Reported {
+        dimension: Dimension::Requests,
+        limit: Some(limit),
+        remaining: None,
+        reset_in: None,
+        since: None,
+    };
+    limiter.feedback(report(30));
+    assert_eq!(capacity(&limiter), 30);
+    assert_eq!(limiter.snapshot().levels[0].1, 30.0);
+    limiter.feedback(report(120));
+    assert_eq!(capacity(&limiter), 60);
 }

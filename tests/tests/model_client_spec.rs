@@ -200,12 +200,12 @@ async fn rate_limit_error_carries_429_semantics_and_retry_after_round_trips() {
 
 #[test]
 fn server_error_carries_its_status() {
-    let e = ProviderError::Server { status: 503 };
+    let e = ProviderError::server(503);
     assert_eq!(e.status(), Some(503));
     assert!(e.to_string().contains("503"));
     assert!(matches!(
         Error::from(e),
-        Error::Provider(ProviderError::Server { status: 503 })
+        Error::Provider(ProviderError::Server { status: 503, .. })
     ));
 }
 
@@ -227,8 +227,8 @@ fn timeout_is_its_own_type() {
 fn one_match_arm_catches_all_retryable_errors() {
     let retryable = [
         Error::from(ProviderError::RateLimited { retry_after: None }),
-        Error::from(ProviderError::Overloaded { retry_after: None }),
-        Error::from(ProviderError::Server { status: 500 }),
+        Error::from(ProviderError::overloaded(None)),
+        Error::from(ProviderError::server(500)),
         Error::from(ProviderError::Timeout { after: None }),
     ];
     for e in retryable {

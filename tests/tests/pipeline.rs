@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use tokio::time::Instant;
-use tollgate::catalog::{Limits, ModelEntry, Price};
+use tollgate::catalog::{Limits, ModelEntry, Price, RateWindow};
 use tollgate::pipeline::{
     BreakerConfig, CallRecord, JsonLinesRecorder, MemoryRecorder, Outcome, PipelineConfig,
     RetryPolicy,
@@ -568,7 +568,7 @@ async fn stream_failing_after_its_first_delta_reports_stream_interrupted_without
         }) => {
             assert!(matches!(
                 *cause,
-                Error::Provider(ProviderError::Server { status: 502 })
+                Error::Provider(ProviderError::Server { status: 502, .. })
             ));
         }
         other => panic!("expected StreamInterrupted, got {other:?}"),
@@ -632,7 +632,10 @@ async fn x_should_retry_false_vetoes_a_retry() {
     s.fake.should_retry_on("m", 1, false);
     let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
-        matches!(err, Error::Provider(ProviderError::Server { status: 500 })),
+        matches!(
+            err,
+            Error::Provider(ProviderError::Server { status: 500, .. })
+        ),
         "{err}"
     );
     assert_eq!(s.fake.calls("m"), 1);
@@ -739,12 +742,13 @@ async fn each_attempt_releases_its_reservation_and_reserves_afresh() {
     s.send(&ask("hi")).await.unwrap();
     let snapshot = s.models.limiter("m").unwrap().snapshot().await.unwrap();
     let level = |d: Dimension| snapshot.levels.iter().find(|l| l.0 == d).unwrap().1;
-    // Both sends count as requests (6 per minute refill only 0.1/s during the
-    // sub-second back-off); only the answered one's tokens stay charged (the catalog
-    // default output limit, 1000, counts as reserved, plus its input). The refused
-    // attempt's tokens came back before the retry reserved afresh.
+    // The 429 said the provider has no request left: the requests bucket was emptied,
+    // and the retry waited for one to refill (6 a minute: 10 s) and took it. Only the
+    // answered send's tokens stay charged (the catalog default output limit, 1000,
+    // counts as reserved, plus its input): the refused attempt's tokens came back before
+    // the retry reserved afresh.
     let requests = level(Dimension::Requests);
-    assert!((4.0..4.1).contains(&requests), "{snapshot:?}");
+    assert!((0.0..0.1).contains(&requests), "{snapshot:?}");
     assert_eq!(1_000_000.0 - level(Dimension::Tokens), 1010.0);
 }
 
@@ -902,7 +906,7 @@ mod fallback_chain {
         let s = chain_setup();
         let breaker = s.models.breaker("m").unwrap();
         for _ in 0..5 {
-            let e: Error = ProviderError::Server { status: 500 }.into();
+            let e: Error = ProviderError::server(500).into();
             breaker.record(&Err(&e));
         }
         assert!(breaker.is_open());
@@ -1066,18 +1070,26 @@ impl SendErr for Models {
 }
 
 #[tokio::test(start_paused = true)]
-async fn reset_headers_with_nothing_left_pause_the_model_until_the_reset() {
-    let s = setup();
-    s.fake.report_remaining("m", Dimension::Requests, 0);
-    s.fake
-        .report_reset("m", Dimension::Requests, Duration::from_secs(12));
-    s.fake
-        .reply_any(FakeReply::text("one"))
-        .reply_any(FakeReply::text("two"));
-    s.send(&ask("hi")).await.unwrap();
-    let start = Instant::now();
-    s.send(&ask("again")).await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(12));
+async fn reset_headers_with_nothing_left_wait_one_refill_or_for_a_fixed_windows_reset() {
+    // Continuous (the default): the reset is when the provider's bucket is full; the next
+    // call goes when one request has refilled (600 rpm: 100 ms). A fixed window: at the
+    // reset.
+    for (window, expected) in [
+        (RateWindow::Continuous, Duration::from_millis(100)),
+        (RateWindow::Fixed, Duration::from_secs(12)),
+    ] {
+        let s = setup_with(vec![entry("m").with_window(window)], config());
+        s.fake.report_remaining("m", Dimension::Requests, 0);
+        s.fake
+            .report_reset("m", Dimension::Requests, Duration::from_secs(12));
+        s.fake
+            .reply_any(FakeReply::text("one"))
+            .reply_any(FakeReply::text("two"));
+        s.send(&ask("hi")).await.unwrap();
+        let start = Instant::now();
+        s.send(&ask("again")).await.unwrap();
+        assert_eq!(start.elapsed(), expected, "{window:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -1105,4 +1117,55 @@ async fn interrupted_stream_records_the_usage_it_reported_before_breaking() {
     // The input usage reported when the answer started is recorded and costed.
     assert_eq!(call.usage, usage(40, 0));
     assert!((call.cost_usd.unwrap() - 40.0 * 3.0 / 1e6).abs() < 1e-12);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_of_one_call_count_as_one_throttle_signal() {
+    // One call refused three times in a row, each time after waiting the provider's
+    // `retry-after` (longer than the throttle's hold-off): one refusal of our rate, one
+    // cut (0.8), not three (0.51).
+    let s = setup();
+    let wait = Some(Duration::from_secs(3));
+    for _ in 0..3 {
+        s.fake.fail("m", Fault::RateLimited { retry_after: wait });
+    }
+    s.fake.reply("m", FakeReply::text("ok"));
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(last_call(&s).attempts, 4);
+    let factor = s
+        .models
+        .limiter("m")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap()
+        .rate_factor;
+    let cut = tollgate::limit::throttle::RATE_LIMITED_BETA;
+    assert!((cut..cut + 0.1).contains(&factor), "{factor}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn limit_headers_reach_the_limiter_through_the_pipeline() {
+    // The fake reports the provider's limit (30 a minute) below the catalog's (600): the
+    // bucket is capped to it, and nothing left with a reset in 60 s lets the next call go
+    // after one request's refill at that rate (2 s), not at the reset.
+    let s = setup();
+    s.fake
+        .report_limit("m", Dimension::Requests, 30)
+        .report_remaining("m", Dimension::Requests, 0)
+        .report_reset("m", Dimension::Requests, Duration::from_secs(60));
+    s.fake
+        .reply("m", FakeReply::text("a"))
+        .reply("m", FakeReply::text("b"));
+    s.send(&ask("hi")).await.unwrap();
+    let snapshot = s.models.limiter("m").unwrap().snapshot().await.unwrap();
+    let requests = snapshot
+        .levels
+        .iter()
+        .find(|(d, _, _)| *d == Dimension::Requests)
+        .unwrap();
+    assert_eq!(requests.2, 30, "{snapshot:?}");
+    let start = Instant::now();
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
 }

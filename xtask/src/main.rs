@@ -186,6 +186,7 @@ const BENCHES: [(&str, &str); 6] = [
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
+    ("tollgate-bench", "headers"),
     ("tollgate-anthropic", "sse"),
     ("tollgate-cli", "batch"),
 ];

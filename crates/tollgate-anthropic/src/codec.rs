@@ -495,9 +495,9 @@ struct WireErrorDetails {
 /// |---|---|
 /// | 429 with `details.error_code = enforced_spend_limit_reached`, or 402 / `billing_error` | `QuotaExhausted` |
 /// | other 429 / `rate_limit_error` | `ProviderError::RateLimited { retry_after }` |
-/// | 529 / `overloaded_error` | `ProviderError::Overloaded { retry_after }` |
+/// | 529 / `overloaded_error` | `ProviderError::Overloaded { status, retry_after }` (the wire's status) |
 /// | 408 | `ProviderError::Timeout` |
-/// | other 5xx (`api_error`, 504 `timeout_error`) | `ProviderError::Server { status }` |
+/// | other 5xx (`api_error`, 504 `timeout_error`) | `ProviderError::Server { status, retry_after }` |
 /// | other 4xx (400, 401, 403, 404, 409, 413, …) | `ProviderRequestError { status }` |
 pub fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
     let error = serde_json::from_slice::<WireErrorBody>(body)
@@ -552,10 +552,24 @@ fn classify(status: Option<u16>, error: WireError, retry_after: Option<Duration>
         402 => quota(),
         _ if error.kind == "billing_error" => quota(),
         429 => ProviderError::RateLimited { retry_after }.into(),
-        529 => ProviderError::Overloaded { retry_after }.into(),
-        _ if error.kind == "overloaded_error" => ProviderError::Overloaded { retry_after }.into(),
+        // Overloaded keeps the status the wire said (529, or e.g. a 503 whose body says
+        // `overloaded_error`).
+        529 => ProviderError::Overloaded {
+            status,
+            retry_after,
+        }
+        .into(),
+        _ if error.kind == "overloaded_error" => ProviderError::Overloaded {
+            status,
+            retry_after,
+        }
+        .into(),
         408 => ProviderError::Timeout { after: None }.into(),
-        500..=599 => ProviderError::Server { status }.into(),
+        500..=599 => ProviderError::Server {
+            status,
+            retry_after,
+        }
+        .into(),
         _ => ProviderRequestError::new(status, message).into(),
     }
 }

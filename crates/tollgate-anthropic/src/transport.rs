@@ -89,9 +89,9 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Passes the answer's rate-limit headers and retry advice to the pipeline: what is left
-/// of each limit (`anthropic-ratelimit-*-remaining`) and when it is full again
-/// (`anthropic-ratelimit-*-reset`, RFC 3339).
+/// Passes the answer's rate-limit headers and retry advice to the pipeline: each limit
+/// (`anthropic-ratelimit-*-limit`), what is left of it (`anthropic-ratelimit-*-remaining`)
+/// and when it is full again (`anthropic-ratelimit-*-reset`, RFC 3339).
 fn read_signals(headers: &HeaderMap, signals: &Signals) {
     let now = tollgate::pipeline::wall_clock_now();
     for (prefix, dimension) in [
@@ -100,6 +100,11 @@ fn read_signals(headers: &HeaderMap, signals: &Signals) {
         ("anthropic-ratelimit-input-tokens", Dimension::InputTokens),
         ("anthropic-ratelimit-output-tokens", Dimension::OutputTokens),
     ] {
+        if let Some(n) =
+            header(headers, &format!("{prefix}-limit")).and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            signals.limit(dimension, n);
+        }
         if let Some(n) = header(headers, &format!("{prefix}-remaining"))
             .and_then(|v| v.trim().parse::<u64>().ok())
         {
@@ -125,7 +130,7 @@ fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
         return ProviderError::Timeout { after }.into();
     }
     // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::Server { status: 502 }.into()
+    ProviderError::server(502).into()
 }
 
 impl AnthropicChat {
@@ -254,7 +259,7 @@ impl ChatTransport for AnthropicChat {
                     Some(Err(e)) => transport_error(&e, connect_timeout),
                     // Cut before `message_stop`: no answer, as a bad gateway (retried
                     // when nothing reached the reader yet).
-                    None => ProviderError::Server { status: 502 }.into(),
+                    None => ProviderError::server(502).into(),
                 };
                 s.done = true;
                 return Some((Err(failure), s));

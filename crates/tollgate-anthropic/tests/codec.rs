@@ -478,11 +478,11 @@ fn a_402_billing_error_is_quota_exhausted() {
 fn a_500_is_a_server_error_and_a_504_too() {
     assert!(matches!(
         classify_error(500, &error_body("api_error", "oops"), None),
-        Error::Provider(ProviderError::Server { status: 500 })
+        Error::Provider(ProviderError::Server { status: 500, .. })
     ));
     assert!(matches!(
         classify_error(504, &error_body("timeout_error", "slow"), None),
-        Error::Provider(ProviderError::Server { status: 504 })
+        Error::Provider(ProviderError::Server { status: 504, .. })
     ));
 }
 
@@ -491,7 +491,7 @@ fn a_529_is_overloaded_with_its_retry_after() {
     let wait = Some(Duration::from_millis(1500));
     assert!(matches!(
         classify_error(529, &error_body("overloaded_error", "busy"), wait),
-        Error::Provider(ProviderError::Overloaded { retry_after }) if retry_after == wait
+        Error::Provider(ProviderError::Overloaded { retry_after, .. }) if retry_after == wait
     ));
 }
 
@@ -500,7 +500,10 @@ fn stream_error_events_are_classified_by_their_type() {
     let data = |kind: &str| String::from_utf8(error_body(kind, "x")).unwrap();
     assert!(matches!(
         classify_stream_error(&data("overloaded_error")),
-        Error::Provider(ProviderError::Overloaded { retry_after: None })
+        Error::Provider(ProviderError::Overloaded {
+            retry_after: None,
+            ..
+        })
     ));
     assert!(matches!(
         classify_stream_error(&data("rate_limit_error")),
@@ -508,7 +511,7 @@ fn stream_error_events_are_classified_by_their_type() {
     ));
     assert!(matches!(
         classify_stream_error(&data("api_error")),
-        Error::Provider(ProviderError::Server { status: 500 })
+        Error::Provider(ProviderError::Server { status: 500, .. })
     ));
     assert!(matches!(
         classify_stream_error(&data("invalid_request_error")),

@@ -209,7 +209,7 @@ impl ChatTransport for AnthropicBedrockChat {
                         Err(e) => stream_error(&e, &secrets),
                         // Cut before `message_stop`: no answer, as a bad gateway (retried
                         // when nothing reached the reader yet).
-                        Ok(None) => ProviderError::Server { status: 502 }.into(),
+                        Ok(None) => ProviderError::server(502).into(),
                     };
                     s.done = true;
                     return Some((Err(failure), s));

@@ -273,11 +273,14 @@ pub(crate) fn classify(
     };
     match code {
         "ThrottlingException" => ProviderError::RateLimited { retry_after: None }.into(),
-        "ServiceUnavailableException" | "ModelNotReadyException" => {
-            ProviderError::Overloaded { retry_after: None }.into()
+        // Overloaded, with the status the wire said (503 for ServiceUnavailable).
+        "ServiceUnavailableException" | "ModelNotReadyException" => ProviderError::Overloaded {
+            status: status.unwrap_or(503),
+            retry_after: None,
         }
+        .into(),
         "InternalServerException" | "ModelStreamErrorException" => {
-            ProviderError::Server { status: 500 }.into()
+            ProviderError::server(500).into()
         }
         "ModelTimeoutException" => ProviderError::Timeout { after: None }.into(),
         "ServiceQuotaExceededException" => Error::QuotaExhausted {
@@ -299,9 +302,9 @@ pub(crate) fn classify(
         "ModelErrorException" => ProviderRequestError::new(424, text).into(),
         _ => match status {
             Some(429) => ProviderError::RateLimited { retry_after: None }.into(),
-            Some(s @ 500..=599) => ProviderError::Server { status: s }.into(),
+            Some(s @ 500..=599) => ProviderError::server(s).into(),
             Some(s) => ProviderRequestError::new(s, text).into(),
-            None => ProviderError::Server { status: 500 }.into(),
+            None => ProviderError::server(500).into(),
         },
     }
 }
@@ -337,7 +340,7 @@ where
             field: "request".into(),
             reason: "the AWS SDK could not build the request".into(),
         },
-        _ => ProviderError::Server { status: 502 }.into(),
+        _ => ProviderError::server(502).into(),
     }
 }
 

@@ -408,7 +408,10 @@ async fn converse_exceptions_map_to_their_error_types() {
             matches!(e, Error::Provider(ProviderError::Overloaded { .. }))
         }),
         (500, "InternalServerException", |e| {
-            matches!(e, Error::Provider(ProviderError::Server { status: 500 }))
+            matches!(
+                e,
+                Error::Provider(ProviderError::Server { status: 500, .. })
+            )
         }),
         (408, "ModelTimeoutException", |e| {
             matches!(e, Error::Provider(ProviderError::Timeout { .. }))

@@ -86,6 +86,7 @@ struct State {
     replay_seq: HashMap<LlmRequest, u64>,
     decisions: HashMap<String, VecDeque<DecisionWeights>>,
     latency: Duration,
+    limits: HashMap<String, Vec<(Dimension, u64)>>,
     remaining: HashMap<String, Vec<(Dimension, u64)>>,
     resets: HashMap<String, Vec<(Dimension, Duration)>>,
     should_retry: HashMap<(String, u64), bool>,
@@ -212,6 +213,17 @@ impl FakeProvider {
         self
     }
 
+    /// Reports, on every answer from `model_id`, that the provider's limit on `dimension`
+    /// is `limit` per minute (as `*-limit` rate-limit headers would).
+    pub fn report_limit(&self, model_id: &str, dimension: Dimension, limit: u64) -> &Self {
+        self.lock()
+            .limits
+            .entry(model_id.into())
+            .or_default()
+            .push((dimension, limit));
+        self
+    }
+
     /// Reports, on every answer from `model_id`, that `dimension` is full again in
     /// `reset_in` (as rate-limit reset headers would).
     pub fn report_reset(&self, model_id: &str, dimension: Dimension, reset_in: Duration) -> &Self {
@@ -235,6 +247,9 @@ impl FakeProvider {
     /// Fills `signals` as the provider's headers would for call `call` to `model_id`.
     fn signal(&self, model_id: &str, call: u64, signals: &Signals) {
         let state = self.lock();
+        for (dimension, limit) in state.limits.get(model_id).into_iter().flatten() {
+            signals.limit(*dimension, *limit);
+        }
         for (dimension, remaining) in state.remaining.get(model_id).into_iter().flatten() {
             signals.remaining(*dimension, *remaining);
         }

@@ -10,7 +10,10 @@ use tollgate::{
 
 /// The error a stream (or a whole answer) breaks with when a reply is interrupted: the
 /// connection dropped mid-answer, as a 502 from a proxy would report it.
-pub(crate) const INTERRUPTION: ProviderError = ProviderError::Server { status: 502 };
+pub(crate) const INTERRUPTION: ProviderError = ProviderError::Server {
+    status: 502,
+    retry_after: None,
+};
 
 /// A scripted answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,8 +152,8 @@ impl Fault {
     pub(crate) fn into_error(self, model: &ModelEntry) -> Error {
         match self {
             Fault::RateLimited { retry_after } => ProviderError::RateLimited { retry_after }.into(),
-            Fault::Overloaded { retry_after } => ProviderError::Overloaded { retry_after }.into(),
-            Fault::Server { status } => ProviderError::Server { status }.into(),
+            Fault::Overloaded { retry_after } => ProviderError::overloaded(retry_after).into(),
+            Fault::Server { status } => ProviderError::server(status).into(),
             Fault::Timeout => ProviderError::Timeout { after: None }.into(),
             Fault::QuotaExhausted => Error::QuotaExhausted {
                 provider: crate::KEY.into(),

@@ -700,7 +700,7 @@ fn parse_error(text: &str) -> WireError {
 /// | `type` or `code` `insufficient_quota` (or another [`QUOTA_CODES`] value), or 402 | `QuotaExhausted` (never retried) |
 /// | other 429 (`rate_limit_exceeded`, `slow_down`) | `ProviderError::RateLimited { retry_after }` |
 /// | 408 | `ProviderError::Timeout` |
-/// | 5xx | `ProviderError::Server { status }` |
+/// | 5xx | `ProviderError::Server { status, retry_after }` (`retry-after` honoured on a 503 too) |
 /// | other 4xx (400, 401, 403, 404, 409, 413, 422, …) | `ProviderRequestError { status }` |
 pub fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
     classify(
@@ -753,7 +753,11 @@ fn classify(status: Option<u16>, error: WireError, retry_after: Option<Duration>
     match status {
         429 => ProviderError::RateLimited { retry_after }.into(),
         408 => ProviderError::Timeout { after: None }.into(),
-        500..=599 => ProviderError::Server { status }.into(),
+        500..=599 => ProviderError::Server {
+            status,
+            retry_after,
+        }
+        .into(),
         _ => ProviderRequestError::new(status, message).into(),
     }
 }
@@ -985,7 +989,7 @@ impl StreamDecoder {
             return Ok(Vec::new());
         }
         if done_required || self.stop.is_none() {
-            return Err(ProviderError::Server { status: 502 }.into());
+            return Err(ProviderError::server(502).into());
         }
         self.complete()
     }
@@ -1009,7 +1013,7 @@ impl StreamDecoder {
             return Err(refusal(&self.refusal));
         }
         if self.stop.is_none() {
-            return Err(ProviderError::Server { status: 502 }.into());
+            return Err(ProviderError::server(502).into());
         }
         self.finished = true;
         let mut content = Vec::with_capacity(self.blocks.len());

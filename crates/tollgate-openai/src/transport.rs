@@ -141,14 +141,20 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Passes the answer's rate-limit headers and retry advice to the pipeline: what is left
-/// of each limit (`x-ratelimit-remaining-{requests,tokens}`) and when it is full again
+/// Passes the answer's rate-limit headers and retry advice to the pipeline: each limit
+/// (`x-ratelimit-limit-{requests,tokens}`), what is left of it
+/// (`x-ratelimit-remaining-{requests,tokens}`) and when it is full again
 /// (`x-ratelimit-reset-{requests,tokens}`, Go durations such as `6m0s`).
 fn read_signals(headers: &HeaderMap, signals: &Signals) {
     for (suffix, dimension) in [
         ("requests", Dimension::Requests),
         ("tokens", Dimension::Tokens),
     ] {
+        if let Some(n) = header(headers, &format!("x-ratelimit-limit-{suffix}"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            signals.limit(dimension, n);
+        }
         if let Some(n) = header(headers, &format!("x-ratelimit-remaining-{suffix}"))
             .and_then(|v| v.trim().parse::<u64>().ok())
         {
@@ -174,7 +180,7 @@ fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
         return ProviderError::Timeout { after }.into();
     }
     // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::Server { status: 502 }.into()
+    ProviderError::server(502).into()
 }
 
 impl Endpoint {

@@ -275,7 +275,7 @@ fn errors_classify_by_status_type_and_code() {
     ));
     assert!(matches!(
         classify_error(502, b"<html>bad gateway</html>", None),
-        Error::Provider(ProviderError::Server { status: 502 })
+        Error::Provider(ProviderError::Server { status: 502, .. })
     ));
     assert!(matches!(
         classify_error(409, &body("conflict", Value::Null), None),
@@ -295,7 +295,7 @@ fn stream_errors_classify_by_type_and_code() {
     };
     assert!(matches!(
         e("server_error", ""),
-        Error::Provider(ProviderError::Server { status: 500 })
+        Error::Provider(ProviderError::Server { status: 500, .. })
     ));
     assert!(matches!(
         e("tokens", "rate_limit_exceeded"),
@@ -353,12 +353,12 @@ fn done_without_a_finish_reason_is_a_cut_stream() {
         .unwrap();
     assert!(matches!(
         d.event("[DONE]"),
-        Err(Error::Provider(ProviderError::Server { status: 502 }))
+        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
     ));
     let mut d = StreamDecoder::new();
     assert!(matches!(
         d.end(false),
-        Err(Error::Provider(ProviderError::Server { status: 502 }))
+        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
     ));
 }
 

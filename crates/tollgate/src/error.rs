@@ -302,19 +302,26 @@ pub enum ProviderError {
         /// The provider's `retry-after`, if sent.
         retry_after: Option<Duration>,
     },
-    /// HTTP 529 or the provider's "overloaded".
-    #[error("the provider is overloaded (HTTP 529){}; tollgate retries after a back-off", RetryAfter(*retry_after))]
+    /// HTTP 529 or the provider's "overloaded" (which some send with another status,
+    /// e.g. a 503 whose body says `overloaded_error`).
+    #[error("the provider is overloaded (HTTP {status}){}; tollgate retries after a back-off", RetryAfter(*retry_after))]
     Overloaded {
+        /// The HTTP status the wire said: 529 as Anthropic sends it, or the 5xx that
+        /// carried an "overloaded" body.
+        status: u16,
         /// The provider's `retry-after`, if sent.
         retry_after: Option<Duration>,
     },
     /// A 5xx server error.
     #[error(
-        "the provider failed with a server error (HTTP {status}); tollgate retries after a back-off"
+        "the provider failed with a server error (HTTP {status}){}; tollgate retries after a back-off",
+        RetryAfter(*retry_after)
     )]
     Server {
         /// The HTTP status (500–599).
         status: u16,
+        /// The provider's `retry-after`, if sent (a 503 often carries one).
+        retry_after: Option<Duration>,
     },
     /// No answer arrived within the deadline (or the connection could not be made in time).
     #[error("the provider did not answer within the deadline{}", After(*after))]
@@ -325,22 +332,41 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// The HTTP status this failure stands for: 429, 529, the 5xx, or `None` for a timeout.
+    /// A 529 "overloaded" with the provider's `retry-after`, if sent.
+    pub fn overloaded(retry_after: Option<Duration>) -> Self {
+        ProviderError::Overloaded {
+            status: 529,
+            retry_after,
+        }
+    }
+
+    /// A server error with `status` (500–599) and no `retry-after`.
+    pub fn server(status: u16) -> Self {
+        ProviderError::Server {
+            status,
+            retry_after: None,
+        }
+    }
+
+    /// The HTTP status this failure stands for, as the wire said it: 429, the
+    /// overloaded answer's status (529 or a 5xx), the 5xx, or `None` for a timeout.
     pub fn status(&self) -> Option<u16> {
         match self {
             ProviderError::RateLimited { .. } => Some(429),
-            ProviderError::Overloaded { .. } => Some(529),
-            ProviderError::Server { status } => Some(*status),
+            ProviderError::Overloaded { status, .. } | ProviderError::Server { status, .. } => {
+                Some(*status)
+            }
             ProviderError::Timeout { .. } => None,
         }
     }
 
-    /// The provider's requested wait, if it sent one.
+    /// The provider's requested wait, if it sent one (on a 429, a 529 or any 5xx).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ProviderError::RateLimited { retry_after }
-            | ProviderError::Overloaded { retry_after } => *retry_after,
-            _ => None,
+            | ProviderError::Overloaded { retry_after, .. }
+            | ProviderError::Server { retry_after, .. } => *retry_after,
+            ProviderError::Timeout { .. } => None,
         }
     }
 

@@ -30,6 +30,10 @@ pub struct ContinuousBucket {
     spilled_refill: i128,
     /// Units given back into a bucket that could not hold them, lost.
     spilled_refunds: i128,
+    /// `Some(window)`: a fixed window instead of a continuous refill. Nothing refills
+    /// until the window turns (every `window` ns from the origin), when the bucket is
+    /// full again.
+    fixed_window_ns: Option<u64>,
 }
 
 /// Capacity a bucket lost by overflowing, in tokens: refill arriving while it was full
@@ -54,9 +58,56 @@ impl ContinuousBucket {
             last_ns: 0,
             spilled_refill: 0,
             spilled_refunds: 0,
+            fixed_window_ns: None,
         };
         bucket.level = bucket.capacity_units();
         bucket
+    }
+
+    /// A full bucket that, instead of refilling continuously, is full again each time a
+    /// fixed window turns: `capacity_tokens` per window of `capacity_tokens / limit`
+    /// minutes (a minute when the capacity is the whole limit), windows counted from the
+    /// time origin.
+    pub fn fixed_window(limit: u64, capacity_tokens: u64) -> Self {
+        let mut bucket = Self::new(limit, capacity_tokens);
+        let window =
+            i128::from(bucket.capacity_tokens) * NANOS_PER_MINUTE / i128::from(limit.max(1));
+        bucket.fixed_window_ns = Some(u64::try_from(window.max(1)).unwrap_or(u64::MAX));
+        bucket
+    }
+
+    /// The fixed window's length, or `None` for a continuous bucket.
+    pub fn window_ns(&self) -> Option<u64> {
+        self.fixed_window_ns
+    }
+
+    /// When the bucket is full again, in ns from `now_ns` (after
+    /// [`ContinuousBucket::refill`] to `now_ns`): the next turn of a fixed window, or the
+    /// refill of what is missing at the current rate.
+    pub fn full_in_ns(&self, now_ns: u64) -> u64 {
+        if let Some(window) = self.fixed_window_ns {
+            if self.level >= self.capacity_units() {
+                return 0;
+            }
+            return window - now_ns % window;
+        }
+        let missing = self.capacity_units() - self.level;
+        if missing <= 0 {
+            return 0;
+        }
+        let rate = self.rate();
+        u64::try_from((missing + rate - 1) / rate).unwrap_or(u64::MAX)
+    }
+
+    /// The current capacity in whole tokens (at the served fraction): the limit the
+    /// provider enforces per bucket, as its `*-limit` headers say.
+    pub fn served_capacity_tokens(&self) -> u64 {
+        u64::try_from(self.capacity_units() / UNITS_PER_TOKEN).unwrap_or(u64::MAX)
+    }
+
+    /// The level in whole tokens, 0 when in debt (what `*-remaining` headers say).
+    pub fn remaining_tokens(&self) -> u64 {
+        u64::try_from((self.level / UNITS_PER_TOKEN).max(0)).unwrap_or(u64::MAX)
     }
 
     /// What overflowing has lost so far, in whole tokens.
@@ -98,6 +149,15 @@ impl ContinuousBucket {
 
     /// Brings the level up to `now_ns` (earlier times change nothing).
     pub fn refill(&mut self, now_ns: u64) {
+        if let Some(window) = self.fixed_window_ns {
+            if now_ns > self.last_ns {
+                if now_ns / window > self.last_ns / window {
+                    self.level = self.capacity_units();
+                }
+                self.last_ns = now_ns;
+            }
+            return;
+        }
         if now_ns > self.last_ns {
             let capacity = self.capacity_units();
             if self.level < capacity {
@@ -160,13 +220,21 @@ impl ContinuousBucket {
         if missing <= 0 {
             return Some(0);
         }
+        if let Some(window) = self.fixed_window_ns {
+            // Nothing refills before the window turns; then all of it does.
+            return Some(window - self.last_ns % window);
+        }
         let rate = self.rate();
         // Ceiling division: the first nanosecond at which enough has refilled.
         Some(u64::try_from((missing + rate - 1) / rate).unwrap_or(u64::MAX))
     }
 
-    /// Nanoseconds to refill from empty to full at the current rate.
+    /// Nanoseconds to refill from empty to full at the current rate (a fixed window:
+    /// one window).
     pub fn full_refill_ns(&self) -> u64 {
+        if let Some(window) = self.fixed_window_ns {
+            return window;
+        }
         let rate = self.rate();
         u64::try_from((self.capacity_units() + rate - 1) / rate).unwrap_or(u64::MAX)
     }
@@ -235,6 +303,34 @@ mod tests {
         b.set_fraction(1000, 0);
         b.refill(SECOND);
         assert!(b.fits(10));
+    }
+
+    #[test]
+    fn fixed_window_refills_all_at_once_when_the_window_turns() {
+        let mut b = ContinuousBucket::fixed_window(30, 30);
+        assert_eq!(b.window_ns(), Some(60 * SECOND));
+        b.take(30);
+        b.refill(59 * SECOND);
+        assert!(!b.fits(1));
+        assert_eq!(b.wait_ns(1), Some(SECOND));
+        assert_eq!(b.full_in_ns(59 * SECOND), SECOND);
+        b.refill(60 * SECOND);
+        assert!(b.fits(30) && !b.fits(31));
+        assert_eq!(b.remaining_tokens(), 30);
+        b.take(10);
+        b.refill(90 * SECOND);
+        assert_eq!(b.remaining_tokens(), 20);
+        assert_eq!(b.full_in_ns(90 * SECOND), 30 * SECOND);
+    }
+
+    #[test]
+    fn continuous_full_in_is_the_refill_of_what_is_missing() {
+        let mut b = ContinuousBucket::new(30, 30);
+        b.take(30);
+        assert_eq!(b.full_in_ns(0), 60 * SECOND);
+        b.refill(20 * SECOND);
+        assert_eq!(b.remaining_tokens(), 10);
+        assert_eq!(b.full_in_ns(20 * SECOND), 40 * SECOND);
     }
 
     #[test]

@@ -111,6 +111,62 @@ pub enum RetryAfter {
     Exact,
 }
 
+/// How the provider refills its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimWindow {
+    /// Exact continuous token buckets (Anthropic's documented behaviour).
+    #[default]
+    Continuous,
+    /// Fixed windows counted from the provider's creation: each window (a minute for
+    /// full-minute capacity) allows the capacity, and nothing refills until it turns.
+    Fixed,
+}
+
+/// Whether and how answers carry rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimHeaderStyle {
+    /// No rate-limit headers.
+    #[default]
+    None,
+    /// As Anthropic sends them: `anthropic-ratelimit-*-{limit,remaining,reset}`, the reset
+    /// an RFC 3339 time (whole seconds) when the bucket is full again ([`SimReset::At`]).
+    Anthropic,
+    /// As OpenAI sends them: `x-ratelimit-{limit,remaining,reset}-*`, the reset a duration
+    /// until the bucket is full again (`6m0s`, `12ms`; [`SimReset::In`]).
+    OpenAi,
+}
+
+/// When a limit is full again, as a header says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SimReset {
+    /// At this time from the provider's creation, rounded up to whole seconds (an RFC 3339
+    /// date, as Anthropic sends it).
+    At(Duration),
+    /// After this long, in whole milliseconds (a duration, as OpenAI sends it).
+    In(Duration),
+}
+
+/// One limit's rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SimLimitHeader {
+    /// Which limit.
+    pub dimension: SimDimension,
+    /// The limit the provider enforces, per minute (`*-limit`): the published limit times
+    /// the served fraction.
+    pub limit: u64,
+    /// What is left now, in whole units (`*-remaining`).
+    pub remaining: u64,
+    /// When the bucket is full again (`*-reset`).
+    pub reset: SimReset,
+}
+
+/// The rate-limit headers of one answer (empty with [`SimHeaderStyle::None`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SimHeaders {
+    /// One entry per limited dimension.
+    pub limits: Vec<SimLimitHeader>,
+}
+
 /// How long the simulated provider takes to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SimLatency {
@@ -159,6 +215,10 @@ pub struct SimConfig {
     pub overload_probability: f64,
     /// Seed of the generator that draws overloads.
     pub seed: u64,
+    /// Continuous buckets or fixed windows.
+    pub window: SimWindow,
+    /// Whether and how answers carry rate-limit headers ([`SimProvider::call_with_headers`]).
+    pub headers: SimHeaderStyle,
 }
 
 impl SimConfig {
@@ -177,7 +237,21 @@ impl SimConfig {
             served_steps: Vec::new(),
             overload_probability: 0.0,
             seed: 0,
+            window: SimWindow::Continuous,
+            headers: SimHeaderStyle::None,
         }
+    }
+
+    /// Continuous buckets or fixed windows.
+    pub fn with_window(mut self, window: SimWindow) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Sends rate-limit headers in `style`.
+    pub fn with_headers(mut self, style: SimHeaderStyle) -> Self {
+        self.headers = style;
+        self
     }
 
     /// Sets the bucket size.
@@ -439,7 +513,14 @@ impl SimProvider {
     pub fn new(config: SimConfig) -> Self {
         let l = config.limits;
         let bucket = |limit: u64| {
-            (limit > 0).then(|| ContinuousBucket::new(limit, config.capacity.tokens(limit)))
+            (limit > 0).then(|| match config.window {
+                SimWindow::Continuous => {
+                    ContinuousBucket::new(limit, config.capacity.tokens(limit))
+                }
+                SimWindow::Fixed => {
+                    ContinuousBucket::fixed_window(limit, config.capacity.tokens(limit))
+                }
+            })
         };
         let fraction = fraction_milli(config.served);
         let mut buckets = [bucket(l.rpm), bucket(l.input_tpm), bucket(l.output_tpm)];
@@ -541,16 +622,26 @@ impl SimProvider {
     /// journal's completion time) happens when the future completes: drop it and the call
     /// stays charged as accepted.
     pub async fn call(&self, request: SimRequest) -> Result<SimAnswer, SimRefusal> {
+        self.call_with_headers(request).await.0
+    }
+
+    /// [`SimProvider::call`], with the answer's rate-limit headers (as of the moment the
+    /// call was admitted or refused; empty unless [`SimConfig::headers`] asks for them).
+    pub async fn call_with_headers(
+        &self,
+        request: SimRequest,
+    ) -> (Result<SimAnswer, SimRefusal>, SimHeaders) {
         let request = SimRequest::new(
             request.input_tokens,
             request.max_output,
             request.actual_output,
         );
         let config = &self.shared.config;
-        let admitted = {
+        let (admitted, headers) = {
             let mut state = self.lock();
             let now = self.now_ns();
-            state.admit(config, request, now)
+            let admitted = state.admit(config, request, now);
+            (admitted, state.headers(config.headers, now))
         };
         let (id, accepted_at) = match admitted {
             Ok(admitted) => admitted,
@@ -558,9 +649,20 @@ impl SimProvider {
                 if !config.latency.refusal.is_zero() {
                     tokio::time::sleep(config.latency.refusal).await;
                 }
-                return Err(refusal);
+                return (Err(refusal), headers);
             }
         };
+        (self.answer(request, id, accepted_at).await, headers)
+    }
+
+    /// Answers an admitted call after the simulated answer time.
+    async fn answer(
+        &self,
+        request: SimRequest,
+        id: u64,
+        accepted_at: Duration,
+    ) -> Result<SimAnswer, SimRefusal> {
+        let config = &self.shared.config;
         let latency = config.latency.base
             + config
                 .latency
@@ -607,6 +709,34 @@ impl SimProvider {
 }
 
 impl SimState {
+    /// The rate-limit headers an answer sent at `now` carries, in `style`.
+    fn headers(&self, style: SimHeaderStyle, now: u64) -> SimHeaders {
+        if style == SimHeaderStyle::None {
+            return SimHeaders::default();
+        }
+        let limits = SimDimension::ALL
+            .iter()
+            .zip(&self.buckets)
+            .filter_map(|(d, b)| {
+                let b = b.as_ref()?;
+                let full_in = b.full_in_ns(now);
+                let reset = match style {
+                    SimHeaderStyle::Anthropic => SimReset::At(Duration::from_secs(
+                        now.saturating_add(full_in).div_ceil(1_000_000_000),
+                    )),
+                    _ => SimReset::In(Duration::from_millis(full_in.div_ceil(1_000_000))),
+                };
+                Some(SimLimitHeader {
+                    dimension: *d,
+                    limit: b.limit() * u64::from(b.fraction_milli()) / u64::from(FRACTION_ONE),
+                    remaining: b.remaining_tokens(),
+                    reset,
+                })
+            })
+            .collect();
+        SimHeaders { limits }
+    }
+
     /// Applies the step changes due by `now` (each at its own instant), then refills.
     fn advance(&mut self, config: &SimConfig, now: u64) {
         while let Some(&(at, alpha)) = config.served_steps.get(self.next_step) {

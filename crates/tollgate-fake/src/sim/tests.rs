@@ -205,3 +205,69 @@ async fn sim_overloads_are_seeded_and_unrelated_to_rate() {
     assert_eq!(stats.overloaded, a.len() as u64);
     assert_eq!(stats.rate_limited, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn sim_fixed_window_refuses_until_the_window_turns_then_allows_the_whole_limit() {
+    let p = SimProvider::new(
+        SimConfig::new(rpm(30))
+            .with_latency(instant())
+            .with_window(SimWindow::Fixed),
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for _ in 0..30 {
+        p.call(small()).await.unwrap();
+    }
+    // 10 s into the first window: refused until it turns at 60 s, whatever has passed.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    assert_eq!(
+        p.call(small()).await,
+        Err(SimRefusal::RateLimited {
+            retry_after: Some(Duration::from_secs(10))
+        })
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for _ in 0..30 {
+        p.call(small()).await.unwrap();
+    }
+    assert!(p.call(small()).await.is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_headers_say_limit_remaining_and_when_full_in_each_style() {
+    for (window, style) in [
+        (SimWindow::Continuous, SimHeaderStyle::Anthropic),
+        (SimWindow::Continuous, SimHeaderStyle::OpenAi),
+        (SimWindow::Fixed, SimHeaderStyle::Anthropic),
+        (SimWindow::Fixed, SimHeaderStyle::OpenAi),
+    ] {
+        let p = SimProvider::new(
+            SimConfig::new(rpm(60))
+                .with_latency(instant())
+                .with_window(window)
+                .with_served(0.5)
+                .with_headers(style),
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (answer, headers) = p.call_with_headers(small()).await;
+        answer.unwrap();
+        let [h] = headers.limits.as_slice() else {
+            panic!("one limited dimension: {headers:?}")
+        };
+        assert_eq!(
+            (h.dimension, h.limit, h.remaining),
+            (SimDimension::Requests, 30, 29)
+        );
+        // Full again: one request refills in 2 s at 30 a minute; a fixed window at 60 s.
+        let full_in = match window {
+            SimWindow::Continuous => Duration::from_secs(2),
+            SimWindow::Fixed => Duration::from_secs(50),
+        };
+        let expected = match style {
+            SimHeaderStyle::Anthropic => SimReset::At(Duration::from_secs(10) + full_in),
+            _ => SimReset::In(full_in),
+        };
+        assert_eq!(h.reset, expected, "{window:?} {style:?}");
+    }
+    let quiet = SimProvider::new(SimConfig::new(rpm(60)));
+    assert!(quiet.call_with_headers(small()).await.1.limits.is_empty());
+}

@@ -70,6 +70,30 @@ impl Price {
     }
 }
 
+/// How a provider refills its rate limits, which decides what a rate-limit header
+/// saying "nothing left until the reset" means (catalog field `window`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RateWindow {
+    /// A continuous token bucket (the default; Anthropic's documented behaviour): one
+    /// unit refills every `reset / limit`, so the next request may go long before the
+    /// reset, which is when the bucket is *full* again.
+    #[default]
+    Continuous,
+    /// Fixed windows: nothing refills until the window turns at the reset, when all of it
+    /// does. `window = "fixed"`.
+    Fixed,
+}
+
+impl RateWindow {
+    /// The catalog spelling: `continuous` or `fixed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateWindow::Continuous => "continuous",
+            RateWindow::Fixed => "fixed",
+        }
+    }
+}
+
 /// How an embeddings model reaches the deployment's width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct EmbeddingCapabilities {
@@ -134,6 +158,9 @@ pub struct ModelEntry {
     /// Bucket size in seconds of refill (1 to 60); `None` = a full minute. Some
     /// providers enforce `60 rpm` as one request per second: set 1 for them.
     pub burst_seconds: Option<u64>,
+    /// How the provider refills its limits (`window = "continuous" | "fixed"`); decides
+    /// how long a header saying nothing is left holds the model back.
+    pub window: RateWindow,
     /// The model's output ceiling in tokens.
     pub max_output_tokens: Option<u64>,
     /// The output limit used when a request sets none.
@@ -167,6 +194,7 @@ impl ModelEntry {
             credential: None,
             limits: Limits::default(),
             burst_seconds: None,
+            window: RateWindow::Continuous,
             max_output_tokens: None,
             default_output_tokens: None,
             context_window: None,
@@ -220,6 +248,12 @@ impl ModelEntry {
     pub fn with_output_tokens(mut self, max: u64, default: u64) -> Self {
         self.max_output_tokens = Some(max);
         self.default_output_tokens = Some(default);
+        self
+    }
+
+    /// Sets how the provider refills its limits.
+    pub fn with_window(mut self, window: RateWindow) -> Self {
+        self.window = window;
         self
     }
 

@@ -14,7 +14,9 @@ mod providers;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use entry::{Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
+pub use entry::{
+    Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
+};
 pub use error::CatalogError;
 pub use providers::{FIRST_PARTY_PROVIDERS, KnownProviders, ProviderInfo};
 

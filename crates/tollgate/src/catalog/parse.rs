@@ -5,7 +5,9 @@
 //! reported with the model id and the field's name.
 
 use super::CatalogError;
-use super::entry::{Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
+use super::entry::{
+    Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
+};
 use toml::{Table, Value};
 
 const MODEL_FIELDS: &[&str] = &[
@@ -20,6 +22,7 @@ const MODEL_FIELDS: &[&str] = &[
     "input_tpm",
     "output_tpm",
     "burst_seconds",
+    "window",
     "max_output_tokens",
     "default_output_tokens",
     "context_window",
@@ -234,6 +237,19 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             ));
         }
     };
+    let window = match string("window")?.as_deref() {
+        None | Some("continuous") => RateWindow::Continuous,
+        Some("fixed") => RateWindow::Fixed,
+        Some(other) => {
+            return Err(invalid(
+                "window",
+                format!(
+                    "must be `continuous` (a token bucket, the default) or `fixed` (windows \
+                     that refill all at once at the reset), got `{other}`"
+                ),
+            ));
+        }
+    };
     let fallbacks = match table.get("fallbacks") {
         None => Vec::new(),
         Some(Value::Array(items)) => items
@@ -317,6 +333,7 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             output_tpm: count("output_tpm")?.unwrap_or(0),
         },
         burst_seconds: count("burst_seconds")?,
+        window,
         max_output_tokens: count("max_output_tokens")?,
         default_output_tokens: count("default_output_tokens")?,
         context_window: count("context_window")?,

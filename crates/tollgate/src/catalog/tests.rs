@@ -277,3 +277,26 @@ fn catalog_accepts_burst_seconds_from_1_to_60_only() {
         assert_names(&m, "x", "burst_seconds");
     }
 }
+
+#[test]
+fn catalog_window_is_continuous_by_default_or_fixed_and_a_typo_names_model_and_field() {
+    let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
+    let default = Catalog::from_toml_str(base).unwrap();
+    assert_eq!(default.model("x").unwrap().window, RateWindow::Continuous);
+    for (text, window) in [
+        ("continuous", RateWindow::Continuous),
+        ("fixed", RateWindow::Fixed),
+    ] {
+        let c = Catalog::from_toml_str(&format!("{base}window = \"{text}\"\n")).unwrap();
+        assert_eq!(c.model("x").unwrap().window, window);
+        assert_eq!(window.as_str(), text);
+    }
+    for bad in ["\"fixd\"", "\"Fixed\"", "1"] {
+        let e = Catalog::from_toml_str(&format!("{base}window = {bad}\n")).unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::InvalidField { model_id, field, .. } if model_id == "x" && field == "window"),
+            "{e}"
+        );
+        assert_names(&e.to_string(), "x", "window");
+    }
+}

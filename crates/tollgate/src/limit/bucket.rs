@@ -32,6 +32,11 @@ pub(crate) struct Bucket {
     rate: i128,
     /// When `level` was last brought up to date, in ns since the limiter's epoch.
     last_ns: u64,
+    /// A fixed window's length (0: a continuous bucket): `capacity` per window.
+    window_ns: u64,
+    /// A known turn of the fixed window (from a provider's reset or `retry-after`): from
+    /// then on the bucket is full at each turn and refills not at all in between.
+    turn_ns: Option<u64>,
 }
 
 impl Bucket {
@@ -44,6 +49,8 @@ impl Bucket {
             level: capacity,
             rate: i128::from(limit) * i128::from(FACTOR_ONE),
             last_ns: now_ns,
+            window_ns: 0,
+            turn_ns: None,
         }
     }
 
@@ -59,6 +66,20 @@ impl Bucket {
 
     /// Brings the level up to `now_ns`.
     pub(crate) fn refill(&mut self, now_ns: u64) {
+        if let Some(turn) = self.turn_ns {
+            // A fixed window whose turns are known: full at each, nothing in between.
+            if now_ns > self.last_ns {
+                let window = self.window_ns.max(1);
+                let turned = now_ns >= turn
+                    && (self.last_ns < turn
+                        || (now_ns - turn) / window > (self.last_ns - turn) / window);
+                if turned {
+                    self.level = self.capacity;
+                }
+                self.last_ns = now_ns;
+            }
+            return;
+        }
         if now_ns > self.last_ns {
             if self.level < self.capacity {
                 let gained = i128::from(now_ns - self.last_ns) * self.rate;
@@ -104,6 +125,14 @@ impl Bucket {
         let missing = i128::from(tokens) * UNITS_PER_TOKEN - self.level;
         if missing <= 0 {
             0
+        } else if let Some(turn) = self.turn_ns {
+            // Nothing refills before the fixed window turns; then all of it does.
+            if self.last_ns < turn {
+                turn - self.last_ns
+            } else {
+                let window = self.window_ns.max(1);
+                window - (self.last_ns - turn) % window
+            }
         } else {
             // Ceiling division: the first nanosecond at which enough has refilled.
             u64::try_from((missing + self.rate - 1) / self.rate).unwrap_or(u64::MAX)
@@ -114,6 +143,73 @@ impl Bucket {
     pub(crate) fn set_factor(&mut self, factor_milli: u32, now_ns: u64) {
         self.refill(now_ns);
         self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
+    }
+
+    /// The per-minute limit the bucket refills at (before the throttle's factor).
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Refills at `limit` per minute (scaled by `factor_milli`‰) and holds at most
+    /// `capacity_tokens` from now on (after refilling at the old rate); the level is cut
+    /// to the new capacity.
+    pub(crate) fn set_limit(
+        &mut self,
+        limit: u64,
+        capacity_tokens: u64,
+        factor_milli: u32,
+        now_ns: u64,
+    ) {
+        self.refill(now_ns);
+        self.limit = limit.max(1);
+        self.capacity = i128::from(capacity_tokens.max(1)) * UNITS_PER_TOKEN;
+        self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
+        self.level = self.level.min(self.capacity);
+        if self.window_ns > 0 {
+            self.set_fixed_window();
+        }
+    }
+
+    /// Lowers the level to what the provider has left now, knowing it had `tokens` left
+    /// at `sent_ns` and that `in_flight` tokens have been taken since: `tokens -
+    /// in_flight` plus the refill since then at the current rate.
+    pub(crate) fn lower_as_of(&mut self, tokens: u64, in_flight: u64, sent_ns: u64, now_ns: u64) {
+        self.refill(now_ns);
+        let refilled = i128::from(now_ns.saturating_sub(sent_ns)) * self.rate;
+        let target = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN + refilled;
+        self.level = self.level.min(target.min(self.capacity));
+    }
+
+    /// Makes this a fixed-window bucket: `capacity` per window of `capacity / limit`
+    /// minutes. It refills continuously until a turn of the window is known
+    /// ([`Bucket::hold_until_turn`]).
+    pub(crate) fn set_fixed_window(&mut self) {
+        let window =
+            i128::from(self.capacity_tokens()) * NANOS_PER_MINUTE / i128::from(self.limit.max(1));
+        self.window_ns = u64::try_from(window.max(1)).unwrap_or(u64::MAX);
+    }
+
+    /// Whether this is a fixed-window bucket.
+    pub(crate) fn is_fixed_window(&self) -> bool {
+        self.window_ns > 0
+    }
+
+    /// A fixed window with `tokens` left (less the `in_flight` taken since the provider
+    /// said so) that turns at `turn_ns`: the level is at most that, nothing refills until
+    /// the turn, and from then on the bucket is full at every turn.
+    pub(crate) fn hold_until_turn(
+        &mut self,
+        tokens: u64,
+        in_flight: u64,
+        turn_ns: u64,
+        now_ns: u64,
+    ) {
+        self.refill(now_ns);
+        let left = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN;
+        self.level = self.level.min(left);
+        if self.window_ns > 0 {
+            self.turn_ns = Some(turn_ns.max(now_ns));
+        }
     }
 
     /// Lowers the level to `tokens` if it is above (the provider says it has less left).

@@ -40,8 +40,8 @@ use tokio::time::Instant;
 use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
 use super::priority::Priority;
-use super::throttle::{AdaptiveThrottle, Feedback};
-use crate::catalog::{Limits, ModelEntry};
+use super::throttle::{AdaptiveThrottle, Feedback, SendMark};
+use crate::catalog::{Limits, ModelEntry, RateWindow};
 use crate::error::{Dimension, Error, Result};
 use crate::response::Usage;
 
@@ -94,6 +94,9 @@ pub struct LimiterConfig {
     /// [`LimiterConfig::DEFAULT_AGING`] (30 s); zero makes the queue plain FIFO across classes;
     /// [`Duration::MAX`] turns aging off.
     pub aging: Duration,
+    /// How the provider refills: decides how long a rate-limit header saying nothing is
+    /// left holds the model back ([`Feedback::Reported`]).
+    pub window: RateWindow,
 }
 
 impl LimiterConfig {
@@ -109,6 +112,7 @@ impl LimiterConfig {
             burst: Burst::FullMinute,
             adaptive: true,
             aging: Self::DEFAULT_AGING,
+            window: RateWindow::Continuous,
         }
     }
 
@@ -119,6 +123,7 @@ impl LimiterConfig {
         });
         LimiterConfig {
             burst,
+            window: model.window,
             ..Self::new(model.id.clone(), model.limits)
         }
     }
@@ -138,6 +143,12 @@ impl LimiterConfig {
     /// Sets the aging bound ([`LimiterConfig::aging`]).
     pub fn with_aging(mut self, aging: Duration) -> Self {
         self.aging = aging;
+        self
+    }
+
+    /// Sets how the provider refills its limits.
+    pub fn with_window(mut self, window: RateWindow) -> Self {
+        self.window = window;
         self
     }
 }
@@ -474,6 +485,13 @@ struct State {
     throttle: AdaptiveThrottle,
     grants: u64,
     waited: u64,
+    /// The catalog's limit per dimension (0 = unlimited): a provider's `*-limit` header
+    /// may lower a bucket's limit below it, never raise it above.
+    catalog_limits: [u64; 4],
+    /// `grants` at the last 429: what a fixed window allowed is what was sent since.
+    grants_at_429: u64,
+    burst: Burst,
+    window: RateWindow,
 }
 
 impl fmt::Debug for TokenBucketRateLimiter {
@@ -490,8 +508,15 @@ impl TokenBucketRateLimiter {
     pub fn new(config: LimiterConfig) -> Self {
         let epoch = Instant::now();
         let l = config.limits;
-        let bucket =
-            |limit: u64| (limit > 0).then(|| Bucket::new(limit, config.burst.capacity(limit), 0));
+        let bucket = |limit: u64| {
+            (limit > 0).then(|| {
+                let mut bucket = Bucket::new(limit, config.burst.capacity(limit), 0);
+                if config.window == RateWindow::Fixed {
+                    bucket.set_fixed_window();
+                }
+                bucket
+            })
+        };
         let state = State {
             buckets: [
                 bucket(l.rpm),
@@ -507,6 +532,10 @@ impl TokenBucketRateLimiter {
             throttle: AdaptiveThrottle::new(config.adaptive),
             grants: 0,
             waited: 0,
+            catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
+            grants_at_429: 0,
+            burst: config.burst,
+            window: config.window,
         };
         TokenBucketRateLimiter {
             shared: Arc::new(Shared {
@@ -595,26 +624,43 @@ impl TokenBucketRateLimiter {
                 }
             }
             match feedback {
-                Feedback::RateLimited {
+                Feedback::RateLimited { retry_after } => {
+                    state.on_rate_limited(retry_after, now);
+                    if let Some(pause) = retry_after {
+                        state.pause_for(pause, now);
+                    }
+                }
+                Feedback::RateLimitedAgain {
                     retry_after: Some(pause),
                 }
                 | Feedback::Overloaded {
                     retry_after: Some(pause),
-                }
-                | Feedback::Exhausted {
-                    reset_in: pause, ..
-                } => {
-                    let pause =
-                        u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
-                    state.paused_until_ns = state.paused_until_ns.max(now.saturating_add(pause));
-                }
+                } => state.pause_for(pause, now),
                 Feedback::Remaining {
                     dimension,
                     remaining,
+                } => state.on_report(dimension, None, Some(remaining), None, None, now),
+                Feedback::Exhausted {
+                    dimension,
+                    reset_in,
+                } => state.on_report(dimension, None, Some(0), Some(reset_in), None, now),
+                Feedback::Reported {
+                    dimension,
+                    limit,
+                    remaining,
+                    reset_in,
+                    since,
                 } => {
-                    if let Some(bucket) = state.bucket_mut(dimension) {
-                        bucket.lower_to(remaining, now);
-                    }
+                    // What was granted after the request (in flight), and how long ago it
+                    // was sent: `remaining` is as of then.
+                    let since = since.map(|mark| {
+                        let sent = u64::try_from(
+                            mark.at.saturating_duration_since(shared.epoch).as_nanos(),
+                        )
+                        .unwrap_or(u64::MAX);
+                        (state.grants.saturating_sub(mark.grants), sent)
+                    });
+                    state.on_report(dimension, limit, remaining, reset_in, since, now);
                 }
                 _ => {}
             }
@@ -622,6 +668,16 @@ impl TokenBucketRateLimiter {
         };
         shared.notify.notify_one();
         wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Marks a request as sent now: take it right after its reservation is granted, and
+    /// hand it back with the answer's rate-limit headers ([`Feedback::Reported`]).
+    pub fn send_mark(&self) -> SendMark {
+        let grants = self.shared.lock().grants;
+        SendMark {
+            at: Instant::now(),
+            grants,
+        }
     }
 
     /// A point-in-time view.
@@ -717,9 +773,115 @@ impl BucketLedger for Shared {
 }
 
 impl State {
-    fn bucket_mut(&mut self, d: Dimension) -> Option<&mut Bucket> {
-        let i = DIMENSIONS.iter().position(|x| *x == d)?;
-        self.buckets[i].as_mut()
+    /// Holds every grant back for `pause` from `now` (capped at [`MAX_PROVIDER_PAUSE`]);
+    /// an earlier pause that lasts longer stays.
+    fn pause_for(&mut self, pause: Duration, now: u64) {
+        let pause = u64::try_from(pause.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+        self.paused_until_ns = self.paused_until_ns.max(now.saturating_add(pause));
+    }
+
+    /// A 429 (the first of its call): the provider has nothing left now, and neither have
+    /// we on requests, the dimension every call spends (tokens are left alone: emptying
+    /// them would stall a large call for long on a 429 that may be about requests).
+    ///
+    /// A fixed window refuses until it turns, `retry_after` from now: the requests sent
+    /// since the previous 429 (this one aside) are what a window allows, and become the
+    /// bucket's limit if lower; the bucket then holds until the turn and is full at every
+    /// turn after it.
+    fn on_rate_limited(&mut self, retry_after: Option<Duration>, now: u64) {
+        let sent = self.grants.saturating_sub(self.grants_at_429);
+        self.grants_at_429 = self.grants;
+        let (catalog, burst, factor) = (
+            self.catalog_limits[0],
+            self.burst,
+            self.throttle.factor_milli(),
+        );
+        let Some(bucket) = self.buckets[0].as_mut() else {
+            return;
+        };
+        match retry_after {
+            Some(wait) if bucket.is_fixed_window() && !wait.is_zero() => {
+                let allowed = sent.saturating_sub(1);
+                let window = u128::from(bucket.capacity_tokens()).saturating_mul(60_000_000_000)
+                    / u128::from(bucket.limit().max(1));
+                let per_minute = u64::try_from(
+                    u128::from(allowed).saturating_mul(60_000_000_000) / window.max(1),
+                )
+                .unwrap_or(u64::MAX);
+                if allowed > 0 && per_minute < bucket.limit() {
+                    let limit = per_minute.min(catalog).max(1);
+                    bucket.set_limit(limit, burst.capacity(limit), factor, now);
+                }
+                let wait =
+                    u64::try_from(wait.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+                bucket.hold_until_turn(0, 0, now.saturating_add(wait), now);
+            }
+            _ => bucket.lower_to(0, now),
+        }
+    }
+
+    /// A provider's rate-limit headers for one dimension, read as it means them (see
+    /// [`Feedback::Reported`]). `since`: grants made after the answer's request, and when
+    /// it was sent (ns).
+    fn on_report(
+        &mut self,
+        dimension: Dimension,
+        limit: Option<u64>,
+        remaining: Option<u64>,
+        reset_in: Option<Duration>,
+        since: Option<(u64, u64)>,
+        now: u64,
+    ) {
+        let Some(i) = DIMENSIONS.iter().position(|x| *x == dimension) else {
+            return;
+        };
+        let (catalog, burst, factor) = (
+            self.catalog_limits[i],
+            self.burst,
+            self.throttle.factor_milli(),
+        );
+        let Some(bucket) = self.buckets[i].as_mut() else {
+            return; // unlimited in the catalog: nothing to pace
+        };
+        // The provider's limit caps ours; the catalog's is never exceeded.
+        let effective = limit.filter(|l| *l > 0).map_or(catalog, |l| l.min(catalog));
+        if effective != bucket.limit() {
+            bucket.set_limit(effective, burst.capacity(effective), factor, now);
+        }
+        // A fixed window that says when it turns: what is left is all there is until
+        // then (nothing refills), and at the turn the bucket is full again.
+        if let (RateWindow::Fixed, Some(remaining), Some(reset)) =
+            (self.window, remaining, reset_in)
+        {
+            let in_flight = match since {
+                Some((granted_after, _)) if dimension == Dimension::Requests => granted_after,
+                _ => 0,
+            };
+            let reset = u64::try_from(reset.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+            bucket.hold_until_turn(remaining, in_flight, now.saturating_add(reset), now);
+            return;
+        }
+        if let Some(remaining) = remaining {
+            match since {
+                // `remaining` was left when the provider admitted the request. Since
+                // then, it has refilled (at most what ours has) and the requests granted
+                // after it have been taken from it too.
+                Some((granted_after, sent_ns)) => {
+                    let in_flight = if dimension == Dimension::Requests {
+                        granted_after
+                    } else {
+                        0 // token counts of the calls since are not kept
+                    };
+                    bucket.lower_as_of(remaining, in_flight, sent_ns, now);
+                }
+                None => bucket.lower_to(remaining, now),
+            }
+        }
+        // Nothing left (a continuous bucket): the reset is when the provider's bucket is
+        // *full*; the next request may go after one unit has refilled at the provider's
+        // rate, `reset / limit`. With a `limit` header our bucket refills at most that
+        // fast (capped to it), without one at the catalog's rate: the level of zero
+        // already waits for it, and no pause is needed.
     }
 
     fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {

@@ -35,7 +35,7 @@ pub use limiter::{
     TokenBucketRateLimiter, TryReserveError,
 };
 pub use priority::Priority;
-pub use throttle::Feedback;
+pub use throttle::{Feedback, SendMark};
 
 use crate::error::Result;
 
@@ -73,6 +73,13 @@ pub trait LimiterBackend: Send + Sync + Debug {
 
     /// A point-in-time view, for dashboards, progress bars and tests.
     async fn snapshot(&self) -> Result<LimiterSnapshot>;
+
+    /// A mark taken right after a reservation is granted, so that the rate-limit headers
+    /// of its answer can be read as of when it was sent ([`Feedback::Reported`]). `None`
+    /// when the backend cannot tell (the headers are then read as of their arrival).
+    fn send_mark(&self) -> Option<SendMark> {
+        None
+    }
 }
 
 #[async_trait::async_trait]
@@ -99,6 +106,10 @@ impl LimiterBackend for TokenBucketRateLimiter {
 
     async fn snapshot(&self) -> Result<LimiterSnapshot> {
         Ok(TokenBucketRateLimiter::snapshot(self))
+    }
+
+    fn send_mark(&self) -> Option<SendMark> {
+        Some(TokenBucketRateLimiter::send_mark(self))
     }
 }
 

@@ -10,7 +10,10 @@
 //!   happened (the *ceiling*; a probe's 429 less than [`PROBE_TRUST`] above the ceiling
 //!   keeps the old one, since a probe overshoots while the provider's burst absorbs it).
 //!   Refusals that arrive within [`DECREASE_HOLDOFF`] of a decrease were sent before it
-//!   and count once.
+//!   and count once. A 429 with a `retry-after` pauses the whole model for that long, so
+//!   its hold-off lasts the pause plus [`DECREASE_HOLDOFF`]: the retries that waited out
+//!   the pause and are refused again right after it (one call refused three times in a
+//!   row, or every caller that waited) count as the same signal, not as new ones.
 //! - a 529 multiplies f by [`OVERLOADED_BETA`] (harder than a 429) without moving the
 //!   ceiling (overload is the provider's state, not a verdict on our rate), but only when
 //!   529s are at least [`OVERLOAD_RATIO_TRIGGER`] of the model's outcomes over the last
@@ -75,27 +78,77 @@ pub enum Feedback {
         /// The provider's `retry-after`.
         retry_after: Option<Duration>,
     },
+    /// HTTP 429 again for a call that was already refused with a 429 (its retry): it
+    /// pauses the model like [`Feedback::RateLimited`], but is no new signal for the
+    /// throttle. One call refused three times in a row is one refusal of our rate, not
+    /// three.
+    RateLimitedAgain {
+        /// The provider's `retry-after`.
+        retry_after: Option<Duration>,
+    },
     /// HTTP 529 / overloaded.
     Overloaded {
         /// The provider's `retry-after`.
         retry_after: Option<Duration>,
     },
     /// The provider reports what is left of a limit (rate-limit headers); the bucket is
-    /// lowered to it when the provider knows better than we do.
+    /// lowered to it when the provider knows better than we do. The same as
+    /// [`Feedback::Reported`] with only `remaining`.
     Remaining {
         /// Which limit.
         dimension: crate::error::Dimension,
         /// What the provider says is left.
         remaining: u64,
     },
-    /// The provider reports nothing left of a limit until `reset_in`: the model is
-    /// paused until then (capped like `retry-after`).
+    /// The provider reports nothing left of a limit, full again in `reset_in`. The same
+    /// as [`Feedback::Reported`] with `remaining = 0` and a reset, and no limit.
     Exhausted {
         /// Which limit.
         dimension: crate::error::Dimension,
-        /// When the provider says it is full again.
+        /// When the provider says its bucket is full again.
         reset_in: Duration,
     },
+    /// What a provider's rate-limit headers say about one limit, read as the provider
+    /// means them (see `docs/rate-limiting.md`):
+    ///
+    /// - `limit` (`*-limit`, per minute) caps the bucket's limit when it is lower than
+    ///   the catalog's (the catalog is never raised);
+    /// - `remaining` lowers the bucket's level to it;
+    /// - `reset_in` is when the provider's bucket is *full* again, not when the next
+    ///   request is allowed. With `remaining = 0`, the next request is allowed when one
+    ///   unit has refilled at the provider's rate, `reset_in / limit` (continuous
+    ///   window), or at the reset (`window = "fixed"`). Never longer than a 429 pauses
+    ///   ([`super::MAX_PROVIDER_PAUSE`]).
+    Reported {
+        /// Which limit.
+        dimension: crate::error::Dimension,
+        /// The provider's limit for this dimension, per minute, if it said.
+        limit: Option<u64>,
+        /// What the provider says is left, if it said.
+        remaining: Option<u64>,
+        /// When the provider says its bucket is full again, if it said.
+        reset_in: Option<Duration>,
+        /// When the answer's request was sent, and what the limiter had granted by then
+        /// ([`super::TokenBucketRateLimiter::send_mark`]): `remaining` is as of the
+        /// provider's admission of that request, so what was granted since (in flight)
+        /// and what has refilled since are accounted for. `None`: as of now.
+        since: Option<SendMark>,
+    },
+}
+
+/// When a request was sent, for reading the rate-limit headers of its answer as of then
+/// (see [`Feedback::Reported`]). Taken right after the request's reservation is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendMark {
+    pub(crate) at: tokio::time::Instant,
+    pub(crate) grants: u64,
+}
+
+impl SendMark {
+    /// When the request was sent.
+    pub fn at(&self) -> tokio::time::Instant {
+        self.at
+    }
 }
 
 /// The throttle's state for one model.
@@ -105,6 +158,8 @@ pub(crate) struct AdaptiveThrottle {
     factor: f64,
     ceiling: f64,
     last_decrease_ns: Option<u64>,
+    /// Until when refusals count as the last decrease's (its pause plus the hold-off).
+    holdoff_until_ns: u64,
     last_update_ns: u64,
     plateau_since_ns: Option<u64>,
     window: OutcomeWindow,
@@ -149,6 +204,7 @@ impl AdaptiveThrottle {
             factor: 1.0,
             ceiling: 1.0,
             last_decrease_ns: None,
+            holdoff_until_ns: 0,
             last_update_ns: 0,
             plateau_since_ns: None,
             window: OutcomeWindow::default(),
@@ -177,21 +233,25 @@ impl AdaptiveThrottle {
                 self.window.observe(now_ns, false);
                 self.recover(now_ns);
             }
-            Feedback::RateLimited { .. } => {
+            Feedback::RateLimited { retry_after } => {
                 self.window.observe(now_ns, false);
                 let beta = if self.near_ceiling() {
                     NEAR_CEILING_BETA
                 } else {
                     RATE_LIMITED_BETA
                 };
-                self.decrease(beta, true, now_ns);
+                self.decrease(beta, true, retry_after, now_ns);
             }
-            Feedback::Overloaded { .. } => {
+            Feedback::RateLimitedAgain { .. } => {
+                self.window.observe(now_ns, false);
+            }
+            Feedback::Overloaded { retry_after } => {
                 if self.window.observe(now_ns, true) >= OVERLOAD_RATIO_TRIGGER {
-                    self.decrease(OVERLOADED_BETA, false, now_ns);
+                    self.decrease(OVERLOADED_BETA, false, retry_after, now_ns);
                 }
             }
-            Feedback::Remaining { .. } | Feedback::Exhausted { .. } => {}
+            Feedback::Remaining { .. } | Feedback::Exhausted { .. } | Feedback::Reported { .. } => {
+            }
         }
         let after = self.factor_milli();
         (after != before).then_some(after)
@@ -208,14 +268,22 @@ impl AdaptiveThrottle {
         (self.ceiling * PLATEAU_FRACTION).max(MIN_RATE_FACTOR)
     }
 
-    fn decrease(&mut self, beta: f64, moves_ceiling: bool, now_ns: u64) {
-        let holdoff = duration_ns(DECREASE_HOLDOFF);
-        if self
-            .last_decrease_ns
-            .is_some_and(|t| now_ns.saturating_sub(t) < holdoff)
-        {
+    /// Cuts the factor by `beta`, unless a decrease's hold-off still runs. The hold-off
+    /// lasts [`DECREASE_HOLDOFF`] after the provider's pause (`retry_after`, capped as the
+    /// limiter caps it): everything refused until then was sent before the cut took
+    /// effect, or waited out the same pause.
+    fn decrease(
+        &mut self,
+        beta: f64,
+        moves_ceiling: bool,
+        retry_after: Option<Duration>,
+        now_ns: u64,
+    ) {
+        if self.last_decrease_ns.is_some() && now_ns < self.holdoff_until_ns {
             return;
         }
+        let pause = retry_after.map_or(Duration::ZERO, |r| r.min(super::MAX_PROVIDER_PAUSE));
+        self.holdoff_until_ns = now_ns.saturating_add(duration_ns(pause + DECREASE_HOLDOFF));
         if moves_ceiling {
             // A probe overshoots before its 429 arrives (the provider's bucket absorbs the
             // excess for a while): within `PROBE_TRUST` of the ceiling, the old ceiling
@@ -330,6 +398,48 @@ mod tests {
             );
         }
         assert_eq!(t.factor(), once);
+    }
+
+    #[test]
+    fn throttle_holdoff_lasts_the_providers_pause() {
+        // A 429 asking for 3 s pauses the model 3 s: whatever is refused within that
+        // pause plus the hold-off waited the same pause, and counts once.
+        let mut t = AdaptiveThrottle::new(true);
+        let wait = Some(Duration::from_secs(3));
+        t.on_feedback(Feedback::RateLimited { retry_after: wait }, 10 * S);
+        t.on_feedback(
+            Feedback::RateLimited { retry_after: wait },
+            14 * S + 900_000_000,
+        );
+        assert!(
+            (t.factor() - RATE_LIMITED_BETA).abs() < 1e-9,
+            "{}",
+            t.factor()
+        );
+        // Past it, a refusal is a new signal.
+        t.on_feedback(
+            Feedback::RateLimited { retry_after: wait },
+            15 * S + 100_000_000,
+        );
+        assert!(t.factor() < RATE_LIMITED_BETA);
+    }
+
+    #[test]
+    fn throttle_repeated_refusal_of_one_call_is_no_new_signal() {
+        let mut t = AdaptiveThrottle::new(true);
+        let wait = Some(Duration::from_secs(3));
+        t.on_feedback(Feedback::RateLimited { retry_after: wait }, 10 * S);
+        for i in 1..4 {
+            t.on_feedback(
+                Feedback::RateLimitedAgain { retry_after: wait },
+                10 * S + i * 10 * S,
+            );
+        }
+        assert!(
+            (t.factor() - RATE_LIMITED_BETA).abs() < 1e-9,
+            "{}",
+            t.factor()
+        );
     }
 
     #[test]

@@ -209,7 +209,7 @@ mod tests {
     use super::*;
 
     fn server() -> Error {
-        ProviderError::Server { status: 503 }.into()
+        ProviderError::server(503).into()
     }
 
     #[tokio::test(start_paused = true)]

@@ -17,7 +17,7 @@ use crate::catalog::{ModelEntry, Price};
 use crate::error::{Error, ProviderError, Result};
 use crate::limit::{
     AccountingRule, Cost, DEFAULT_FALLBACK_COOLDOWN, Feedback, LimiterBackend, Priority,
-    Reservation, TryReserveError,
+    Reservation, SendMark, TryReserveError,
 };
 use crate::response::Usage;
 
@@ -248,6 +248,8 @@ pub(crate) struct Prepared {
     /// The deployment the attempt goes to (index into the model's deployments).
     pub(crate) deployment: usize,
     reservation: Reservation,
+    /// When it was sent, for reading its answer's rate-limit headers as of then.
+    mark: Option<SendMark>,
     hold: SpendHold,
     sent_at: Instant,
     worst_usd: f64,
@@ -276,6 +278,9 @@ pub(crate) struct CallState {
     /// A reservation made before the call (the one a fallback chain picked the model
     /// with): the first attempt uses it instead of reserving again.
     pregranted: Option<(usize, Reservation)>,
+    /// Whether an attempt of this call has met a 429: its retries' 429s are no new
+    /// signal for the throttle.
+    rate_limited_before: bool,
 }
 
 impl CallState {
@@ -325,6 +330,7 @@ impl CallState {
             finished: false,
             rate_limited_is_final: false,
             pregranted: None,
+            rate_limited_before: false,
         }
     }
 
@@ -374,6 +380,7 @@ impl CallState {
             None => SpendHold::none(),
         };
         let (deployment, mut reservation, guards) = self.reserve(cost).await?;
+        let mark = self.rt.deployments[deployment].limiter.send_mark();
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
         self.rt.breaker.check()?;
@@ -383,6 +390,7 @@ impl CallState {
         Ok(Prepared {
             deployment,
             reservation,
+            mark,
             hold,
             sent_at: Instant::now(),
             worst_usd,
@@ -424,21 +432,16 @@ impl CallState {
         Ok((i, reservation, Vec::new()))
     }
 
-    fn apply_signals(&self, deployment: usize, signals: &Signals) -> Option<bool> {
+    fn apply_signals(
+        &self,
+        deployment: usize,
+        signals: &Signals,
+        mark: Option<SendMark>,
+    ) -> Option<bool> {
         let values = signals.take();
         let limiter = &self.rt.deployments[deployment].limiter;
-        for (dimension, remaining) in values.remaining {
-            limiter.feedback(Feedback::Remaining {
-                dimension,
-                remaining,
-            });
-            let reset = values.resets.iter().find(|(d, _)| *d == dimension);
-            if let (0, Some((_, reset_in))) = (remaining, reset) {
-                limiter.feedback(Feedback::Exhausted {
-                    dimension,
-                    reset_in: *reset_in,
-                });
-            }
+        for feedback in values.feedback(mark) {
+            limiter.feedback(feedback);
         }
         values.should_retry
     }
@@ -457,10 +460,11 @@ impl CallState {
             .price
             .map_or(0.0, |price| price.cost_usd(usage));
         let deployment = p.deployment;
+        let p_mark = p.mark;
         p.reservation.settle(usage, rule);
         p.hold.settle(cost);
         // After settling: the provider's "remaining" already counts this call.
-        self.apply_signals(deployment, signals);
+        self.apply_signals(deployment, signals, p_mark);
         self.rt.deployments[deployment]
             .limiter
             .feedback(Feedback::Success);
@@ -518,7 +522,7 @@ impl CallState {
     ) {
         let deployment = p.deployment;
         self.observe_failure(deployment, error);
-        self.apply_signals(deployment, signals);
+        self.apply_signals(deployment, signals, p.mark);
         let Prepared {
             reservation,
             hold,
@@ -547,18 +551,23 @@ impl CallState {
     /// Tells the throttle and the breaker what a failure says about the model; a 429
     /// on one of several deployments also cools that deployment, so that the next
     /// attempts go to the others.
-    fn observe_failure(&self, deployment: usize, error: &Error) {
+    fn observe_failure(&mut self, deployment: usize, error: &Error) {
         let d = &self.rt.deployments[deployment];
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
-                d.limiter.feedback(Feedback::RateLimited {
-                    retry_after: *retry_after,
+                let retry_after = *retry_after;
+                // One call refused again and again is one refusal of our rate.
+                d.limiter.feedback(if self.rate_limited_before {
+                    Feedback::RateLimitedAgain { retry_after }
+                } else {
+                    Feedback::RateLimited { retry_after }
                 });
+                self.rate_limited_before = true;
                 if self.rt.deployments.len() > 1 {
                     d.cool(Instant::now() + retry_after.unwrap_or(DEFAULT_FALLBACK_COOLDOWN));
                 }
             }
-            Error::Provider(ProviderError::Overloaded { retry_after }) => {
+            Error::Provider(ProviderError::Overloaded { retry_after, .. }) => {
                 d.limiter.feedback(Feedback::Overloaded {
                     retry_after: *retry_after,
                 });
@@ -581,6 +590,7 @@ impl CallState {
             hold,
             sent_at,
             worst_usd,
+            mark,
             ..
         } = p;
         match error {
@@ -606,7 +616,7 @@ impl CallState {
                 hold.settle(worst_usd);
             }
         }
-        let should_retry = self.apply_signals(deployment, signals);
+        let should_retry = self.apply_signals(deployment, signals, mark);
         (should_retry, sent_at.elapsed())
     }
 

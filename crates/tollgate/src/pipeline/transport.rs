@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::client::{Decision, DecisionRequest, EmbeddingPurpose};
 use crate::error::{Dimension, Result};
-use crate::limit::AccountingRule;
+use crate::limit::{AccountingRule, Feedback, SendMark};
 use crate::request::LlmRequest;
 use crate::response::{LlmResponse, Usage};
 use crate::stream::ResponseStream;
@@ -22,21 +22,84 @@ pub struct Signals {
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SignalValues {
+    pub(crate) limits: Vec<(Dimension, u64)>,
     pub(crate) remaining: Vec<(Dimension, u64)>,
     pub(crate) resets: Vec<(Dimension, std::time::Duration)>,
     pub(crate) should_retry: Option<bool>,
 }
 
+impl SignalValues {
+    /// One [`Feedback::Reported`] per dimension the headers spoke of, in the order the
+    /// dimensions were first reported.
+    pub(crate) fn feedback(&self, since: Option<SendMark>) -> Vec<Feedback> {
+        let mut dimensions: Vec<Dimension> = Vec::new();
+        let named = self
+            .limits
+            .iter()
+            .chain(&self.remaining)
+            .map(|(d, _)| *d)
+            .chain(self.resets.iter().map(|(d, _)| *d));
+        for d in named {
+            if !dimensions.contains(&d) {
+                dimensions.push(d);
+            }
+        }
+        let last = |values: &[(Dimension, u64)], d: Dimension| {
+            values.iter().rev().find(|(x, _)| *x == d).map(|(_, v)| *v)
+        };
+        dimensions
+            .into_iter()
+            .map(|dimension| Feedback::Reported {
+                dimension,
+                limit: last(&self.limits, dimension),
+                remaining: last(&self.remaining, dimension),
+                reset_in: self
+                    .resets
+                    .iter()
+                    .rev()
+                    .find(|(x, _)| *x == dimension)
+                    .map(|(_, r)| *r),
+                since,
+            })
+            .collect()
+    }
+}
+
 impl Signals {
+    /// The provider says its limit on `dimension` is `limit` per minute (e.g.
+    /// `anthropic-ratelimit-tokens-limit`, `x-ratelimit-limit-requests`). A limit lower
+    /// than the catalog's caps the bucket; it also sets the provider's refill rate, which
+    /// says when the next request is allowed after a `remaining` of zero.
+    pub fn limit(&self, dimension: Dimension, limit: u64) {
+        self.lock().limits.push((dimension, limit));
+    }
+
+    /// What the limiter is told about this answer's rate-limit headers: one
+    /// [`Feedback::Reported`] per dimension they spoke of. The pipeline passes these to
+    /// the model's limiter; a client that drives a limiter itself (e.g. a benchmark) can
+    /// do the same.
+    pub fn feedback(&self) -> Vec<Feedback> {
+        self.lock().feedback(None)
+    }
+
+    /// [`Signals::feedback`] for the answer to a request sent at `mark`
+    /// ([`crate::limit::TokenBucketRateLimiter::send_mark`]): what is left is read as of
+    /// when it was sent, so that the requests sent since (in flight) and what has
+    /// refilled since are accounted for. This is what the pipeline does.
+    pub fn feedback_since(&self, mark: SendMark) -> Vec<Feedback> {
+        self.lock().feedback(Some(mark))
+    }
+
     /// The provider says `remaining` is left of `dimension` (e.g.
     /// `anthropic-ratelimit-tokens-remaining`). The limiter lowers its bucket to it.
     pub fn remaining(&self, dimension: Dimension, remaining: u64) {
         self.lock().remaining.push((dimension, remaining));
     }
 
-    /// The provider says `dimension` is full again in `reset_in` (e.g.
-    /// `anthropic-ratelimit-tokens-reset`). With a remaining of zero, the model is paused
-    /// until then.
+    /// The provider says `dimension` is *full* again in `reset_in` (e.g.
+    /// `anthropic-ratelimit-tokens-reset`). With a remaining of zero, the next request is
+    /// allowed once one unit has refilled at the provider's rate (`reset_in / limit`), or
+    /// at the reset for a model whose catalog entry says `window = "fixed"`.
     pub fn reset_in(&self, dimension: Dimension, reset_in: std::time::Duration) {
         self.lock().resets.push((dimension, reset_in));
     }
