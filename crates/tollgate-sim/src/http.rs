@@ -6,8 +6,11 @@
 //! `max_completion_tokens`): the input is estimated as tollgate estimates it, the call
 //! made on the simulated provider; an accepted call answers 200 with a completion and its
 //! `usage`, a refused one 429 (`rate_limit_exceeded`, with `retry-after` in whole
-//! seconds) or 529 (`overloaded_error`). Every answer carries `x-ratelimit-limit-requests`
-//! and `x-ratelimit-limit-tokens`. Streaming is not simulated (400).
+//! seconds) or 529 (`overloaded_error`). With [`SimHeaderStyle::OpenAi`] in the
+//! provider's configuration every answer carries OpenAI's rate-limit headers
+//! (`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, tokens being input tokens, the
+//! reset a duration such as `1250ms`); otherwise only `x-ratelimit-limit-requests` and
+//! `x-ratelimit-limit-tokens`. Streaming is not simulated (400).
 
 use std::convert::Infallible;
 use std::fmt;
@@ -26,7 +29,10 @@ use tokio::task::JoinHandle;
 use tollgate::pipeline::{
     DefaultEstimator, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
-use tollgate_fake::sim::{SimProvider, SimRefusal, SimRequest, SimStats};
+use tollgate_fake::sim::{
+    SimDimension, SimHeaderStyle, SimHeaders, SimProvider, SimRefusal, SimRequest, SimReset,
+    SimStats,
+};
 
 /// Output limit assumed when a request sets none.
 pub const DEFAULT_MAX_TOKENS: u64 = 256;
@@ -113,6 +119,48 @@ fn reply(status: StatusCode, sim: &SimProvider, body: Value) -> Response<Full<By
     response
 }
 
+/// Adds OpenAI's rate-limit headers for what the provider reported.
+fn rate_limit_headers(
+    response: &mut Response<Full<Bytes>>,
+    sim: &SimProvider,
+    headers: &SimHeaders,
+) {
+    if sim.config().headers != SimHeaderStyle::OpenAi {
+        return;
+    }
+    let out = response.headers_mut();
+    for h in &headers.limits {
+        let suffix = match h.dimension {
+            SimDimension::Requests => "requests",
+            SimDimension::InputTokens => "tokens",
+            SimDimension::OutputTokens => continue,
+        };
+        let reset = match h.reset {
+            SimReset::In(d) => d,
+            SimReset::At(at) => at.saturating_sub(sim.elapsed()),
+        };
+        let pairs = [
+            (format!("x-ratelimit-limit-{suffix}"), h.limit.to_string()),
+            (
+                format!("x-ratelimit-remaining-{suffix}"),
+                h.remaining.to_string(),
+            ),
+            (
+                format!("x-ratelimit-reset-{suffix}"),
+                format!("{}ms", reset.as_millis()),
+            ),
+        ];
+        for (name, value) in pairs {
+            if let (Ok(name), Ok(value)) = (
+                hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                hyper::header::HeaderValue::from_str(&value),
+            ) {
+                out.insert(name, value);
+            }
+        }
+    }
+}
+
 fn error(
     status: StatusCode,
     sim: &SimProvider,
@@ -189,10 +237,21 @@ async fn handle(
         .or_else(|| body["max_tokens"].as_u64())
         .unwrap_or(DEFAULT_MAX_TOKENS);
     let input = estimate_input(&body);
-    match sim
-        .call(SimRequest::new(input, max_tokens, output_tokens))
-        .await
-    {
+    let (outcome, headers) = sim
+        .call_with_headers(SimRequest::new(input, max_tokens, output_tokens))
+        .await;
+    let mut response = answer(&sim, &body, max_tokens, outcome);
+    rate_limit_headers(&mut response, &sim, &headers);
+    Ok(response)
+}
+
+fn answer(
+    sim: &SimProvider,
+    body: &Value,
+    max_tokens: u64,
+    outcome: Result<tollgate_fake::sim::SimAnswer, SimRefusal>,
+) -> Response<Full<Bytes>> {
+    match outcome {
         Ok(answer) => {
             let text = vec!["sim"; answer.output_tokens as usize].join(" ");
             let finish = if answer.output_tokens >= max_tokens {
@@ -200,9 +259,9 @@ async fn handle(
             } else {
                 "stop"
             };
-            Ok(reply(
+            reply(
                 StatusCode::OK,
-                &sim,
+                sim,
                 json!({
                     "id": format!("chatcmpl-sim-{}", answer.id),
                     "object": "chat.completion",
@@ -219,12 +278,12 @@ async fn handle(
                         "total_tokens": answer.input_tokens + answer.output_tokens,
                     },
                 }),
-            ))
+            )
         }
         Err(SimRefusal::RateLimited { retry_after }) => {
             let mut response = error(
                 StatusCode::TOO_MANY_REQUESTS,
-                &sim,
+                sim,
                 "rate_limit_exceeded",
                 "Rate limit reached (simulated).",
             );
@@ -232,13 +291,13 @@ async fn handle(
                 let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
                 response.headers_mut().insert("retry-after", secs.into());
             }
-            Ok(response)
+            response
         }
-        Err(SimRefusal::Overloaded) => Ok(error(
+        Err(SimRefusal::Overloaded) => error(
             StatusCode::from_u16(529).expect("529 is a valid status"),
-            &sim,
+            sim,
             "overloaded_error",
             "Overloaded (simulated).",
-        )),
+        ),
     }
 }

@@ -11,6 +11,8 @@
 //! | `served` | 1.0 | the fraction of the published limits actually served |
 //! | `overload_probability` | 0.0 | chance that a call is refused as overloaded (529) |
 //! | `seed` | 0 | seed of the overload draws |
+//! | `window` | `"continuous"` | `"fixed"`: fixed windows instead of continuous buckets |
+//! | `headers` | `"none"` | `"openai"` or `"anthropic"`: rate-limit headers in that style (served over HTTP, [`crate::http`]) |
 //!
 //! The simulated provider enforces `rpm`, `input_tpm` and `output_tpm`; a combined `tpm`
 //! is enforced on input tokens. `burst_seconds = 1` gives it one second's worth of
@@ -31,7 +33,8 @@ use tollgate::{
     StopReason, StreamEvent, Usage,
 };
 use tollgate_fake::sim::{
-    SimCapacity, SimConfig, SimLatency, SimLimits, SimProvider, SimRefusal, SimRequest,
+    SimCapacity, SimConfig, SimHeaderStyle, SimLatency, SimLimits, SimProvider, SimRefusal,
+    SimRequest, SimWindow,
 };
 
 /// The provider key.
@@ -110,6 +113,29 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
             return Err(option_error(model, "served", "must be in (0, 1]"));
         }
         config = config.with_served(served);
+    }
+    match model.options.get("window").map(|v| v.as_str()) {
+        None | Some(Some("continuous")) => {}
+        Some(Some("fixed")) => config = config.with_window(SimWindow::Fixed),
+        Some(_) => {
+            return Err(option_error(
+                model,
+                "window",
+                "must be \"continuous\" or \"fixed\"",
+            ));
+        }
+    }
+    match model.options.get("headers").map(|v| v.as_str()) {
+        None | Some(Some("none")) => {}
+        Some(Some("openai")) => config = config.with_headers(SimHeaderStyle::OpenAi),
+        Some(Some("anthropic")) => config = config.with_headers(SimHeaderStyle::Anthropic),
+        Some(_) => {
+            return Err(option_error(
+                model,
+                "headers",
+                "must be \"none\", \"openai\" or \"anthropic\"",
+            ));
+        }
     }
     if let Some(p) = number(model, "overload_probability")? {
         if p > 1.0 {
@@ -222,6 +248,7 @@ impl SimChat {
                 Err(Error::Provider(ProviderError::RateLimited { retry_after }))
             }
             Err(SimRefusal::Overloaded) => Err(Error::Provider(ProviderError::Overloaded {
+                status: 529,
                 retry_after: None,
             })),
         }

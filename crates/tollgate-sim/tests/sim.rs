@@ -170,3 +170,40 @@ async fn served_over_http_a_refusal_is_429_with_retry_after_and_limit_headers() 
     assert_eq!(error["error"]["code"], "rate_limit_exceeded");
     assert_eq!(server.stats().rate_limited, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_over_http_with_openai_headers_it_says_what_remains_and_when_it_is_full() {
+    let sim = SimProvider::new(
+        SimConfig::new(SimLimits {
+            rpm: 60,
+            input_tpm: 10_000,
+            ..SimLimits::default()
+        })
+        .with_latency(SimLatency {
+            base: Duration::from_millis(1),
+            per_output_token: Duration::ZERO,
+            refusal: Duration::ZERO,
+        })
+        .with_headers(tollgate_sim::SimHeaderStyle::OpenAi),
+    );
+    let server = serve(sim, 3).await.unwrap();
+    let url = format!("{}/v1/chat/completions", server.base_url());
+    let body = serde_json::json!({"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5});
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let h = answer.headers();
+    assert_eq!(h["x-ratelimit-limit-requests"], "60");
+    assert_eq!(h["x-ratelimit-remaining-requests"], "59");
+    assert_eq!(h["x-ratelimit-limit-tokens"], "10000");
+    assert!(
+        h["x-ratelimit-reset-requests"]
+            .to_str()
+            .unwrap()
+            .ends_with("ms")
+    );
+}
