@@ -138,7 +138,7 @@ fn run_interrupted_by_ctrl_c_then_resumed_has_every_custom_id_exactly_once() {
         .collect();
     let input = write_batch(dir.path(), &lines);
     let out = dir.path().join("out.jsonl");
-    let child = tollgate()
+    let mut child = tollgate()
         .args(["run", input.to_str().unwrap(), "-m", "demo-slow", "-o"])
         .arg(&out)
         .stdout(Stdio::piped())
@@ -147,6 +147,9 @@ fn run_interrupted_by_ctrl_c_then_resumed_has_every_custom_id_exactly_once() {
         .unwrap();
     // Wait (on progress, not on time) until two results are written, then send SIGINT.
     while output_lines_lenient(&out) < 2 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before it could be interrupted");
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let killed = Command::new("kill")
