@@ -12,7 +12,7 @@
 //! | `overload_probability` | 0.0 | chance that a call is refused as overloaded (529) |
 //! | `seed` | 0 | seed of the overload draws |
 //! | `window` | `"continuous"` | `"fixed"`: fixed windows instead of continuous buckets |
-//! | `headers` | `"none"` | `"openai"` or `"anthropic"`: rate-limit headers in that style (served over HTTP, [`crate::http`]) |
+//! | `headers` | `"none"` | `"openai"` or `"anthropic"`: every answer reports what remains of each limit and when it is full again, as that provider's headers do (in process, to the pipeline; over HTTP, as headers, [`crate::http`]) |
 //!
 //! The simulated provider enforces `rpm`, `input_tpm` and `output_tpm`; a combined `tpm`
 //! is enforced on input tokens. `burst_seconds = 1` gives it one second's worth of
@@ -29,12 +29,12 @@ use tollgate::catalog::{CatalogError, ModelEntry};
 use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
 use tollgate::{
-    Block, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream, Result,
-    StopReason, StreamEvent, Usage,
+    Block, Dimension, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream,
+    Result, StopReason, StreamEvent, Usage,
 };
 use tollgate_fake::sim::{
-    SimCapacity, SimConfig, SimHeaderStyle, SimLatency, SimLimits, SimProvider, SimRefusal,
-    SimRequest, SimWindow,
+    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
+    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
 };
 
 /// The provider key.
@@ -214,7 +214,28 @@ struct SimChat {
 }
 
 impl SimChat {
-    async fn answer(&self, request: &LlmRequest) -> Result<LlmResponse> {
+    /// Tells the pipeline what the provider's rate-limit headers would (with the `headers`
+    /// option): remaining and time to full per limit the catalog also names.
+    fn signal(&self, headers: &SimHeaders, signals: &Signals) {
+        let l = self.model.limits;
+        for h in &headers.limits {
+            let dimension = match h.dimension {
+                SimDimension::Requests => Dimension::Requests,
+                SimDimension::InputTokens if l.input_tpm > 0 => Dimension::InputTokens,
+                SimDimension::OutputTokens if l.output_tpm > 0 => Dimension::OutputTokens,
+                _ => continue,
+            };
+            let reset = match h.reset {
+                SimReset::In(d) => d,
+                SimReset::At(at) => at.saturating_sub(self.sim.elapsed()),
+            };
+            signals.limit(dimension, h.limit);
+            signals.remaining(dimension, h.remaining);
+            signals.reset_in(dimension, reset);
+        }
+    }
+
+    async fn answer(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
         let input = self.estimate_input_tokens(request);
         let max_output = self
             .model
@@ -222,7 +243,9 @@ impl SimChat {
             .unwrap_or(self.output_tokens)
             .max(1);
         let sim_request = SimRequest::new(input, max_output, self.output_tokens);
-        match self.sim.call(sim_request).await {
+        let (outcome, headers) = self.sim.call_with_headers(sim_request).await;
+        self.signal(&headers, signals);
+        match outcome {
             Ok(answer) => {
                 let text = match request.sampling_params().response_shape() {
                     Some(shape) => example_of(shape.schema.value()).to_string(),
@@ -257,16 +280,12 @@ impl SimChat {
 
 #[tollgate::async_trait]
 impl ChatTransport for SimChat {
-    async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
-        self.answer(request).await
+    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
+        self.answer(request, signals).await
     }
 
-    async fn send_stream(
-        &self,
-        request: &LlmRequest,
-        _signals: &Signals,
-    ) -> Result<ResponseStream> {
-        let response = self.answer(request).await?;
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let response = self.answer(request, signals).await?;
         let started = Usage {
             output_tokens: 0,
             ..response.usage()

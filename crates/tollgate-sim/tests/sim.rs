@@ -207,3 +207,27 @@ async fn served_over_http_with_openai_headers_it_says_what_remains_and_when_it_i
             .ends_with("ms")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn sim_model_with_headers_reports_what_remains_to_the_limiter() {
+    let models = Models::builder()
+        .catalog(catalog("headers = \"openai\"\nserved = 0.5"))
+        .build()
+        .unwrap();
+    let chat = models.chat("m").await.unwrap();
+    let request = Conversation::new()
+        .user("Hello")
+        .request("m", SamplingParams::new())
+        .unwrap();
+    chat.single_response(&request).await.unwrap();
+    // The catalog says 2 rpm, the provider serves half and says nothing remains: the
+    // limiter, which would otherwise count one request left, believes the provider.
+    let snapshot = models.limiter("m").unwrap().snapshot().await.unwrap();
+    let (_, level, _) = snapshot
+        .levels
+        .iter()
+        .find(|(d, _, _)| *d == tollgate::Dimension::Requests)
+        .copied()
+        .unwrap();
+    assert!(level < 0.5, "level {level}");
+}
