@@ -623,3 +623,50 @@ fn run_with_fallback_sends_what_the_model_cannot_serve_now_to_its_fallback() {
     assert!(by("demo-backup") >= 1, "the fallback served some");
     assert_eq!(by("demo") + by("demo-backup"), 30);
 }
+
+#[test]
+fn run_on_a_model_with_two_deployments_uses_both_without_429s() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("models.toml");
+    // Each key is limited to one request a second by the simulated provider; one key
+    // alone could not take this batch's pace without 429s, two can.
+    std::fs::write(
+        &catalog,
+        r#"
+        [models.multi]
+        provider = "sim"
+        credentials = ["key-a", "key-b"]
+        rpm = 60
+        burst_seconds = 1
+        max_output_tokens = 100
+        [models.multi.options]
+        latency_ms = 50
+        "#,
+    )
+    .unwrap();
+    let lines: Vec<String> = (1..=6).map(|i| chat_line(&format!("d{i}"), "Hi")).collect();
+    let input = write_batch(dir.path(), &lines);
+    let records = dir.path().join("calls.jsonl");
+    let out = dir.path().join("out.jsonl");
+    let result = tollgate()
+        .arg("--catalog")
+        .arg(&catalog)
+        .args(["run", input.to_str().unwrap(), "-m", "multi", "--record"])
+        .arg(&records)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let stdout = text(&result.stdout);
+    assert!(stdout.contains("succeeded  6"), "{stdout}");
+    assert!(stdout.contains("429s       0"), "{stdout}");
+    let deployments: std::collections::HashSet<String> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "attempt")
+        .filter_map(|v| v["deployment"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(deployments.len(), 2, "{deployments:?}");
+}

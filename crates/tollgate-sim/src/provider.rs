@@ -20,6 +20,7 @@
 //! full minute's.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -168,31 +169,62 @@ impl ClientProvider for SimClientProvider {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         for model in context.catalog().models().filter(|m| m.provider == KEY) {
-            if !sims.contains_key(&model.id) {
-                sims.insert(model.id.clone(), SimProvider::new(sim_config_for(model)?));
+            let entries: Vec<ModelEntry> = if model.deployments.is_empty() {
+                vec![model.clone()]
+            } else {
+                model
+                    .deployments
+                    .iter()
+                    .map(|d| model.for_deployment(d))
+                    .collect()
+            };
+            for entry in entries {
+                if let Entry::Vacant(slot) = sims.entry(sim_key(&entry)) {
+                    slot.insert(SimProvider::new(sim_config_for(&entry)?));
+                }
             }
         }
-        Ok(Arc::new(SimClients { sims }))
+        Ok(Arc::new(SimClients {
+            sims: Mutex::new(sims),
+        }))
+    }
+}
+
+/// Which simulated provider serves an entry: one per model, and one per credential of a
+/// model with several deployments, as a provider limits each key separately. A provider
+/// given with [`SimClientProvider::with_model`] serves every deployment of its model.
+fn sim_key(entry: &ModelEntry) -> String {
+    match &entry.credential {
+        Some(credential) => format!("{}#{credential}", entry.id),
+        None => entry.id.clone(),
     }
 }
 
 struct SimClients {
-    sims: HashMap<String, SimProvider>,
+    sims: Mutex<HashMap<String, SimProvider>>,
 }
 
 impl fmt::Debug for SimClients {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());
         f.debug_struct("SimClients")
-            .field("models", &self.sims.keys().collect::<Vec<_>>())
+            .field("providers", &sims.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
 impl ProviderClients for SimClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
-        let sim = match self.sims.get(&model.id) {
-            Some(sim) => sim.clone(),
-            None => SimProvider::new(sim_config_for(model)?),
+        let sim = {
+            let mut sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());
+            match sims.get(&model.id).or_else(|| sims.get(&sim_key(model))) {
+                Some(sim) => sim.clone(),
+                None => {
+                    let sim = SimProvider::new(sim_config_for(model)?);
+                    sims.insert(sim_key(model), sim.clone());
+                    sim
+                }
+            }
         };
         let output_tokens = number(model, "output_tokens")?
             .map(|n| n as u64)
