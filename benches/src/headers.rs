@@ -574,10 +574,12 @@ pub fn converge_section(reports: &[ConvergeReport], config: ConvergeConfig) -> S
         )],
         table,
         notes: vec![
-            "time to converge: to the start of the first 10 s window of a run of windows, lasting \
-             60 s, whose send rate (accepted or refused) is within ±10% of the served rate. \
-             Target: within 60 s, and fewer than one 429 a minute in steady state (the second \
-             half)."
+            "time to converge: to the start of the first window of a run of windows, lasting \
+             60 s, whose send rate (accepted or refused) is within ±10% of the served rate; 10 s \
+             windows against the continuous provider, the provider's own one-minute window \
+             against the fixed-window one (which allows its whole minute at once when it turns, \
+             so a client that uses it well sends in bursts). Target: within 60 s, and fewer \
+             than one 429 a minute in steady state (the second half, three whole windows)."
                 .to_owned(),
         ],
     }

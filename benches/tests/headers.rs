@@ -81,7 +81,7 @@ async fn throttle_converges_continuous_catalog_2x_without_headers() {
     let what = format!("{r:?}");
     // Converged within a minute, every send in band after it. Steady state costs a
     // probe's 429 per cycle plus, now and then, a clump of a few one `retry-after` apart:
-    // 1.3 a minute against the target of fewer than one (not met yet, see
+    // 1.0 a minute against the target of fewer than one (not met yet, see
     // docs/rate-limiting.md), bounded here so that it cannot get worse unnoticed.
     let converge = r.converge.expect(&what);
     assert!(converge <= Duration::from_secs(60), "{what}");

@@ -4,7 +4,7 @@
 //!
 //! | strategy | before sending | after a 429 |
 //! |---|---|---|
-//! | tollgate | `TokenBucketRateLimiter::reserve` (adaptive throttle on) | `feedback`, retry through the limiter |
+//! | tollgate | `TokenBucketRateLimiter::reserve` (adaptive throttle on) | `feedback` (a request's later 429s as `RateLimitedAgain`, as the pipeline does), retry through the limiter |
 //! | tollgate (fixed) | the same, adaptive throttle off | the same |
 //! | naive | nothing | sleep `retry-after`, else full-jitter backoff |
 //! | cookbook | the OpenAI cookbook's float buckets ([`cookbook`]) | every caller pauses 15 s |
@@ -318,11 +318,13 @@ impl Client {
                     break;
                 }
                 Err(refusal) => {
+                    // The pipeline tells the limiter a call's later 429s are no new signal.
+                    let repeat = record.rate_limited > 0;
                     match refusal {
                         SimRefusal::RateLimited { .. } => record.rate_limited += 1,
                         SimRefusal::Overloaded => record.overloaded += 1,
                     }
-                    self.on_refusal(permit, refusal);
+                    self.on_refusal(permit, refusal, repeat);
                     if attempt + 1 < attempts {
                         let wait = self.retry_wait(attempt, refusal, rng);
                         if !wait.is_zero() {
@@ -398,11 +400,15 @@ impl Client {
         }
     }
 
-    fn on_refusal(&self, permit: Permit, refusal: SimRefusal) {
+    /// A refusal; `repeat` when the same request was refused with a 429 before.
+    fn on_refusal(&self, permit: Permit, refusal: SimRefusal, repeat: bool) {
         let rate_limited = matches!(refusal, SimRefusal::RateLimited { .. });
         match &self.pacer {
             Pacer::Tollgate { limiter, .. } => {
                 limiter.feedback(match refusal {
+                    SimRefusal::RateLimited { retry_after } if repeat => {
+                        Feedback::RateLimitedAgain { retry_after }
+                    }
                     SimRefusal::RateLimited { retry_after } => {
                         Feedback::RateLimited { retry_after }
                     }

@@ -11,7 +11,7 @@
 //!   keeps the old one, since a probe overshoots while the provider's burst absorbs it).
 //!   Refusals that arrive within [`DECREASE_HOLDOFF`] of a decrease were sent before it
 //!   and count once. A 429 with a `retry-after` pauses the whole model for that long, so
-//!   its hold-off lasts the pause plus [`DECREASE_HOLDOFF`]: the retries that waited out
+//!   its hold-off lasts the pause plus [`PAUSE_SLACK`] if that is longer: the retries that waited out
 //!   the pause and are refused again right after it (one call refused three times in a
 //!   row, or every caller that waited) count as the same signal, not as new ones.
 //! - a 529 multiplies f by [`OVERLOADED_BETA`] (harder than a 429) without moving the
@@ -47,6 +47,9 @@ pub const NEAR_CEILING_BETA: f64 = 0.9;
 pub const OVERLOADED_BETA: f64 = 0.6;
 /// Refusals within this long of a decrease count as the same event (they were in flight).
 pub const DECREASE_HOLDOFF: Duration = Duration::from_secs(2);
+/// After a provider's pause (`retry-after`), how long refusals still count as the same
+/// signal: a retry that waited the pause is answered a round trip after it ends.
+pub const PAUSE_SLACK: Duration = Duration::from_secs(1);
 /// How long after a decrease before the factor starts to recover.
 pub const RECOVERY_DELAY: Duration = Duration::from_secs(5);
 /// The plateau, as a fraction of the rate at the last 429: where recovery aims.
@@ -269,9 +272,9 @@ impl AdaptiveThrottle {
     }
 
     /// Cuts the factor by `beta`, unless a decrease's hold-off still runs. The hold-off
-    /// lasts [`DECREASE_HOLDOFF`] after the provider's pause (`retry_after`, capped as the
-    /// limiter caps it): everything refused until then was sent before the cut took
-    /// effect, or waited out the same pause.
+    /// lasts [`DECREASE_HOLDOFF`], or the provider's pause (`retry_after`, capped as the
+    /// limiter caps it) and [`PAUSE_SLACK`] if longer: everything refused until then was
+    /// sent before the cut took effect, or waited out the same pause.
     fn decrease(
         &mut self,
         beta: f64,
@@ -283,7 +286,8 @@ impl AdaptiveThrottle {
             return;
         }
         let pause = retry_after.map_or(Duration::ZERO, |r| r.min(super::MAX_PROVIDER_PAUSE));
-        self.holdoff_until_ns = now_ns.saturating_add(duration_ns(pause + DECREASE_HOLDOFF));
+        let holdoff = DECREASE_HOLDOFF.max(pause + PAUSE_SLACK);
+        self.holdoff_until_ns = now_ns.saturating_add(duration_ns(holdoff));
         if moves_ceiling {
             // A probe overshoots before its 429 arrives (the provider's bucket absorbs the
             // excess for a while): within `PROBE_TRUST` of the ceiling, the old ceiling
@@ -403,13 +407,14 @@ mod tests {
     #[test]
     fn throttle_holdoff_lasts_the_providers_pause() {
         // A 429 asking for 3 s pauses the model 3 s: whatever is refused within that
-        // pause plus the hold-off waited the same pause, and counts once.
+        // pause and a round trip after it (`PAUSE_SLACK`) waited the same pause, and
+        // counts once.
         let mut t = AdaptiveThrottle::new(true);
         let wait = Some(Duration::from_secs(3));
         t.on_feedback(Feedback::RateLimited { retry_after: wait }, 10 * S);
         t.on_feedback(
             Feedback::RateLimited { retry_after: wait },
-            14 * S + 900_000_000,
+            13 * S + 900_000_000,
         );
         assert!(
             (t.factor() - RATE_LIMITED_BETA).abs() < 1e-9,
@@ -419,7 +424,7 @@ mod tests {
         // Past it, a refusal is a new signal.
         t.on_feedback(
             Feedback::RateLimited { retry_after: wait },
-            15 * S + 100_000_000,
+            14 * S + 100_000_000,
         );
         assert!(t.factor() < RATE_LIMITED_BETA);
     }
