@@ -181,13 +181,14 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 6] = [
+const BENCHES: [(&str, &str); 7] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
     ("tollgate-bench", "headers"),
     ("tollgate-anthropic", "sse"),
+    ("tollgate-cli", "batch"),
 ];
 
 /// The variable through which a benchmark hands its markdown section over (the bench
@@ -200,7 +201,7 @@ fn bench() -> ExitCode {
     let root = workspace_root();
     let started = Instant::now();
     println!(
-        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic --no-run)"
+        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic -p tollgate-cli --no-run)"
     );
     let built = Command::new(cargo())
         .current_dir(&root)
@@ -210,6 +211,8 @@ fn bench() -> ExitCode {
             "tollgate-bench",
             "-p",
             "tollgate-anthropic",
+            "-p",
+            "tollgate-cli",
             "--no-run",
         ])
         .status()

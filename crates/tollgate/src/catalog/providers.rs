@@ -25,6 +25,11 @@ pub const FIRST_PARTY_PROVIDERS: &[ProviderInfo] = &[
         requires_credential: false,
     },
     ProviderInfo {
+        key: "sim",
+        crate_name: "tollgate-sim",
+        requires_credential: false,
+    },
+    ProviderInfo {
         key: "anthropic-direct",
         crate_name: "tollgate-anthropic",
         requires_credential: true,

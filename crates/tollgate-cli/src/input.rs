@@ -1,0 +1,279 @@
+//! Batch input: one request per line, in the OpenAI Batch API's file format or a plain
+//! form.
+//!
+//! - Batch API: `{"custom_id": "...", "method": "POST", "url": "/v1/chat/completions",
+//!   "body": {"messages": [...], "max_tokens": 100, ...}}`, or `"url": "/v1/embeddings"`
+//!   with `"body": {"input": "text" | ["text", ...]}`. The body's `model` is ignored:
+//!   `--model` names the catalog model.
+//! - Plain: a JSON string (one prompt), a JSON array of messages, an object with
+//!   `prompt` or `messages` (and optional `custom_id`, `system`, `max_tokens`), or a line
+//!   of text that is not JSON (the prompt itself). A plain line without `custom_id` gets
+//!   `line-N`.
+//!
+//! A line that cannot be understood is a [`BadLine`] with its number and the reason; the
+//! run reports it and goes on. Blank lines are skipped.
+
+use serde_json::Value;
+use tollgate::{LlmRequest, Message, ResponseShape, Role, SamplingParams};
+
+/// What a line asks for.
+#[derive(Debug, Clone)]
+pub(crate) enum Body {
+    /// A chat completion.
+    Chat(LlmRequest),
+    /// Embeddings of these texts.
+    Embed(Vec<String>),
+}
+
+/// One request of the batch.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub(crate) custom_id: String,
+    pub(crate) line: usize,
+    pub(crate) body: Body,
+}
+
+/// A line that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadLine {
+    pub(crate) line: usize,
+    pub(crate) reason: String,
+}
+
+/// Parses line number `line` (from 1) of the input for catalog model `model_id`; `None`
+/// for a blank line.
+pub(crate) fn parse_line(line: usize, text: &str, model_id: &str) -> Result<Option<Item>, BadLine> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = |reason: String| BadLine { line, reason };
+    let starts_json = text.starts_with(['{', '[', '"']);
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) if starts_json => return Err(bad(format!("not valid JSON: {e}"))),
+        Err(_) => Value::String(text.to_owned()),
+    };
+    let fallback_id = format!("line-{line}");
+    let (custom_id, body) = match &value {
+        Value::String(prompt) => (
+            fallback_id,
+            chat(model_id, &[user(prompt)], None).map_err(bad)?,
+        ),
+        Value::Array(messages) => (fallback_id, chat(model_id, messages, None).map_err(bad)?),
+        Value::Object(obj) => {
+            let custom_id = match obj.get("custom_id") {
+                None => fallback_id,
+                Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                Some(_) => return Err(bad("`custom_id` must be a non-empty string".into())),
+            };
+            let body = if let Some(url) = obj.get("url") {
+                batch_api(model_id, url, obj.get("body")).map_err(bad)?
+            } else if let Some(prompt) = obj.get("prompt") {
+                let Value::String(prompt) = prompt else {
+                    return Err(bad("`prompt` must be a string".into()));
+                };
+                let mut messages = Vec::new();
+                if let Some(system) = obj.get("system") {
+                    messages.push(serde_json::json!({"role": "system", "content": system}));
+                }
+                messages.push(user(prompt));
+                chat(model_id, &messages, Some(&value)).map_err(bad)?
+            } else if let Some(Value::Array(messages)) = obj.get("messages") {
+                chat(model_id, messages, Some(&value)).map_err(bad)?
+            } else {
+                return Err(bad(
+                    "expected a Batch API line (`custom_id`, `method`, `url`, `body`) or a plain \
+                     one (`prompt` or `messages`)"
+                        .into(),
+                ));
+            };
+            (custom_id, body)
+        }
+        _ => {
+            return Err(bad(
+                "expected a prompt, a list of messages or an object".into()
+            ));
+        }
+    };
+    Ok(Some(Item {
+        custom_id,
+        line,
+        body,
+    }))
+}
+
+fn user(prompt: &str) -> Value {
+    serde_json::json!({"role": "user", "content": prompt})
+}
+
+fn batch_api(model_id: &str, url: &Value, body: Option<&Value>) -> Result<Body, String> {
+    let Some(body) = body.filter(|b| b.is_object()) else {
+        return Err("`body` must be an object".into());
+    };
+    match url.as_str() {
+        Some("/v1/chat/completions") => {
+            let Some(Value::Array(messages)) = body.get("messages") else {
+                return Err("`body.messages` must be an array".into());
+            };
+            chat(model_id, messages, Some(body))
+        }
+        Some("/v1/embeddings") => match body.get("input") {
+            Some(Value::String(s)) => Ok(Body::Embed(vec![s.clone()])),
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .map(Body::Embed)
+                .ok_or_else(|| "`body.input` must be a string or an array of strings".into()),
+            _ => Err("`body.input` must be a string or an array of strings".into()),
+        },
+        Some(other) => Err(format!(
+            "`url` `{other}` is not supported; use /v1/chat/completions or /v1/embeddings"
+        )),
+        None => Err("`url` must be a string".into()),
+    }
+}
+
+fn text_of(content: &Value) -> Result<String, String> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(
+                |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text") | None, Some(Value::String(t))) => Ok(t.as_str()),
+                    _ => Err("only text content parts are supported".to_owned()),
+                },
+            )
+            .collect::<Result<Vec<_>, _>>()
+            .map(|parts| parts.join("")),
+        _ => Err("`content` must be a string or an array of text parts".into()),
+    }
+}
+
+fn chat(model_id: &str, messages: &[Value], params: Option<&Value>) -> Result<Body, String> {
+    let mut out = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some("system" | "developer") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some(other) => return Err(format!("messages[{i}]: role `{other}` is not supported")),
+            None => return Err(format!("messages[{i}]: `role` is missing")),
+        };
+        let text = text_of(m.get("content").unwrap_or(&Value::Null))
+            .map_err(|e| format!("messages[{i}]: {e}"))?;
+        out.push(Message::new(role, text));
+    }
+    let mut sampling = SamplingParams::new();
+    if let Some(p) = params {
+        let max = p
+            .get("max_completion_tokens")
+            .or_else(|| p.get("max_tokens"))
+            .or_else(|| p.get("max_output_tokens"));
+        if let Some(max) = max {
+            let max = max
+                .as_u64()
+                .ok_or("`max_tokens` must be a positive integer")?;
+            sampling = sampling
+                .with_max_output_tokens(max)
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(t) = p.get("temperature") {
+            let t = t.as_f64().ok_or("`temperature` must be a number")?;
+            sampling = sampling.with_temperature(t).map_err(|e| e.to_string())?;
+        }
+        if let Some(t) = p.get("top_p") {
+            let t = t.as_f64().ok_or("`top_p` must be a number")?;
+            sampling = sampling.with_top_p(t).map_err(|e| e.to_string())?;
+        }
+        match p.get("stop") {
+            Some(Value::String(s)) => sampling = sampling.with_stop(s.clone()),
+            Some(Value::Array(items)) => {
+                for s in items.iter().filter_map(Value::as_str) {
+                    sampling = sampling.with_stop(s);
+                }
+            }
+            _ => {}
+        }
+        if let Some(format) = p.get("response_format")
+            && format.get("type").and_then(Value::as_str) == Some("json_schema")
+        {
+            let spec = &format["json_schema"];
+            let schema = spec
+                .get("schema")
+                .cloned()
+                .ok_or("`response_format.json_schema.schema` is missing")?;
+            sampling = sampling.with_response_shape(ResponseShape {
+                name: spec["name"].as_str().unwrap_or("response").to_owned(),
+                schema: tollgate::Json::new(schema),
+            });
+        }
+    }
+    LlmRequest::new(model_id, out, Vec::new(), sampling)
+        .map(Body::Chat)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_api_chat_line_parses_with_its_custom_id_and_max_tokens() {
+        let line = r#"{"custom_id":"r1","method":"POST","url":"/v1/chat/completions","body":{"model":"x","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":50}}"#;
+        let item = parse_line(3, line, "demo").unwrap().unwrap();
+        assert_eq!(item.custom_id, "r1");
+        assert_eq!(item.line, 3);
+        let Body::Chat(req) = item.body else {
+            panic!("chat expected")
+        };
+        assert_eq!(req.sampling_params().max_output_tokens(), Some(50));
+        assert_eq!(req.messages().len(), 2);
+    }
+
+    #[test]
+    fn plain_lines_are_prompts_with_line_ids() {
+        for text in [
+            "\"Hello\"",
+            "Hello",
+            r#"{"prompt":"Hello"}"#,
+            r#"[{"role":"user","content":"Hello"}]"#,
+        ] {
+            let item = parse_line(7, text, "demo").unwrap().unwrap();
+            assert_eq!(item.custom_id, "line-7", "{text}");
+            assert!(matches!(item.body, Body::Chat(_)));
+        }
+        assert!(parse_line(1, "   ", "demo").unwrap().is_none());
+    }
+
+    #[test]
+    fn embeddings_line_parses_its_inputs() {
+        let line = r#"{"custom_id":"e","method":"POST","url":"/v1/embeddings","body":{"input":["a","b"]}}"#;
+        let item = parse_line(1, line, "demo-embed").unwrap().unwrap();
+        assert!(matches!(item.body, Body::Embed(ref t) if t.len() == 2));
+    }
+
+    #[test]
+    fn bad_lines_say_why_with_their_number() {
+        let cases = [
+            ("{not json", "not valid JSON"),
+            (
+                r#"{"custom_id":"x","url":"/v1/images","body":{}}"#,
+                "not supported",
+            ),
+            (
+                r#"{"custom_id":"x","url":"/v1/chat/completions","body":{"messages":[]}}"#,
+                "messages",
+            ),
+            (r#"{"foo":1}"#, "expected a Batch API line"),
+        ];
+        for (text, needle) in cases {
+            let err = parse_line(9, text, "demo").unwrap_err();
+            assert_eq!(err.line, 9);
+            assert!(err.reason.contains(needle), "{text}: {}", err.reason);
+        }
+    }
+}

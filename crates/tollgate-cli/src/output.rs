@@ -1,0 +1,145 @@
+//! Batch output: one line per request in the OpenAI Batch API's output shape
+//! (`id`, `custom_id`, `response: {status_code, request_id, body}`, `error: {code,
+//! message}`), plus a `tollgate` object with what the pipeline measured (model, attempts,
+//! usage in tollgate's convention, cost, latency, input line).
+//!
+//! Resuming reads the ids already written ([`done_ids`]): a re-run skips them.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tollgate::Usage;
+
+/// One output line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct OutputLine {
+    pub(crate) id: String,
+    pub(crate) custom_id: String,
+    pub(crate) response: Option<ResponsePart>,
+    pub(crate) error: Option<ErrorPart>,
+    pub(crate) tollgate: Meta,
+}
+
+/// A successful answer, as the Batch API writes it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct ResponsePart {
+    pub(crate) status_code: u16,
+    pub(crate) request_id: String,
+    pub(crate) body: Value,
+}
+
+/// A failure: a stable error kind (`rate_limited`, `spend_cap_exceeded` ...) and the
+/// message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct ErrorPart {
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
+/// What tollgate measured for the request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub(crate) struct Meta {
+    /// The catalog model that answered (or was asked last).
+    pub(crate) model: String,
+    /// Sends to the provider, retries included.
+    pub(crate) attempts: u32,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) latency_ms: u64,
+    /// The input line it came from.
+    pub(crate) line: usize,
+}
+
+/// A chat completion body in OpenAI's shape.
+pub(crate) fn chat_body(
+    request_id: &str,
+    model: &str,
+    text: &str,
+    finish_reason: &str,
+    usage: &Usage,
+) -> Value {
+    json!({
+        "id": request_id,
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": finish_reason,
+        }],
+        "usage": {
+            "prompt_tokens": usage.total_input_tokens(),
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens(),
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        },
+    })
+}
+
+/// An embeddings body in OpenAI's shape.
+pub(crate) fn embeddings_body(model: &str, vectors: &[Vec<f32>], usage: &Usage) -> Value {
+    json!({
+        "object": "list",
+        "model": model,
+        "data": vectors.iter().enumerate().map(|(i, v)| json!({
+            "object": "embedding", "index": i, "embedding": v,
+        })).collect::<Vec<_>>(),
+        "usage": {
+            "prompt_tokens": usage.total_input_tokens(),
+            "total_tokens": usage.total_tokens(),
+        },
+    })
+}
+
+/// OpenAI's `finish_reason` for a stop reason.
+pub(crate) fn finish_reason(stop: tollgate::StopReason) -> &'static str {
+    match stop {
+        tollgate::StopReason::MaxTokens => "length",
+        tollgate::StopReason::ToolUse => "tool_calls",
+        tollgate::StopReason::ContentFilter | tollgate::StopReason::Refusal => "content_filter",
+        tollgate::StopReason::ContextWindowExceeded => "length",
+        tollgate::StopReason::EndTurn | tollgate::StopReason::StopSequence => "stop",
+    }
+}
+
+/// The `custom_id`s already in the output file (none if it does not exist). Lines that do
+/// not parse (a line cut short by a crash) are ignored: their request runs again.
+pub(crate) fn done_ids(path: &Path) -> std::io::Result<HashSet<String>> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(e) => return Err(e),
+    };
+    let mut ids = HashSet::new();
+    for line in BufReader::new(file).lines() {
+        let line = line?;
+        if let Ok(out) = serde_json::from_str::<OutputLine>(&line) {
+            ids.insert(out.custom_id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Opens the output for appending; if its last line was cut short, ends it first so the
+/// next line starts on its own.
+pub(crate) fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    if len > 0 {
+        file.seek(SeekFrom::Start(len - 1))?;
+        let mut last = [0u8; 1];
+        file.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            use std::io::Write;
+            file.write_all(b"\n")?;
+        }
+    }
+    Ok(file)
+}

@@ -1,0 +1,30 @@
+//! The `sim` provider: a simulated provider that enforces rate limits exactly like a real
+//! one, for demos, benchmarks and pacing tests, with no keys and no network.
+//!
+//! How a call flows through this crate:
+//!
+//! 1. A catalog model with `provider = "sim"` (link the crate with
+//!    `use tollgate_sim as _;`) gets one [`SimProvider`] built from its limits
+//!    ([`provider::sim_config_for`]): `rpm`, `input_tpm` (or `tpm`), `output_tpm`,
+//!    `burst_seconds = 1` for per-second buckets, and `[models.ID.options]` for answer
+//!    times and output size.
+//! 2. The model's chat transport turns each request into three numbers (input tokens as
+//!    tollgate estimates them, the output limit, the output it will produce) and calls
+//!    the simulated provider on tokio's clock; a refusal becomes
+//!    `ProviderError::RateLimited { retry_after }` or `ProviderError::Overloaded`, an
+//!    acceptance a generated answer with its usage.
+//! 3. [`http::serve`] puts a [`SimProvider`] behind an OpenAI chat-completions endpoint on
+//!    127.0.0.1 (with `retry-after` and `x-ratelimit-*` headers), so the
+//!    `openai-compatible` provider, or any other client, can be measured against it.
+//!
+//! The simulation itself ([`SimProvider`], [`SimConfig`] ...) lives in
+//! `tollgate_fake::sim` for now and is re-exported here.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod http;
+pub mod provider;
+
+pub use provider::{KEY, SimClientProvider};
+pub use tollgate_fake::sim::*;

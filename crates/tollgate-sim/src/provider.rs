@@ -1,0 +1,417 @@
+//! The `sim` provider key: chat models answered by a [`SimProvider`] sized from the
+//! catalog entry.
+//!
+//! Options (`[models.ID.options]`), all optional:
+//!
+//! | option | default | meaning |
+//! |---|---|---|
+//! | `latency_ms` | 300 | time to answer an accepted call |
+//! | `per_output_token_ms` | 0 | added per output token produced |
+//! | `output_tokens` | 24 | output produced per call (capped at the call's output limit) |
+//! | `served` | 1.0 | the fraction of the published limits actually served |
+//! | `overload_probability` | 0.0 | chance that a call is refused as overloaded (529) |
+//! | `seed` | 0 | seed of the overload draws |
+//! | `window` | `"continuous"` | `"fixed"`: fixed windows instead of continuous buckets |
+//! | `headers` | `"none"` | `"openai"` or `"anthropic"`: every answer reports what remains of each limit and when it is full again, as that provider's headers do (in process, to the pipeline; over HTTP, as headers, [`crate::http`]) |
+//!
+//! The simulated provider enforces `rpm`, `input_tpm` and `output_tpm`; a combined `tpm`
+//! is enforced on input tokens. `burst_seconds = 1` gives it one second's worth of
+//! capacity, as providers that enforce `60 rpm` as one a second do; any other value a
+//! full minute's.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream;
+use tollgate::catalog::{CatalogError, ModelEntry};
+use tollgate::pipeline::{ChatTransport, Signals};
+use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::{
+    Block, Dimension, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream,
+    Result, StopReason, StreamEvent, Usage,
+};
+use tollgate_fake::sim::{
+    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
+    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
+};
+
+/// The provider key.
+pub const KEY: &str = "sim";
+
+/// Output produced per call when `output_tokens` is not set.
+pub const DEFAULT_OUTPUT_TOKENS: u64 = 24;
+
+tollgate::register_provider!(|| Arc::new(SimClientProvider::default()));
+
+/// The `sim` provider. Every model keeps one simulated provider for the life of the
+/// built clients, shared by its transports, so its buckets see every call.
+#[derive(Debug, Clone, Default)]
+pub struct SimClientProvider {
+    overrides: Arc<Mutex<HashMap<String, SimProvider>>>,
+}
+
+impl SimClientProvider {
+    /// A provider whose models are simulated from their catalog entries.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes `model_id` answer through `provider` (e.g. one a test inspects afterwards)
+    /// instead of one built from the catalog.
+    pub fn with_model(self, model_id: impl Into<String>, provider: SimProvider) -> Self {
+        self.overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(model_id.into(), provider);
+        self
+    }
+}
+
+fn option_error(model: &ModelEntry, field: &str, reason: &str) -> Error {
+    Error::Catalog(CatalogError::InvalidField {
+        model_id: model.id.clone(),
+        field: format!("options.{field}"),
+        reason: reason.into(),
+    })
+}
+
+fn number(model: &ModelEntry, field: &str) -> Result<Option<f64>> {
+    match model.options.get(field) {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as f64)),
+        Some(toml::Value::Float(x)) if *x >= 0.0 => Ok(Some(*x)),
+        Some(_) => Err(option_error(model, field, "must be a non-negative number")),
+    }
+}
+
+/// The simulated provider's configuration for a catalog entry (see the module doc).
+pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
+    let l = model.limits;
+    let limits = SimLimits {
+        rpm: l.rpm,
+        input_tpm: if l.input_tpm > 0 { l.input_tpm } else { l.tpm },
+        output_tpm: l.output_tpm,
+    };
+    let capacity = if model.burst_seconds == Some(1) {
+        SimCapacity::PerSecond
+    } else {
+        SimCapacity::FullMinute
+    };
+    let ms = |v: f64| Duration::from_micros((v * 1000.0) as u64);
+    let latency = SimLatency {
+        base: ms(number(model, "latency_ms")?.unwrap_or(300.0)),
+        per_output_token: ms(number(model, "per_output_token_ms")?.unwrap_or(0.0)),
+        refusal: Duration::ZERO,
+    };
+    let mut config = SimConfig::new(limits)
+        .with_capacity(capacity)
+        .with_latency(latency);
+    if let Some(served) = number(model, "served")? {
+        if !(served > 0.0 && served <= 1.0) {
+            return Err(option_error(model, "served", "must be in (0, 1]"));
+        }
+        config = config.with_served(served);
+    }
+    match model.options.get("window").map(|v| v.as_str()) {
+        None | Some(Some("continuous")) => {}
+        Some(Some("fixed")) => config = config.with_window(SimWindow::Fixed),
+        Some(_) => {
+            return Err(option_error(
+                model,
+                "window",
+                "must be \"continuous\" or \"fixed\"",
+            ));
+        }
+    }
+    match model.options.get("headers").map(|v| v.as_str()) {
+        None | Some(Some("none")) => {}
+        Some(Some("openai")) => config = config.with_headers(SimHeaderStyle::OpenAi),
+        Some(Some("anthropic")) => config = config.with_headers(SimHeaderStyle::Anthropic),
+        Some(_) => {
+            return Err(option_error(
+                model,
+                "headers",
+                "must be \"none\", \"openai\" or \"anthropic\"",
+            ));
+        }
+    }
+    if let Some(p) = number(model, "overload_probability")? {
+        if p > 1.0 {
+            return Err(option_error(
+                model,
+                "overload_probability",
+                "must be in [0, 1]",
+            ));
+        }
+        let seed = number(model, "seed")?.unwrap_or(0.0) as u64;
+        config = config.with_overloads(p, seed);
+    }
+    Ok(config)
+}
+
+#[tollgate::async_trait]
+impl ClientProvider for SimClientProvider {
+    fn key(&self) -> &'static str {
+        KEY
+    }
+
+    fn requires_credential(&self) -> bool {
+        false
+    }
+
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+        let mut sims = self
+            .overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for model in context.catalog().models().filter(|m| m.provider == KEY) {
+            let entries: Vec<ModelEntry> = if model.deployments.is_empty() {
+                vec![model.clone()]
+            } else {
+                model
+                    .deployments
+                    .iter()
+                    .map(|d| model.for_deployment(d))
+                    .collect()
+            };
+            for entry in entries {
+                if let Entry::Vacant(slot) = sims.entry(sim_key(&entry)) {
+                    slot.insert(SimProvider::new(sim_config_for(&entry)?));
+                }
+            }
+        }
+        Ok(Arc::new(SimClients {
+            sims: Mutex::new(sims),
+        }))
+    }
+}
+
+/// Which simulated provider serves an entry: one per model, and one per credential of a
+/// model with several deployments, as a provider limits each key separately. A provider
+/// given with [`SimClientProvider::with_model`] serves every deployment of its model.
+fn sim_key(entry: &ModelEntry) -> String {
+    match &entry.credential {
+        Some(credential) => format!("{}#{credential}", entry.id),
+        None => entry.id.clone(),
+    }
+}
+
+struct SimClients {
+    sims: Mutex<HashMap<String, SimProvider>>,
+}
+
+impl fmt::Debug for SimClients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("SimClients")
+            .field("providers", &sims.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ProviderClients for SimClients {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
+        let sim = {
+            let mut sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());
+            match sims.get(&model.id).or_else(|| sims.get(&sim_key(model))) {
+                Some(sim) => sim.clone(),
+                None => {
+                    let sim = SimProvider::new(sim_config_for(model)?);
+                    sims.insert(sim_key(model), sim.clone());
+                    sim
+                }
+            }
+        };
+        let output_tokens = number(model, "output_tokens")?
+            .map(|n| n as u64)
+            .unwrap_or(DEFAULT_OUTPUT_TOKENS);
+        Ok(Arc::new(SimChat {
+            sim,
+            model: model.clone(),
+            output_tokens,
+        }))
+    }
+}
+
+/// One model's chat transport over its simulated provider.
+#[derive(Debug)]
+struct SimChat {
+    sim: SimProvider,
+    model: ModelEntry,
+    output_tokens: u64,
+}
+
+impl SimChat {
+    /// Tells the pipeline what the provider's rate-limit headers would (with the `headers`
+    /// option): remaining and time to full per limit the catalog also names.
+    fn signal(&self, headers: &SimHeaders, signals: &Signals) {
+        let l = self.model.limits;
+        for h in &headers.limits {
+            let dimension = match h.dimension {
+                SimDimension::Requests => Dimension::Requests,
+                SimDimension::InputTokens if l.input_tpm > 0 => Dimension::InputTokens,
+                SimDimension::OutputTokens if l.output_tpm > 0 => Dimension::OutputTokens,
+                _ => continue,
+            };
+            let reset = match h.reset {
+                SimReset::In(d) => d,
+                SimReset::At(at) => at.saturating_sub(self.sim.elapsed()),
+            };
+            signals.limit(dimension, h.limit);
+            signals.remaining(dimension, h.remaining);
+            signals.reset_in(dimension, reset);
+        }
+    }
+
+    async fn answer(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
+        let input = self.estimate_input_tokens(request);
+        let max_output = self
+            .model
+            .output_limit(request.sampling_params().max_output_tokens())
+            .unwrap_or(self.output_tokens)
+            .max(1);
+        let sim_request = SimRequest::new(input, max_output, self.output_tokens);
+        let (outcome, headers) = self.sim.call_with_headers(sim_request).await;
+        self.signal(&headers, signals);
+        match outcome {
+            Ok(answer) => {
+                let text = match request.sampling_params().response_shape() {
+                    Some(shape) => example_of(shape.schema.value()).to_string(),
+                    None => generated_text(request, answer.output_tokens),
+                };
+                let stop_reason = if answer.output_tokens >= max_output {
+                    StopReason::MaxTokens
+                } else {
+                    StopReason::EndTurn
+                };
+                LlmResponse::new(ResponseBody {
+                    model: self.model.name.clone(),
+                    content: vec![Block::text(text)],
+                    stop_reason,
+                    usage: Usage {
+                        input_tokens: answer.input_tokens,
+                        output_tokens: answer.output_tokens,
+                        ..Usage::default()
+                    },
+                })
+            }
+            Err(SimRefusal::RateLimited { retry_after }) => {
+                Err(Error::Provider(ProviderError::RateLimited { retry_after }))
+            }
+            Err(SimRefusal::Overloaded) => Err(Error::Provider(ProviderError::Overloaded {
+                status: 529,
+                retry_after: None,
+            })),
+        }
+    }
+}
+
+#[tollgate::async_trait]
+impl ChatTransport for SimChat {
+    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
+        self.answer(request, signals).await
+    }
+
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let response = self.answer(request, signals).await?;
+        let started = Usage {
+            output_tokens: 0,
+            ..response.usage()
+        };
+        let mut events = vec![Ok(StreamEvent::Usage(started))];
+        let text = response.text();
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let end = rest[1..].find(' ').map_or(rest.len(), |i| i + 1);
+            events.push(Ok(StreamEvent::TextDelta {
+                index: 0,
+                text: rest[..end].to_owned(),
+            }));
+            rest = &rest[end..];
+        }
+        events.push(Ok(StreamEvent::Usage(response.usage())));
+        events.push(Ok(StreamEvent::Stop(response.stop_reason())));
+        events.push(Ok(StreamEvent::Completed(response)));
+        Ok(ResponseStream::new(stream::iter(events)))
+    }
+}
+
+const WORDS: &[&str] = &[
+    "tokens", "refill", "steadily", "so", "every", "caller", "waits", "its", "turn", "and", "no",
+    "request", "is", "sent", "before", "its", "share", "of", "the", "limit", "has", "been",
+    "reserved", "first",
+];
+
+/// A deterministic answer of `tokens` words, opening with the prompt's last words.
+fn generated_text(request: &LlmRequest, tokens: u64) -> String {
+    let prompt = request.turns().last().map(|m| m.text()).unwrap_or_default();
+    let seed = prompt.bytes().fold(0usize, |h, b| {
+        h.wrapping_mul(31).wrapping_add(usize::from(b))
+    });
+    let mut words: Vec<&str> = Vec::new();
+    for i in 0..tokens as usize {
+        words.push(WORDS[(seed + i) % WORDS.len()]);
+    }
+    let mut text = words.join(" ");
+    if let Some(first) = text.get(..1) {
+        text = first.to_uppercase() + &text[1..];
+    }
+    text.push('.');
+    text
+}
+
+/// A minimal instance of a JSON Schema: required properties only, each the simplest value
+/// of its type, so structured-output requests get an answer that passes.
+pub fn example_of(schema: &serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    if let Some(v) = schema.get("const") {
+        return v.clone();
+    }
+    if let Some(v) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+    {
+        return v.clone();
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.first().and_then(Value::as_str).unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "null",
+    };
+    match ty {
+        "object" => {
+            let mut out = serde_json::Map::new();
+            let props = schema.get("properties").and_then(Value::as_object);
+            for name in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                let sub = props
+                    .and_then(|p| p.get(name))
+                    .cloned()
+                    .unwrap_or(json!({}));
+                out.insert(name.to_owned(), example_of(&sub));
+            }
+            Value::Object(out)
+        }
+        "array" => {
+            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = schema.get("items").cloned().unwrap_or(json!({}));
+            Value::Array((0..min).map(|_| example_of(&item)).collect())
+        }
+        "string" => json!("sim"),
+        "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(0)),
+        "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(0.0)),
+        "boolean" => json!(true),
+        _ => Value::Null,
+    }
+}
