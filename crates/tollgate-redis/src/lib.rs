@@ -363,12 +363,24 @@ impl fmt::Debug for Inner {
 
 /// What the script answered to a reserve.
 enum Booked {
-    /// Granted: start `wait_us` after `now_us`.
-    Granted { wait_us: u64 },
+    /// Granted: start `wait_us` after `now_us` (the limiter's clock).
+    Granted { wait_us: u64, now_us: u64 },
     /// Not within the caller's longest wait; nothing taken.
     Later { wait_us: u64 },
     /// Dimension `index` (0-based) can never hold the cost.
     TooLarge { index: usize, capacity: u64 },
+}
+
+/// The slot a reservation booked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Booking {
+    /// When the slot starts, in µs on the limiter's clock (Redis `TIME`, or since the
+    /// [`RedisClock::Tokio`] epoch).
+    pub start_us: u64,
+    /// How long the caller was told to wait.
+    pub wait: Duration,
+    /// How long the booking call took (request to answer).
+    pub round_trip: Duration,
 }
 
 /// Counts a script call in flight for [`RedisLimiter::flush`].
@@ -478,6 +490,51 @@ impl RedisLimiter {
         }
     }
 
+    /// [`LimiterBackend::reserve`], also saying which slot was booked and how long the
+    /// booking took: for benchmarks and multi-process tests.
+    pub async fn reserve_booked(
+        &self,
+        cost: Cost,
+        priority: Priority,
+    ) -> Result<(Reservation, Option<Booking>)> {
+        if self.inner.dims.is_empty() {
+            return Ok((Reservation::unlimited(cost), None));
+        }
+        let sent_at = Instant::now();
+        match self.book(cost, -1).await {
+            Ok(Booked::Granted { wait_us, now_us }) => {
+                let booking = Booking {
+                    start_us: now_us.saturating_add(wait_us),
+                    wait: Duration::from_micros(wait_us),
+                    round_trip: sent_at.elapsed(),
+                };
+                // Held while sleeping: dropping the future gives the booked slot back.
+                let reservation = self.reservation(cost);
+                if wait_us > 0 {
+                    match self.inner.conn.config.clock {
+                        // The booking was made at `sent_at` on this clock.
+                        RedisClock::Tokio { .. } => {
+                            tokio::time::sleep_until(sent_at + booking.wait).await;
+                        }
+                        // Measured from the answer: at worst late by the trip back.
+                        RedisClock::Server => tokio::time::sleep(booking.wait).await,
+                    }
+                }
+                Ok((reservation, Some(booking)))
+            }
+            Ok(Booked::TooLarge { index, capacity }) => Err(self.too_large(&cost, index, capacity)),
+            // An unbounded reserve is always granted; this reply would be a script bug.
+            Ok(Booked::Later { .. }) => Err(self.unavailable(RedisLimiterError::Reply {
+                url: self.inner.conn.shown_url.clone(),
+                reply: "an unbounded reserve was refused".into(),
+            })),
+            Err(e) => match &self.inner.fallback {
+                Some(local) => local.reserve_with(cost, priority).await.map(|r| (r, None)),
+                None => Err(self.unavailable(e)),
+            },
+        }
+    }
+
     fn unavailable(&self, e: RedisLimiterError) -> Error {
         Error::LimiterUnavailable {
             backend: "redis".into(),
@@ -583,7 +640,10 @@ impl Inner {
         })?;
         let u = |x: i64| u64::try_from(x).unwrap_or(0);
         match reply.as_slice() {
-            [1, wait, _now] => Ok(Booked::Granted { wait_us: u(*wait) }),
+            [1, wait, now] => Ok(Booked::Granted {
+                wait_us: u(*wait),
+                now_us: u(*now),
+            }),
             [0, wait, _now] => Ok(Booked::Later { wait_us: u(*wait) }),
             [-1, index, capacity] => Ok(Booked::TooLarge {
                 index: usize::try_from(*index - 1).unwrap_or(0),
@@ -686,32 +746,7 @@ impl LimiterBackend for RedisLimiter {
     }
 
     async fn reserve(&self, cost: Cost, priority: Priority) -> Result<Reservation> {
-        if self.inner.dims.is_empty() {
-            return Ok(Reservation::unlimited(cost));
-        }
-        let sent_at = Instant::now();
-        match self.book(cost, -1).await {
-            Ok(Booked::Granted { wait_us }) => {
-                // Held while sleeping: dropping the future gives the booked slot back.
-                let reservation = self.reservation(cost);
-                if wait_us > 0 {
-                    let wait = Duration::from_micros(wait_us);
-                    match self.inner.conn.config.clock {
-                        // The booking was made at `sent_at` on this clock.
-                        RedisClock::Tokio { .. } => tokio::time::sleep_until(sent_at + wait).await,
-                        // Measured from the answer: at worst late by the trip back.
-                        RedisClock::Server => tokio::time::sleep(wait).await,
-                    }
-                }
-                Ok(reservation)
-            }
-            Ok(Booked::TooLarge { index, capacity }) => Err(self.too_large(&cost, index, capacity)),
-            Ok(Booked::Later { .. }) => Err(Error::Cancelled), // unbounded wait: never answered
-            Err(e) => match &self.inner.fallback {
-                Some(local) => local.reserve_with(cost, priority).await,
-                None => Err(self.unavailable(e)),
-            },
-        }
+        self.reserve_booked(cost, priority).await.map(|(r, _)| r)
     }
 
     async fn try_reserve(

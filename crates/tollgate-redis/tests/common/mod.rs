@@ -1,0 +1,122 @@
+//! What the Redis tests share: the server's URL (from `TOLLGATE_REDIS_URL`, set by
+//! `cargo xtask test-all`, which starts a private `redis-server`), and a harness that
+//! builds limiters on fresh keys and waits for their background calls.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+use tollgate::limit::{LimiterBackend, LimiterConfig};
+use tollgate_redis::{RedisClock, RedisConfig, RedisLimiter, RedisLimiters};
+use tollgate_testkit::limiter::Backends;
+
+/// The test server's URL; `None` skips the test, unless `TOLLGATE_PEERS_REQUIRED` is
+/// set (then a missing server fails it).
+pub fn redis_url() -> Option<String> {
+    match std::env::var("TOLLGATE_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
+                "TOLLGATE_PEERS_REQUIRED is set but TOLLGATE_REDIS_URL is not"
+            );
+            eprintln!("skipped: TOLLGATE_REDIS_URL is not set (cargo xtask test-all sets it)");
+            None
+        }
+    }
+}
+
+/// A key prefix no other test (or run) uses.
+pub fn fresh_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "tollgate-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Builds limiters on fresh keys with the paused tokio clock injected.
+pub struct Harness {
+    pub limiters: RedisLimiters,
+    pub built: Mutex<Vec<RedisLimiter>>,
+}
+
+impl Harness {
+    /// A harness on the test server, or `None` when there is none.
+    pub fn new() -> Option<Harness> {
+        let url = redis_url()?;
+        Some(Harness::with(
+            RedisConfig::new(url)
+                .with_key_prefix(fresh_prefix())
+                .with_clock(RedisClock::Tokio {
+                    epoch: Instant::now(),
+                }),
+        ))
+    }
+
+    pub fn with(config: RedisConfig) -> Harness {
+        Harness {
+            limiters: RedisLimiters::new(config).unwrap(),
+            built: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn limiter(&self, config: LimiterConfig) -> RedisLimiter {
+        let limiter = self.limiters.limiter(&config);
+        self.built.lock().unwrap().push(limiter.clone());
+        limiter
+    }
+
+    /// Waits until every limiter built here has applied what was sent to it, with the
+    /// paused clock held still meanwhile (see [`without_time_jumps`]).
+    pub async fn flush(&self) {
+        without_time_jumps(async {
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
+            let built = self.built.lock().unwrap().clone();
+            for l in built {
+                l.flush().await;
+            }
+        })
+        .await
+    }
+}
+
+impl Backends for Harness {
+    fn build(&self, config: LimiterConfig) -> Arc<dyn LimiterBackend> {
+        Arc::new(self.limiter(config))
+    }
+
+    fn settled(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.flush())
+    }
+}
+
+/// A plain connection to the test server, for looking at keys.
+pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Runs `f` with tokio's paused clock held still: while a `spawn_blocking` task runs, the
+/// runtime does not auto-advance the clock, so waiting on Redis's reply does not let
+/// sleeping waiters wake early in simulated time.
+pub async fn without_time_jumps<F: Future>(f: F) -> F::Output {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let guard = tokio::task::spawn_blocking(move || {
+        let _ = held.recv();
+    });
+    let out = f.await;
+    drop(release);
+    guard.await.unwrap();
+    out
+}
