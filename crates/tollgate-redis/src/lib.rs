@@ -18,7 +18,7 @@
 //! )?;
 //! let models = tollgate::Models::builder()
 //!     .catalog(tollgate::Catalog::from_toml_str(
-//!         "[models.m]\nprovider = \"fake\"\nrpm = 60\n",
+//!         "[models.m]\nprovider = \"openai\"\nrpm = 60\n",
 //!     )?)
 //!     .limiter_backend(redis)
 //!     .build()?;

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::limit::{LimiterBackend, LimiterConfig};
@@ -100,9 +101,13 @@ impl Backends for Harness {
 
 /// A plain connection to the test server, for looking at keys.
 pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
+    // No timeouts: on a paused clock they would fire while the reply is on its way.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(None)
+        .set_response_timeout(None);
     redis::Client::open(url)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap()
 }
@@ -119,4 +124,88 @@ pub async fn without_time_jumps<F: Future>(f: F) -> F::Output {
     drop(release);
     guard.await.unwrap();
     out
+}
+
+/// A `redis-server` of a test's own (to kill and restart), from `TOLLGATE_REDIS_SERVER`
+/// (set by `cargo xtask test-all`) or `redis-server` on PATH. Stopped when dropped.
+pub struct PrivateRedis {
+    pub port: u16,
+    binary: String,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateRedis {
+    /// Starts one on a free port, or `None` (the test is skipped) when there is no
+    /// binary, unless `TOLLGATE_PEERS_REQUIRED` is set.
+    pub fn start() -> Option<PrivateRedis> {
+        let binary =
+            std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let found = std::process::Command::new(&binary)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            assert!(
+                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
+                "TOLLGATE_PEERS_REQUIRED is set but no redis-server could be run"
+            );
+            eprintln!("skipped: no redis-server (set TOLLGATE_REDIS_SERVER or put one on PATH)");
+            return None;
+        }
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut redis = PrivateRedis {
+            port,
+            binary,
+            child: None,
+        };
+        redis.restart();
+        Some(redis)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Starts the server (again) on its port and waits until it answers.
+    pub fn restart(&mut self) {
+        let child = std::process::Command::new(&self.binary)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        for _ in 0..500 {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+                {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
