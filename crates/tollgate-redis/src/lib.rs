@@ -65,6 +65,8 @@ static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
 
 /// How long a settle's id is remembered, so that a retried settle is applied once.
 const SETTLE_ID_TTL_MS: u64 = 10 * 60 * 1000;
+/// A throttle factor of 1, in millionths.
+const FACTOR_ONE_MICRO: u64 = 1_000_000;
 /// How often a settle or feedback call is tried before it is given up (logged).
 const SETTLE_ATTEMPTS: u32 = 8;
 
@@ -349,6 +351,8 @@ struct Inner {
     idle: Notify,
     round_trips: AtomicU64,
     failures: AtomicU64,
+    /// The throttle factor (millionths) in the last reserve's answer.
+    factor_micro: AtomicU64,
 }
 
 impl fmt::Debug for Inner {
@@ -459,6 +463,7 @@ impl RedisLimiter {
                 idle: Notify::new(),
                 round_trips: AtomicU64::new(0),
                 failures: AtomicU64::new(0),
+                factor_micro: AtomicU64::new(FACTOR_ONE_MICRO),
             }),
         }
     }
@@ -640,11 +645,17 @@ impl Inner {
         })?;
         let u = |x: i64| u64::try_from(x).unwrap_or(0);
         match reply.as_slice() {
-            [1, wait, now] => Ok(Booked::Granted {
-                wait_us: u(*wait),
-                now_us: u(*now),
-            }),
-            [0, wait, _now] => Ok(Booked::Later { wait_us: u(*wait) }),
+            [1, wait, now, factor] => {
+                self.factor_micro.store(u(*factor), Ordering::Relaxed);
+                Ok(Booked::Granted {
+                    wait_us: u(*wait),
+                    now_us: u(*now),
+                })
+            }
+            [0, wait, _now, factor] => {
+                self.factor_micro.store(u(*factor), Ordering::Relaxed);
+                Ok(Booked::Later { wait_us: u(*wait) })
+            }
             [-1, index, capacity] => Ok(Booked::TooLarge {
                 index: usize::try_from(*index - 1).unwrap_or(0),
                 capacity: u(*capacity),
@@ -777,16 +788,28 @@ impl LimiterBackend for RedisLimiter {
     fn feedback(&self, feedback: Feedback) {
         let pause = |d: Duration| micros(d.min(MAX_PROVIDER_PAUSE));
         let mut sends: Vec<Sent> = Vec::new();
+        let adaptive = self.inner.adaptive;
         match feedback {
-            Feedback::Success => sends.push(Sent::Feedback("ok", 0, 0)),
+            // A success only moves a factor below 1: at full rate (as of the last
+            // reservation's answer) it would cost a round trip for nothing.
+            Feedback::Success
+                if adaptive
+                    && self.inner.factor_micro.load(Ordering::Relaxed) < FACTOR_ONE_MICRO =>
+            {
+                sends.push(Sent::Feedback("ok", 0, 0));
+            }
             Feedback::RateLimited { retry_after } => {
-                sends.push(Sent::Feedback("429", 0, 0));
+                if adaptive {
+                    sends.push(Sent::Feedback("429", 0, 0));
+                }
                 if let Some(d) = retry_after {
                     sends.push(Sent::Feedback("pause", pause(d), 0));
                 }
             }
             Feedback::Overloaded { retry_after } => {
-                sends.push(Sent::Feedback("529", 0, 0));
+                if adaptive {
+                    sends.push(Sent::Feedback("529", 0, 0));
+                }
                 if let Some(d) = retry_after {
                     sends.push(Sent::Feedback("pause", pause(d), 0));
                 }

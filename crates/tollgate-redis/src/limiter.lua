@@ -19,8 +19,8 @@
 -- per-minute limit times the throttle factor: at full rate the arithmetic is exact integer
 -- arithmetic on doubles (exact below 2^53).
 --
--- Replies: reserve → {1, wait_us, now_us} granted (start after wait_us), {0, wait_us, now_us}
--- not within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
+-- Replies: reserve → {1, wait_us, now_us, factor in millionths} granted (start after wait_us),
+-- {0, wait_us, now_us, factor} not within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
 -- settle/feedback → {1, 0, now_us} ({2, 0, now_us}: a settle already applied);
 -- snapshot → {level_1, …, level_n (strings, tokens), factor (string), grants, waited}.
 if redis.replicate_commands then redis.replicate_commands() end
@@ -79,11 +79,11 @@ if op == 'reserve' then
   end
   if pause - now > wait then wait = pause - now end
   local max_wait = tonumber(ARGV[3])
-  if max_wait >= 0 and wait > max_wait then return {0, wait, now} end
+  if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
   for i = 1, n do levels[i] = levels[i] - amts[i] end
   redis.call('HINCRBY', key, 'grants', 1)
   if wait > 0 then redis.call('HINCRBY', key, 'waited', 1) end
-  reply = {1, wait, now}
+  reply = {1, wait, now, math.floor(f * 1000000 + 0.5)}
 elseif op == 'settle' then
   if KEYS[2] ~= key then
     if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[4])) then return {2, 0, now} end

@@ -321,3 +321,24 @@ rpm = 60
         .unwrap();
     assert_eq!((shared, local), (1, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn successes_after_a_429_bring_the_shared_factor_back_up() {
+    let Some((p1, p2)) = two_processes() else {
+        return;
+    };
+    let config = rpm(60).with_adaptive(true);
+    let a = p1.limiter(config.clone());
+    let b = p2.limiter(config);
+    a.feedback(Feedback::RateLimited { retry_after: None });
+    p1.flush().await;
+    // b learns the factor from its next reservation's answer.
+    let mut r = b.reserve(one(), Priority::default()).await.unwrap();
+    r.mark_sent();
+    // 5 s without a decrease, then 10 % of the gap closed per second: 5 s in, half.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    b.feedback(Feedback::Success);
+    p2.flush().await;
+    let snap = a.snapshot().await.unwrap();
+    assert!((snap.rate_factor - 0.9).abs() < 1e-9, "{snap:?}");
+}
