@@ -188,6 +188,7 @@ const BENCHES: [(&str, &str); 4] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
+    ("tollgate-bench", "distributed"),
     ("tollgate-anthropic", "sse"),
 ];
 

@@ -350,6 +350,7 @@ struct Inner {
     pending: AtomicUsize,
     idle: Notify,
     round_trips: AtomicU64,
+    reserve_round_trips: AtomicU64,
     failures: AtomicU64,
     /// The throttle factor (millionths) in the last reserve's answer.
     factor_micro: AtomicU64,
@@ -462,6 +463,7 @@ impl RedisLimiter {
                 pending: AtomicUsize::new(0),
                 idle: Notify::new(),
                 round_trips: AtomicU64::new(0),
+                reserve_round_trips: AtomicU64::new(0),
                 failures: AtomicU64::new(0),
                 factor_micro: AtomicU64::new(FACTOR_ONE_MICRO),
             }),
@@ -476,6 +478,12 @@ impl RedisLimiter {
     /// Script calls made so far (one per reservation, settle, feedback or snapshot).
     pub fn round_trips(&self) -> u64 {
         self.inner.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Of [`RedisLimiter::round_trips`], the reservation calls (`reserve` and
+    /// `try_reserve`): one per reservation asked for.
+    pub fn reserve_round_trips(&self) -> u64 {
+        self.inner.reserve_round_trips.load(Ordering::Relaxed)
     }
 
     /// Calls that failed (Redis unreachable, timed out or gave up after retries).
@@ -640,6 +648,7 @@ impl Inner {
             i64::try_from(cost.on(d)).unwrap_or(i64::MAX)
         });
         self.round_trips.fetch_add(1, Ordering::Relaxed);
+        self.reserve_round_trips.fetch_add(1, Ordering::Relaxed);
         let reply: Vec<i64> = self.conn.invoke(&inv).await.inspect_err(|_| {
             self.failures.fetch_add(1, Ordering::Relaxed);
         })?;
