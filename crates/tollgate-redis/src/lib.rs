@@ -514,7 +514,7 @@ impl RedisLimiter {
             return Ok((Reservation::unlimited(cost), None));
         }
         let sent_at = Instant::now();
-        match self.book(cost, -1).await {
+        match self.book(sent_at, cost, -1).await {
             Ok(Booked::Granted { wait_us, now_us }) => {
                 let booking = Booking {
                     start_us: now_us.saturating_add(wait_us),
@@ -558,12 +558,17 @@ impl RedisLimiter {
 
     /// One reserve call on a task of its own: if the caller goes away while the answer
     /// is on its way, the task gives back what was booked.
-    async fn book(&self, cost: Cost, max_wait_us: i64) -> Result<Booked, RedisLimiterError> {
+    async fn book(
+        &self,
+        at: Instant,
+        cost: Cost,
+        max_wait_us: i64,
+    ) -> Result<Booked, RedisLimiterError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let inner = self.inner.clone();
         let flight = InFlight::new(&inner);
         tokio::spawn(async move {
-            let answer = inner.reserve_call(cost, max_wait_us).await;
+            let answer = inner.reserve_call(at, cost, max_wait_us).await;
             if let Err(Ok(Booked::Granted { .. })) = tx.send(answer) {
                 // The caller is gone: nothing will be sent.
                 Ledger(inner.clone()).adjust(CostDelta::refund(&cost));
@@ -606,16 +611,19 @@ fn key_for(prefix: &str, model_id: &str) -> String {
 }
 
 impl Inner {
-    fn now_arg(&self) -> String {
+    /// The script's `now` for a call made at `at`: empty (Redis `TIME`) on the server
+    /// clock, µs since the epoch on the injected one.
+    fn now_arg(&self, at: Instant) -> String {
         match self.conn.config.clock {
             RedisClock::Server => String::new(),
-            RedisClock::Tokio { epoch } => micros(Instant::now().duration_since(epoch)).to_string(),
+            RedisClock::Tokio { epoch } => micros(at.saturating_duration_since(epoch)).to_string(),
         }
     }
 
     /// The script invocation for `op` with the dimensions' `amounts` (tokens, signed).
     fn invocation(
         &self,
+        at: Instant,
         op: &str,
         second_key: Option<&str>,
         max_wait_us: i64,
@@ -624,7 +632,7 @@ impl Inner {
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = SCRIPT.prepare_invoke();
         inv.key(&self.key).key(second_key.unwrap_or(&self.key));
-        inv.arg(op).arg(self.now_arg()).arg(max_wait_us);
+        inv.arg(op).arg(self.now_arg(at)).arg(max_wait_us);
         for x in extra {
             inv.arg(x);
         }
@@ -641,10 +649,11 @@ impl Inner {
 
     async fn reserve_call(
         self: &Arc<Self>,
+        at: Instant,
         cost: Cost,
         max_wait_us: i64,
     ) -> Result<Booked, RedisLimiterError> {
-        let inv = self.invocation("reserve", None, max_wait_us, Default::default(), |d| {
+        let inv = self.invocation(at, "reserve", None, max_wait_us, Default::default(), |d| {
             i64::try_from(cost.on(d)).unwrap_or(i64::MAX)
         });
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -680,20 +689,34 @@ impl Inner {
     /// an id, so a retry after a lost reply is not applied twice).
     async fn send_retried(self: Arc<Self>, what: &'static str, make: Sent) {
         let mut delay = Duration::from_millis(20);
-        let settle_id = match &make {
-            Sent::Settle(_) => match self.conn.instance().await {
-                Ok(instance) => Some(format!(
-                    "{}:op:{instance}:{}",
-                    self.key.trim_end_matches(":lim"),
-                    self.conn.next_op.fetch_add(1, Ordering::Relaxed)
-                )),
-                Err(_) => None,
-            },
-            Sent::Feedback(..) => None,
-        };
+        let mut settle_id: Option<String> = None;
         for attempt in 1..=SETTLE_ATTEMPTS {
+            // A settle carries an id (its process's, from Redis, then a counter), so that
+            // a retry after a lost answer is applied once.
+            if matches!(make, Sent::Settle(_)) && settle_id.is_none() {
+                match self.conn.instance().await {
+                    Ok(instance) => {
+                        settle_id = Some(format!(
+                            "{}:op:{instance}:{}",
+                            self.key.trim_end_matches(":lim"),
+                            self.conn.next_op.fetch_add(1, Ordering::Relaxed)
+                        ));
+                    }
+                    Err(e) => {
+                        self.failures.fetch_add(1, Ordering::Relaxed);
+                        if attempt == SETTLE_ATTEMPTS {
+                            tracing::warn!(model = %self.model_id, error = %e, "tollgate-redis: {what} given up");
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                }
+            }
             let inv = match &make {
                 Sent::Settle(delta) => self.invocation(
+                    Instant::now(),
                     "settle",
                     settle_id.as_deref(),
                     -1,
@@ -701,6 +724,7 @@ impl Inner {
                     |d| delta.on(d),
                 ),
                 Sent::Feedback(kind, a, b) => self.invocation(
+                    Instant::now(),
                     "feedback",
                     None,
                     -1,
@@ -715,10 +739,6 @@ impl Inner {
                     self.failures.fetch_add(1, Ordering::Relaxed);
                     if attempt == SETTLE_ATTEMPTS {
                         tracing::warn!(model = %self.model_id, error = %e, "tollgate-redis: {what} given up");
-                        return;
-                    }
-                    // A settle without an id cannot be retried safely.
-                    if matches!(make, Sent::Settle(_)) && settle_id.is_none() {
                         return;
                     }
                     tokio::time::sleep(delay).await;
@@ -777,7 +797,7 @@ impl LimiterBackend for RedisLimiter {
         if self.inner.dims.is_empty() {
             return Ok(Reservation::unlimited(cost));
         }
-        match self.book(cost, 0).await {
+        match self.book(Instant::now(), cost, 0).await {
             Ok(Booked::Granted { .. }) => Ok(self.reservation(cost)),
             Ok(Booked::Later { wait_us }) => Err(TryReserveError::WouldWait {
                 ready_in: Duration::from_micros(wait_us),
@@ -862,9 +882,14 @@ impl LimiterBackend for RedisLimiter {
                 waited: 0,
             });
         }
-        let inv = self
-            .inner
-            .invocation("snapshot", None, -1, Default::default(), |_| 0);
+        let inv = self.inner.invocation(
+            Instant::now(),
+            "snapshot",
+            None,
+            -1,
+            Default::default(),
+            |_| 0,
+        );
         self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let reply: Vec<redis::Value> = self
             .inner

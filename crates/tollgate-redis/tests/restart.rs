@@ -157,3 +157,39 @@ async fn redis_killed_and_restarted_mid_run_fails_closed_then_recovers_without_o
     assert!(busiest_window(&after, 1_000_000) <= 20, "{after:?}");
     assert!(after.len() >= 20, "{} after the restart", after.len());
 }
+
+#[tokio::test]
+async fn slow_redis_times_out_into_the_typed_error_and_nothing_is_taken() {
+    let Some(server) = PrivateRedis::start() else {
+        return;
+    };
+    let h = Harness::with(
+        RedisConfig::new(server.url())
+            .with_key_prefix(fresh_prefix())
+            .with_call_timeout(Duration::from_millis(200)),
+    );
+    let l = h.limiter(rpm(60));
+    let mut r = l.reserve(one(), Priority::default()).await.unwrap();
+    r.mark_sent();
+    // The server holds every client's commands for a second.
+    let mut admin = admin(&server.url()).await;
+    let () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "1000", "ALL"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    match l.reserve(one(), Priority::default()).await {
+        Err(Error::LimiterUnavailable {
+            backend, model_id, ..
+        }) => assert_eq!((backend.as_str(), model_id.as_str()), ("redis", "m")),
+        other => panic!("expected LimiterUnavailable, got {other:?}"),
+    }
+    assert!(asked.elapsed() < Duration::from_millis(900));
+    // Once the server answers again it has granted the first reservation and, if the
+    // timed-out one reached it after all, that one too (held until it refills, never
+    // sent), and nothing more: the caller did not retry behind the limiter's back.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let snap = l.snapshot().await.unwrap();
+    assert!((1..=2).contains(&snap.grants), "{snap:?}");
+}

@@ -73,19 +73,29 @@ impl Harness {
         limiter
     }
 
-    /// Waits until every limiter built here has applied what was sent to it, with the
-    /// paused clock held still meanwhile (see [`without_time_jumps`]).
+    /// Waits until every limiter built here has applied what was sent to it. The paused
+    /// clock is held still while replies are on their way (see [`without_time_jumps`]),
+    /// in slices of 50 ms of real time; between slices it may move, so that a retry
+    /// sleeping on it (after a dropped connection) gets to run.
     pub async fn flush(&self) {
-        without_time_jumps(async {
-            for _ in 0..8 {
-                tokio::task::yield_now().await;
+        loop {
+            let all = async {
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                let built = self.built.lock().unwrap().clone();
+                for l in built {
+                    l.flush().await;
+                }
+            };
+            if held_still_for(Duration::from_millis(50), all)
+                .await
+                .is_some()
+            {
+                return;
             }
-            let built = self.built.lock().unwrap().clone();
-            for l in built {
-                l.flush().await;
-            }
-        })
-        .await
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
@@ -114,7 +124,8 @@ pub async fn admin(url: &str) -> redis::aio::MultiplexedConnection {
 
 /// Runs `f` with tokio's paused clock held still: while a `spawn_blocking` task runs, the
 /// runtime does not auto-advance the clock, so waiting on Redis's reply does not let
-/// sleeping waiters wake early in simulated time.
+/// sleeping waiters wake early in simulated time. (A wait on the paused clock inside `f`
+/// would never end: use [`held_still_for`] when `f` may sleep.)
 pub async fn without_time_jumps<F: Future>(f: F) -> F::Output {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let guard = tokio::task::spawn_blocking(move || {
@@ -124,6 +135,24 @@ pub async fn without_time_jumps<F: Future>(f: F) -> F::Output {
     drop(release);
     guard.await.unwrap();
     out
+}
+
+/// [`without_time_jumps`] for at most `real` of real time: `None` if `f` had not
+/// finished by then (it is dropped).
+pub async fn held_still_for<F: Future>(real: Duration, f: F) -> Option<F::Output> {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let mut guard = tokio::task::spawn_blocking(move || {
+        let _ = held.recv_timeout(real);
+    });
+    tokio::select! {
+        biased;
+        out = f => {
+            drop(release);
+            let _ = guard.await;
+            Some(out)
+        }
+        _ = &mut guard => None,
+    }
 }
 
 /// A `redis-server` of a test's own (to kill and restart), from `TOLLGATE_REDIS_SERVER`
