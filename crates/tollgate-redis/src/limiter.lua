@@ -1,0 +1,133 @@
+-- tollgate-redis: one model's buckets in one hash; every operation is one call.
+--
+-- KEYS[1]  the model's hash (tollgate:{model}:lim): per dimension its level in units, plus
+--          ts (µs of the last update), f (throttle factor), fdec (µs of the last decrease),
+--          fupd (µs of the last recovery step), pause (µs until which the model is paused),
+--          grants, waited.
+-- KEYS[2]  settle only: the operation's id key (same hash tag) so that a retried settle is
+--          applied once; equal to KEYS[1] when there is none.
+-- ARGV[1]  op: reserve | settle | feedback | snapshot
+-- ARGV[2]  now in µs ("" = Redis TIME, the production clock)
+-- ARGV[3]  reserve: the longest wait in µs the caller accepts (-1 = any)
+-- ARGV[4]  feedback: ok | 429 | 529 | pause | remaining; settle: the id key's TTL in ms
+-- ARGV[5]  feedback: the pause in µs, or the dimension index for remaining
+-- ARGV[6]  feedback: the remaining amount (tokens)
+-- ARGV[7]  1 if the adaptive throttle is on
+-- ARGV[8]  n, the number of dimensions; then n × (name, capacity, limit per minute, amount)
+--
+-- A level is kept in units of 1/60_000_000 token, so that the refill per µs is exactly the
+-- per-minute limit times the throttle factor: at full rate the arithmetic is exact integer
+-- arithmetic on doubles (exact below 2^53).
+--
+-- Replies: reserve → {1, wait_us, now_us, factor in millionths} granted (start after wait_us),
+-- {0, wait_us, now_us, factor} not within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
+-- settle/feedback → {1, 0, now_us} ({2, 0, now_us}: a settle already applied);
+-- snapshot → {level_1, …, level_n (strings, tokens), factor (string), grants, waited}.
+if redis.replicate_commands then redis.replicate_commands() end
+local UNITS = 60000000
+local function str(x) return string.format('%.17g', x) end
+local key, op = KEYS[1], ARGV[1]
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[2])
+end
+local state = redis.call('HGETALL', key)
+local h = {}
+for i = 1, #state, 2 do h[state[i]] = state[i + 1] end
+local last = tonumber(h['ts'] or now)
+if now < last then now = last end -- never refill backwards (a failover to a slower clock)
+local dt = now - last
+local f = tonumber(h['f'] or '1')
+local adaptive = ARGV[7] == '1'
+local n = tonumber(ARGV[8])
+local names, caps, rates, amts, levels = {}, {}, {}, {}, {}
+for i = 1, n do
+  local b = 8 + (i - 1) * 4
+  names[i] = ARGV[b + 1]
+  caps[i] = tonumber(ARGV[b + 2]) * UNITS
+  rates[i] = math.max(tonumber(ARGV[b + 3]) * f, 1e-9)
+  amts[i] = tonumber(ARGV[b + 4]) * UNITS
+  local lvl = tonumber(h[names[i]] or caps[i])
+  if lvl < caps[i] then lvl = math.min(caps[i], lvl + dt * rates[i]) end
+  if lvl > caps[i] then lvl = caps[i] end -- a smaller capacity than before
+  levels[i] = lvl
+end
+local pause = tonumber(h['pause'] or '0')
+
+if op == 'snapshot' then
+  local out = {}
+  for i = 1, n do out[i] = str(levels[i] / UNITS) end
+  out[n + 1] = str(f)
+  out[n + 2] = tonumber(h['grants'] or '0')
+  out[n + 3] = tonumber(h['waited'] or '0')
+  return out
+end
+
+local reply = {1, 0, now}
+if op == 'reserve' then
+  local wait = 0
+  for i = 1, n do
+    if amts[i] > caps[i] then return {-1, i, tonumber(ARGV[8 + (i - 1) * 4 + 2])} end
+    local deficit = amts[i] - levels[i]
+    if deficit > 0 then
+      local w = math.ceil(deficit / rates[i])
+      if w > wait then wait = w end
+    end
+  end
+  if pause - now > wait then wait = pause - now end
+  local max_wait = tonumber(ARGV[3])
+  if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
+  for i = 1, n do levels[i] = levels[i] - amts[i] end
+  redis.call('HINCRBY', key, 'grants', 1)
+  if wait > 0 then redis.call('HINCRBY', key, 'waited', 1) end
+  reply = {1, wait, now, math.floor(f * 1000000 + 0.5)}
+elseif op == 'settle' then
+  if KEYS[2] ~= key then
+    if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[4])) then return {2, 0, now} end
+  end
+  -- amount > 0 takes more (debt), < 0 gives back, capped at capacity
+  for i = 1, n do levels[i] = math.min(caps[i], levels[i] - amts[i]) end
+elseif op == 'feedback' then
+  local kind = ARGV[4]
+  if kind == 'pause' then
+    local until_us = now + tonumber(ARGV[5])
+    if until_us > pause then pause = until_us; redis.call('HSET', key, 'pause', str(pause)) end
+  elseif kind == 'remaining' then
+    local i = tonumber(ARGV[5])
+    levels[i] = math.min(levels[i], tonumber(ARGV[6]) * UNITS)
+  elseif adaptive then
+    local fdec = tonumber(h['fdec'] or '-1e18')
+    local nf = f
+    if kind == '429' or kind == '529' then
+      if now - fdec >= @HOLDOFF_US@ then
+        local beta = (kind == '429') and @RATE_LIMITED_BETA@ or @OVERLOADED_BETA@
+        nf = math.max(@MIN_RATE_FACTOR@, f * beta)
+        redis.call('HSET', key, 'fdec', str(now), 'fupd', str(now))
+      end
+    elseif kind == 'ok' and f < 1 then
+      local from = math.max(tonumber(h['fupd'] or now), fdec + @RECOVERY_US@)
+      if now > from then
+        local step = math.min(1, @APPROACH_PER_SECOND@ * (now - from) / 1000000)
+        nf = f + (1 - f) * step
+        if nf > 0.999 then nf = 1 end
+        redis.call('HSET', key, 'fupd', str(now))
+      end
+    end
+    if nf ~= f then redis.call('HSET', key, 'f', str(nf)); f = nf end
+  end
+end
+
+local ttl = 1000
+for i = 1, n do
+  redis.call('HSET', key, names[i], str(levels[i]))
+  local full = math.ceil((caps[i] - levels[i]) / (rates[i] * 1000))
+  if full > ttl then ttl = full end
+end
+if pause > now and math.ceil((pause - now) / 1000) > ttl then ttl = math.ceil((pause - now) / 1000) end
+redis.call('HSET', key, 'ts', str(now))
+-- idle buckets expire once full again (expiry = full, at factor 1)
+redis.call('PEXPIRE', key, ttl + 1000)
+return reply

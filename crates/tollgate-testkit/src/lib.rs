@@ -1,0 +1,8 @@
+//! Shared acceptance suites for tollgate's pluggable parts. A backend crate runs them as
+//! a dev-dependency against its own implementation.
+//!
+//! - [`limiter`]: the properties every [`tollgate::limit::LimiterBackend`] must have.
+
+#![deny(missing_docs)]
+
+pub mod limiter;
