@@ -260,6 +260,7 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         let runs = final_stat(&text, "stat::number_of_executed_units:");
         let rate = final_stat(&text, "stat::average_exec_per_sec:");
+        let total = ok.then(|| add_to_total(&root, target, runs.unwrap_or(0)));
         println!(
             "    {target}: {} in {:.0}s, {} executions ({} exec/s)",
             if ok { "no crash" } else { "FAILED" },
@@ -268,10 +269,11 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
             rate.map_or("?".into(), |n| n.to_string()),
         );
         table.push_str(&format!(
-            "| `{target}` | {} | {} | {} |\n",
+            "| `{target}` | {} | {} | {} | {} |\n",
             runs.map_or("?".into(), |n| n.to_string()),
             rate.map_or("?".into(), |n| n.to_string()),
-            if ok { "no crash" } else { "**crash**" }
+            if ok { "no crash" } else { "**crash**" },
+            total.map_or("-".into(), |n| n.to_string()),
         ));
         if !ok {
             let tail: Vec<&str> = text.lines().rev().take(40).collect();
@@ -297,6 +299,21 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
     } else {
         Outcome::Failed
     }
+}
+
+/// Adds `runs` to the executions `target` has run with no crash on this checkout
+/// (`fuzz/target/executions/<target>`), and returns the new total.
+fn add_to_total(fuzz: &Path, target: &str, runs: u64) -> u64 {
+    let dir = fuzz.join("target").join("executions");
+    let path = dir.join(target);
+    let total = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        + runs;
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(&path, format!("{total}\n"));
+    total
 }
 
 /// A `-print_final_stats` figure from a libFuzzer log.
