@@ -227,61 +227,55 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
     }
     let root = workspace_root().join("fuzz");
     let mut failed = Vec::new();
-    let mut table =
-        String::from("| target | executions | exec/s | result |\n|---|---:|---:|---|\n");
-    for target in targets {
+    let mut table = String::from(
+        "| target | executions | exec/s | result | with no crash, all runs |\n\
+         |---|---:|---:|---|---:|\n",
+    );
+    // Two at a time on a machine with two cores or more: each target is one process.
+    let jobs = std::env::var("TOLLGATE_FUZZ_JOBS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2)))
+        .max(1);
+    for batch in targets.chunks(jobs) {
         let run_started = Instant::now();
-        let work = root.join("target").join("corpus").join(target);
-        let logs = root.join("target").join("logs");
-        let _ = std::fs::create_dir_all(&work);
-        let _ = std::fs::create_dir_all(&logs);
-        let log_path = logs.join(format!("{target}.log"));
-        let log = std::fs::File::create(&log_path).ok();
-        let seeds = root.join("corpus").join(target);
-        let mut command = cargo_fuzz(&fuzz);
-        command.args(["run", target]).args(FUZZ_FLAGS).arg(&work);
-        if seeds.is_dir() {
-            command.arg(seeds);
-        }
-        command.args([
-            "--",
-            &format!("-max_total_time={seconds}"),
-            "-timeout=10",
-            "-rss_limit_mb=2048",
-            "-max_len=65536",
-            "-print_final_stats=1",
-        ]);
-        if let Some(log) = log.and_then(|l| Some((l.try_clone().ok()?, l))) {
-            command
-                .stdout(Stdio::from(log.0))
-                .stderr(Stdio::from(log.1));
-        }
-        let ok = command.status().is_ok_and(|s| s.success());
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let runs = final_stat(&text, "stat::number_of_executed_units:");
-        let rate = final_stat(&text, "stat::average_exec_per_sec:");
-        let total = ok.then(|| add_to_total(&root, target, runs.unwrap_or(0)));
-        println!(
-            "    {target}: {} in {:.0}s, {} executions ({} exec/s)",
-            if ok { "no crash" } else { "FAILED" },
-            run_started.elapsed().as_secs_f64(),
-            runs.map_or("?".into(), |n| n.to_string()),
-            rate.map_or("?".into(), |n| n.to_string()),
-        );
-        table.push_str(&format!(
-            "| `{target}` | {} | {} | {} | {} |\n",
-            runs.map_or("?".into(), |n| n.to_string()),
-            rate.map_or("?".into(), |n| n.to_string()),
-            if ok { "no crash" } else { "**crash**" },
-            total.map_or("-".into(), |n| n.to_string()),
-        ));
-        if !ok {
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            for line in tail.into_iter().rev() {
-                println!("      {line}");
+        let children: Vec<_> = batch
+            .iter()
+            .map(|target| {
+                let (mut command, log_path) = fuzz_run(&fuzz, &root, target, seconds);
+                (*target, log_path, command.spawn().ok())
+            })
+            .collect();
+        for (target, log_path, child) in children {
+            let ok = child
+                .and_then(|mut c| c.wait().ok())
+                .is_some_and(|s| s.success());
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let runs = final_stat(&text, "stat::number_of_executed_units:");
+            let rate = final_stat(&text, "stat::average_exec_per_sec:");
+            let total = ok.then(|| add_to_total(&root, target, runs.unwrap_or(0)));
+            println!(
+                "    {target}: {} in {:.0}s, {} executions ({} exec/s)",
+                if ok { "no crash" } else { "FAILED" },
+                run_started.elapsed().as_secs_f64(),
+                runs.map_or("?".into(), |n| n.to_string()),
+                rate.map_or("?".into(), |n| n.to_string()),
+            );
+            table.push_str(&format!(
+                "| `{target}` | {} | {} | {} | {} |\n",
+                runs.map_or("?".into(), |n| n.to_string()),
+                rate.map_or("?".into(), |n| n.to_string()),
+                if ok { "no crash" } else { "**crash**" },
+                total.map_or("-".into(), |n| n.to_string()),
+            ));
+            if !ok {
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                for line in tail.into_iter().rev() {
+                    println!("      {line}");
+                }
+                println!("      (full log: {})", log_path.display());
+                failed.push(target);
             }
-            println!("      (full log: {})", log_path.display());
-            failed.push(*target);
         }
     }
     println!("\n{table}");
@@ -299,6 +293,36 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
     } else {
         Outcome::Failed
     }
+}
+
+/// The `cargo fuzz run` of `target` for `seconds`, its output going to the returned log.
+fn fuzz_run(fuzz: &Path, root: &Path, target: &str, seconds: u64) -> (Command, PathBuf) {
+    let work = root.join("target").join("corpus").join(target);
+    let logs = root.join("target").join("logs");
+    let _ = std::fs::create_dir_all(&work);
+    let _ = std::fs::create_dir_all(&logs);
+    let log_path = logs.join(format!("{target}.log"));
+    let seeds = root.join("corpus").join(target);
+    let mut command = cargo_fuzz(fuzz);
+    command.args(["run", target]).args(FUZZ_FLAGS).arg(&work);
+    if seeds.is_dir() {
+        command.arg(seeds);
+    }
+    command.args([
+        "--",
+        &format!("-max_total_time={seconds}"),
+        "-timeout=10",
+        "-rss_limit_mb=2048",
+        "-max_len=65536",
+        "-print_final_stats=1",
+    ]);
+    if let Some((out, err)) = std::fs::File::create(&log_path)
+        .ok()
+        .and_then(|l| Some((l.try_clone().ok()?, l)))
+    {
+        command.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+    }
+    (command, log_path)
 }
 
 /// Adds `runs` to the executions `target` has run with no crash on this checkout
