@@ -10,6 +10,9 @@
 //!   `tollgate-anthropic`) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
 //!   sections of that file that it does not generate are kept after its own.
+//! - `fuzz [--seconds N] [TARGET…]`: builds the fuzz targets of `fuzz/` (cargo-fuzz) and
+//!   runs each for N seconds (default 60); `test-all` runs each for 20 s, after
+//!   `cargo deny --offline check bans licenses sources` (`docs/reliability.md`).
 //!
 //! Plain `std` only, so it compiles in a second.
 
@@ -17,14 +20,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod reliability;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test-all") => test_all(),
         Some("bench") => bench(),
+        Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  test-all  fmt, clippy, examples, doc tests and every workspace test\n  bench     run the benchmarks in release mode and write docs/benchmarks.md"
+                "usage: cargo xtask <task>\n\n  test-all  fmt, clippy, examples, doc tests and every workspace test\n  bench     run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz      [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -126,6 +132,9 @@ fn test_all() -> ExitCode {
         }
     }
     stop_peers(&run);
+    // Supply chain and fuzzing (docs/reliability.md); each skips, saying why, when its
+    // tool cannot be had.
+    failed.extend(reliability::test_all_steps());
     if failed.is_empty() {
         println!("\nxtask test-all: every step succeeded");
         ExitCode::SUCCESS

@@ -39,6 +39,9 @@ mod aws;
 mod converse;
 mod converse_codec;
 mod embeddings;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 
 pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
 pub use converse::{BedrockConverseProvider, ConverseChat};

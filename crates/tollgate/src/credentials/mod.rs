@@ -168,27 +168,36 @@ impl CredentialStore for FileCredentialStore {
                 path: path.clone(),
                 source,
             })?;
-        // The parser's own message could quote a secret; report only the position.
-        let table: toml::Table =
-            text.parse()
-                .map_err(|e: toml::de::Error| CredentialError::Invalid {
-                    path: path.clone(),
-                    reason: match e.span() {
-                        Some(span) => format!("not valid TOML near byte {}", span.start),
-                        None => "not valid TOML".into(),
-                    },
-                })?;
-        match table.get(id) {
-            Some(toml::Value::String(secret)) => Ok(Secret::new(secret.clone())),
-            Some(_) => Err(CredentialError::Invalid {
-                path,
-                reason: format!("`{id}` must be a string"),
-            }),
-            None => Err(CredentialError::NotFound {
-                id: id.into(),
-                store: format!("credentials file `{path}`"),
-            }),
-        }
+        parse_credentials_file(&path, &text, id)
+    }
+}
+
+/// Looks `id` up in the text of a credentials file (TOML, `id = "secret"` lines);
+/// `path` only names the file in errors. What [`FileCredentialStore`] does with the file
+/// it read; public for the fuzz targets (`fuzz/`), not part of the API.
+#[doc(hidden)]
+pub fn parse_credentials_file(path: &str, text: &str, id: &str) -> Result<Secret, CredentialError> {
+    let path = path.to_owned();
+    // The parser's own message could quote a secret; report only the position.
+    let table: toml::Table =
+        text.parse()
+            .map_err(|e: toml::de::Error| CredentialError::Invalid {
+                path: path.clone(),
+                reason: match e.span() {
+                    Some(span) => format!("not valid TOML near byte {}", span.start),
+                    None => "not valid TOML".into(),
+                },
+            })?;
+    match table.get(id) {
+        Some(toml::Value::String(secret)) => Ok(Secret::new(secret.clone())),
+        Some(_) => Err(CredentialError::Invalid {
+            path,
+            reason: format!("`{id}` must be a string"),
+        }),
+        None => Err(CredentialError::NotFound {
+            id: id.into(),
+            store: format!("credentials file `{path}`"),
+        }),
     }
 }
 

@@ -1,0 +1,17 @@
+//! The Anthropic codec's body decoders: a Messages answer, an HTTP error body, a
+//! mid-stream `error` event. Any bytes: an `Err`, never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::time::Duration;
+use tollgate_anthropic::codec;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = codec::decode_response(data);
+    let status = data.first().map_or(429, |&b| 400 + u16::from(b) % 200);
+    let retry = data.get(1).map(|&b| Duration::from_secs(u64::from(b)));
+    let _ = codec::classify_error(status, data, retry);
+    let text = String::from_utf8_lossy(data);
+    let _ = codec::classify_stream_error(&text);
+    let _ = codec::stop_reason(&text);
+});

@@ -1,0 +1,349 @@
+//! The reliability tasks (`docs/reliability.md`): the fuzz targets of `fuzz/`
+//! (cargo-fuzz) and the supply-chain check (cargo-deny). Their tools are installed once
+//! under `<target dir>/tools` and reused; when a tool cannot be had (no network for the
+//! install), the task is skipped with a message saying why, not failed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use crate::{cargo, workspace_root};
+
+/// The fuzz targets, in the order they run (`fuzz/fuzz_targets/<name>.rs`).
+pub(crate) const FUZZ_TARGETS: [&str; 9] = [
+    "sse",
+    "anthropic_response",
+    "anthropic_stream",
+    "openai_response",
+    "openai_stream",
+    "bedrock_eventstream",
+    "bedrock_converse",
+    "catalog",
+    "credentials",
+];
+
+/// Seconds each target runs in `test-all`; `TOLLGATE_FUZZ_SECONDS` overrides (0 skips).
+const TEST_ALL_FUZZ_SECONDS: u64 = 20;
+
+/// cargo-fuzz's flags, the same for the build and every run so that a run never rebuilds:
+/// no sanitizer (the workspace forbids `unsafe`; what is left to find is panics, overflow,
+/// unbounded memory or time, all caught without one, and the targets run ~2x faster),
+/// debug assertions on (arithmetic overflow panics).
+const FUZZ_FLAGS: [&str; 3] = ["--sanitizer", "none", "--debug-assertions"];
+
+/// What a step of `test-all` came to.
+enum Outcome {
+    Passed,
+    Skipped,
+    Failed,
+}
+
+/// The reliability steps of `test-all`: supply chain, then every fuzz target briefly.
+/// Returns the names of the steps that failed.
+pub(crate) fn test_all_steps() -> Vec<&'static str> {
+    let mut failed = Vec::new();
+    if let Outcome::Failed = supply_chain() {
+        failed.push("supply chain (cargo deny)");
+    }
+    let seconds = std::env::var("TOLLGATE_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(TEST_ALL_FUZZ_SECONDS);
+    if seconds == 0 {
+        println!("\n==> xtask test-all: fuzz SKIPPED (TOLLGATE_FUZZ_SECONDS=0)");
+    } else if let Outcome::Failed = fuzz_all(seconds, &FUZZ_TARGETS) {
+        failed.push("fuzz");
+    }
+    failed
+}
+
+/// `cargo xtask fuzz [--seconds N] [TARGET…]`: builds the fuzz targets and runs each (all
+/// by default) for N seconds (default 60), continuing the corpus of earlier runs.
+pub(crate) fn fuzz_task(args: &[String]) -> ExitCode {
+    let mut seconds = 60;
+    let mut targets = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seconds" => match args.next().and_then(|s| s.parse().ok()) {
+                Some(n) => seconds = n,
+                None => {
+                    eprintln!("xtask fuzz: --seconds takes a whole number");
+                    return ExitCode::FAILURE;
+                }
+            },
+            name => match FUZZ_TARGETS.iter().find(|t| **t == name) {
+                Some(target) => targets.push(*target),
+                None => {
+                    eprintln!(
+                        "xtask fuzz: no target `{name}`; the targets: {}",
+                        FUZZ_TARGETS.join(", ")
+                    );
+                    return ExitCode::FAILURE;
+                }
+            },
+        }
+    }
+    if targets.is_empty() {
+        targets = FUZZ_TARGETS.to_vec();
+    }
+    match fuzz_all(seconds, &targets) {
+        Outcome::Failed => ExitCode::FAILURE,
+        Outcome::Passed | Outcome::Skipped => ExitCode::SUCCESS,
+    }
+}
+
+/// The directory tools are installed into: `<target dir>/tools`.
+fn tools_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("tools")
+}
+
+/// `tools/bin/<binary>`, installed from crates.io (`cargo install --locked`) if missing.
+/// `None`, with the reason printed, when it is missing and cannot be installed.
+fn tool(binary: &str, package: &str) -> Option<PathBuf> {
+    let root = tools_dir();
+    let path = root.join("bin").join(binary);
+    if path.is_file() {
+        return Some(path);
+    }
+    println!(
+        "    installing {package} into {} (once; later runs reuse it)",
+        root.display()
+    );
+    let installed = Command::new(cargo())
+        .args(["install", "--locked", "--root"])
+        .arg(&root)
+        .arg(package)
+        .status()
+        .is_ok_and(|s| s.success());
+    if installed && path.is_file() {
+        Some(path)
+    } else {
+        println!("    `cargo install --locked {package}` failed (no network?)");
+        None
+    }
+}
+
+/// `cargo deny --offline check bans licenses sources` against `deny.toml`.
+// Step timings are for the person reading the log.
+#[allow(clippy::disallowed_methods)]
+fn supply_chain() -> Outcome {
+    println!(
+        "\n==> xtask test-all: supply chain (cargo deny --offline check bans licenses sources)"
+    );
+    let started = Instant::now();
+    let Some(deny) = tool("cargo-deny", "cargo-deny") else {
+        println!("==> supply chain SKIPPED: cargo-deny is not installed and could not be");
+        return Outcome::Skipped;
+    };
+    let ok = Command::new(deny)
+        .current_dir(workspace_root())
+        .args(["--offline", "check", "bans", "licenses", "sources"])
+        .status()
+        .is_ok_and(|s| s.success());
+    println!(
+        "==> supply chain {} in {:.1}s",
+        if ok { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    if ok { Outcome::Passed } else { Outcome::Failed }
+}
+
+/// `cargo fuzz <args>` in `fuzz/`, with cargo-fuzz from the tools directory and the fuzz
+/// crate's own target directory. The toolchain is the one running this task (stable
+/// builds the targets: with `--sanitizer none` cargo-fuzz passes no `-Z` flag), or
+/// `TOLLGATE_FUZZ_TOOLCHAIN` (e.g. `nightly`) when set.
+fn cargo_fuzz(cargo_fuzz: &Path) -> Command {
+    let root = workspace_root();
+    let bin = cargo_fuzz
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin];
+    paths.extend(std::env::split_paths(&path));
+    let mut command = match std::env::var("TOLLGATE_FUZZ_TOOLCHAIN") {
+        Ok(toolchain) if !toolchain.is_empty() => {
+            let mut c = Command::new("rustup");
+            c.args(["run", &toolchain, "cargo"]);
+            // The outer cargo's variables would point that cargo at this toolchain.
+            for var in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN"] {
+                c.env_remove(var);
+            }
+            c
+        }
+        _ => Command::new(cargo()),
+    };
+    command
+        .arg("fuzz")
+        .current_dir(root.join("fuzz"))
+        .env("PATH", std::env::join_paths(paths).unwrap_or(path))
+        .env("CARGO_TARGET_DIR", root.join("fuzz").join("target"));
+    command
+}
+
+/// Builds the fuzz targets, then runs each in `targets` for `seconds`. The corpus each run
+/// grows is kept in `fuzz/target/corpus/<target>` (the committed seeds in
+/// `fuzz/corpus/<target>` are read, never written); a crash leaves its input in
+/// `fuzz/artifacts/<target>/` and fails.
+// Step timings are for the person reading the log.
+#[allow(clippy::disallowed_methods)]
+fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
+    println!(
+        "\n==> xtask: fuzz ({} targets, {seconds} s each; cargo fuzz)",
+        targets.len()
+    );
+    let started = Instant::now();
+    // libFuzzer itself is C++, built by libfuzzer-sys.
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_owned());
+    let has_cxx = Command::new(&cxx)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_cxx {
+        println!("==> fuzz SKIPPED: no C++ compiler (`{cxx}`) to build libFuzzer with");
+        return Outcome::Skipped;
+    }
+    let Some(fuzz) = tool("cargo-fuzz", "cargo-fuzz") else {
+        println!("==> fuzz SKIPPED: cargo-fuzz is not installed and could not be");
+        return Outcome::Skipped;
+    };
+    let built = cargo_fuzz(&fuzz)
+        .arg("build")
+        .args(FUZZ_FLAGS)
+        .status()
+        .is_ok_and(|s| s.success());
+    println!(
+        "    fuzz build {} in {:.1}s",
+        if built { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    if !built {
+        return Outcome::Failed;
+    }
+    let root = workspace_root().join("fuzz");
+    let mut failed = Vec::new();
+    let mut table = String::from(
+        "| target | executions | exec/s | result | with no crash, all runs |\n\
+         |---|---:|---:|---|---:|\n",
+    );
+    // Two at a time on a machine with two cores or more: each target is one process.
+    let jobs = std::env::var("TOLLGATE_FUZZ_JOBS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2)))
+        .max(1);
+    for batch in targets.chunks(jobs) {
+        let run_started = Instant::now();
+        let children: Vec<_> = batch
+            .iter()
+            .map(|target| {
+                let (mut command, log_path) = fuzz_run(&fuzz, &root, target, seconds);
+                (*target, log_path, command.spawn().ok())
+            })
+            .collect();
+        for (target, log_path, child) in children {
+            let ok = child
+                .and_then(|mut c| c.wait().ok())
+                .is_some_and(|s| s.success());
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let runs = final_stat(&text, "stat::number_of_executed_units:");
+            let rate = final_stat(&text, "stat::average_exec_per_sec:");
+            let total = ok.then(|| add_to_total(&root, target, runs.unwrap_or(0)));
+            println!(
+                "    {target}: {} in {:.0}s, {} executions ({} exec/s)",
+                if ok { "no crash" } else { "FAILED" },
+                run_started.elapsed().as_secs_f64(),
+                runs.map_or("?".into(), |n| n.to_string()),
+                rate.map_or("?".into(), |n| n.to_string()),
+            );
+            table.push_str(&format!(
+                "| `{target}` | {} | {} | {} | {} |\n",
+                runs.map_or("?".into(), |n| n.to_string()),
+                rate.map_or("?".into(), |n| n.to_string()),
+                if ok { "no crash" } else { "**crash**" },
+                total.map_or("-".into(), |n| n.to_string()),
+            ));
+            if !ok {
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                for line in tail.into_iter().rev() {
+                    println!("      {line}");
+                }
+                println!("      (full log: {})", log_path.display());
+                failed.push(target);
+            }
+        }
+    }
+    println!("\n{table}");
+    println!(
+        "==> fuzz {} in {:.1}s",
+        if failed.is_empty() {
+            "ok".to_owned()
+        } else {
+            format!("FAILED ({})", failed.join(", "))
+        },
+        started.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    }
+}
+
+/// The `cargo fuzz run` of `target` for `seconds`, its output going to the returned log.
+fn fuzz_run(fuzz: &Path, root: &Path, target: &str, seconds: u64) -> (Command, PathBuf) {
+    let work = root.join("target").join("corpus").join(target);
+    let logs = root.join("target").join("logs");
+    let _ = std::fs::create_dir_all(&work);
+    let _ = std::fs::create_dir_all(&logs);
+    let log_path = logs.join(format!("{target}.log"));
+    let seeds = root.join("corpus").join(target);
+    let mut command = cargo_fuzz(fuzz);
+    command.args(["run", target]).args(FUZZ_FLAGS).arg(&work);
+    if seeds.is_dir() {
+        command.arg(seeds);
+    }
+    command.args([
+        "--",
+        &format!("-max_total_time={seconds}"),
+        "-timeout=10",
+        "-rss_limit_mb=2048",
+        "-max_len=65536",
+        "-print_final_stats=1",
+    ]);
+    if let Some((out, err)) = std::fs::File::create(&log_path)
+        .ok()
+        .and_then(|l| Some((l.try_clone().ok()?, l)))
+    {
+        command.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+    }
+    (command, log_path)
+}
+
+/// Adds `runs` to the executions `target` has run with no crash on this checkout
+/// (`fuzz/target/executions/<target>`), and returns the new total.
+fn add_to_total(fuzz: &Path, target: &str, runs: u64) -> u64 {
+    let dir = fuzz.join("target").join("executions");
+    let path = dir.join(target);
+    let total = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        + runs;
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(&path, format!("{total}\n"));
+    total
+}
+
+/// A `-print_final_stats` figure from a libFuzzer log.
+fn final_stat(log: &str, name: &str) -> Option<u64> {
+    log.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+}
