@@ -290,7 +290,13 @@ impl World {
             }
             Op::Throttle => {
                 self.throttles += 1;
-                let feedback = Feedback::RateLimited {
+                // A 529: it slows the refill and pauses the model like a 429, but does not
+                // empty the request bucket. A 429 does (the provider has nothing left), and
+                // emptying is not linear: a reservation held unsent across it and then
+                // refunded gives back a unit the twin never had (one request's worth of
+                // optimism, documented in docs/rate-limiting.md), so the twin comparison
+                // would not be exact.
+                let feedback = Feedback::Overloaded {
                     retry_after: Some(Duration::from_millis(300)),
                 };
                 self.limiter.feedback(feedback);
