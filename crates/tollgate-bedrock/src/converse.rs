@@ -1,18 +1,15 @@
 //! `bedrock-converse`: Converse and ConverseStream through the SDK.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_types::event_stream::RawMessage;
 use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
 use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
-use tollgate::{
-    Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result, StreamEvent,
-};
+use tollgate::wire::{decode_events, redact};
+use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
-use crate::aws::{BedrockClient, call_config, classify, redact, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, call_config, classify, events, sdk_error, secrets_of};
 use crate::converse_codec::{self, ConverseStreamDecoder};
 use crate::embeddings::BedrockEmbeddings;
 
@@ -53,7 +50,6 @@ impl ProviderClients for Clients {
         Ok(Arc::new(ConverseChat {
             aws: BedrockClient::new(
                 model,
-                KEY,
                 self.context.credential_ref(model),
                 self.context.connect_timeout(),
             )?,
@@ -63,7 +59,6 @@ impl ProviderClients for Clients {
     fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
         Ok(Arc::new(BedrockEmbeddings::new(BedrockClient::new(
             model,
-            KEY,
             self.context.credential_ref(model),
             self.context.connect_timeout(),
         )?)?))
@@ -84,7 +79,7 @@ fn stream_error(
 ) -> Error {
     use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
     let Some(service) = error.as_service_error() else {
-        return sdk_error(KEY, error, std::time::Duration::ZERO, None, secrets);
+        return sdk_error(error, std::time::Duration::ZERO, None, secrets);
     };
     let code = match service {
         ConverseStreamOutputError::ThrottlingException(_) => "ThrottlingException",
@@ -95,7 +90,7 @@ fn stream_error(
         _ => service.code().unwrap_or(""),
     };
     let message = service.message().map(|m| redact(m, secrets));
-    classify(KEY, Some(code), message.as_deref(), None)
+    classify(Some(code), message.as_deref(), None)
 }
 
 impl ConverseChat {
@@ -128,7 +123,7 @@ impl ChatTransport for ConverseChat {
         }
         let output = call.send().await.map_err(|e| {
             let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
+            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
         })?;
         let message = output.output().and_then(|o| o.as_message().ok());
         converse_codec::decode(
@@ -162,55 +157,12 @@ impl ChatTransport for ConverseChat {
         }
         let output = call.send().await.map_err(|e| {
             let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
+            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
         })?;
-        let state = StreamState {
-            events: output.stream,
-            decoder: ConverseStreamDecoder::new(&self.aws.model().name),
-            ready: VecDeque::new(),
-            done: false,
-        };
-        let stream = futures::stream::unfold(state, move |mut s| {
-            let secrets = secrets.clone();
-            async move {
-                loop {
-                    if let Some(event) = s.ready.pop_front() {
-                        return Some((Ok(event), s));
-                    }
-                    if s.done {
-                        return None;
-                    }
-                    let failure = match s.events.recv().await {
-                        Ok(Some(event)) => match s.decoder.event(&event) {
-                            Ok(events) => {
-                                s.ready.extend(events);
-                                if s.decoder.is_finished() {
-                                    s.done = true;
-                                }
-                                continue;
-                            }
-                            Err(e) => e,
-                        },
-                        Err(e) => stream_error(&e, &secrets),
-                        // Cut before `metadata`: no answer, as a bad gateway (retried
-                        // when nothing reached the reader yet).
-                        Ok(None) => ProviderError::server(502).into(),
-                    };
-                    s.done = true;
-                    return Some((Err(failure), s));
-                }
-            }
-        });
-        Ok(ResponseStream::new(stream))
+        let stream = events(output.stream, move |e| stream_error(e, &secrets));
+        Ok(decode_events(
+            stream,
+            ConverseStreamDecoder::new(&self.aws.model().name),
+        ))
     }
-}
-
-struct StreamState {
-    events: aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
-        ConverseStreamOutput,
-        ConverseStreamOutputError,
-    >,
-    decoder: ConverseStreamDecoder,
-    ready: VecDeque<StreamEvent>,
-    done: bool,
 }

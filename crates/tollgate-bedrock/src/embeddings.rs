@@ -69,13 +69,7 @@ impl BedrockEmbeddings {
         }
         let output = call.send().await.map_err(|e| {
             let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(
-                crate::BEDROCK_CONVERSE,
-                &e,
-                self.aws.connect_timeout(),
-                status,
-                &secrets,
-            )
+            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
         })?;
         Ok(output.body.into_inner())
     }

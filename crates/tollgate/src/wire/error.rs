@@ -47,8 +47,8 @@ impl WireError {
     /// |---|---|
     /// | `quota`, or 402 | `QuotaExhausted` (never retried) |
     /// | `context_overflow` | `ContextWindowExceeded` (the pipeline fills in the model) |
-    /// | 429 | `ProviderError::RateLimited { retry_after }` |
-    /// | 529, or `overloaded` | `ProviderError::Overloaded { status, retry_after }` (the wire's status) |
+    /// | 529, or `overloaded` (whatever the status: Bedrock sends ModelNotReady as a 429) | `ProviderError::Overloaded { status, retry_after }` (the wire's status) |
+    /// | other 429 | `ProviderError::RateLimited { retry_after }` |
     /// | 408 | `ProviderError::Timeout` |
     /// | other 5xx | `ProviderError::Server { status, retry_after }` |
     /// | anything else (400, 401, 403, 404, 413, …) | `ProviderRequestError { status }` |
@@ -68,12 +68,12 @@ impl WireError {
             return Error::provider_context_overflow();
         }
         match status {
-            429 => ProviderError::RateLimited { retry_after }.into(),
             _ if status == 529 || self.overloaded => ProviderError::Overloaded {
                 status,
                 retry_after,
             }
             .into(),
+            429 => ProviderError::RateLimited { retry_after }.into(),
             408 => ProviderError::Timeout { after: None }.into(),
             500..=599 => ProviderError::Server {
                 status,
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn the_status_table() {
         let two = Some(Duration::from_secs(2));
-        let table: [(WireError, Error); 9] = [
+        let table: [(WireError, Error); 10] = [
             (
                 status(429),
                 ProviderError::RateLimited { retry_after: two }.into(),
@@ -130,6 +130,17 @@ mod tests {
                 status(529),
                 ProviderError::Overloaded {
                     status: 529,
+                    retry_after: two,
+                }
+                .into(),
+            ),
+            (
+                WireError {
+                    overloaded: true,
+                    ..status(429)
+                },
+                ProviderError::Overloaded {
+                    status: 429,
                     retry_after: two,
                 }
                 .into(),
