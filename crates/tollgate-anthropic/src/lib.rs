@@ -25,7 +25,7 @@
 //!    credential store, and sends once;
 //! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
 //!    (`anthropic-ratelimit-*-remaining`, `x-should-retry`); an error answer becomes a
-//!    typed error ([`codec::classify_error`], with `retry-after`);
+//!    typed error ([`codec::read_error`] and the core's verdict, with `retry-after`);
 //! 4. a body is decoded by [`codec::decode_response`], a stream by
 //!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
 //!

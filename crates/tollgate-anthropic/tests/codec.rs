@@ -2,6 +2,7 @@
 //! classification, each against fixture bodies shaped as PROTOCOLS.md §1 describes.
 
 use std::time::Duration;
+use tollgate::wire::WireError;
 
 use serde_json::{Value, json};
 use tollgate::{
@@ -9,8 +10,8 @@ use tollgate::{
     ResponseShape, Role, SamplingParams, StopReason, StreamEvent, ToolDefinition, Usage,
 };
 use tollgate_anthropic::codec::{
-    EncodeOptions, MAX_CACHE_MARKS, StreamDecoder, ToolChoice, classify_error,
-    classify_stream_error, decode_response, encode_request,
+    EncodeOptions, MAX_CACHE_MARKS, StreamDecoder, ToolChoice, decode_response, encode_request,
+    read_error, read_stream_error,
 };
 
 fn options() -> EncodeOptions {
@@ -708,4 +709,18 @@ fn tool_input_that_is_not_json_fails_at_its_block_stop() {
         json!({"type": "content_block_stop", "index": 0}),
     ]);
     assert!(matches!(error, Some(Error::ProviderRequest(e)) if e.status == 200));
+}
+
+/// The error an error answer means, as the kit's endpoint decides it.
+fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
+    WireError {
+        retry_after,
+        ..read_error(status, body)
+    }
+    .verdict()
+}
+
+/// The error a stream's error event means.
+fn classify_stream_error(data: &str) -> Error {
+    read_stream_error(data).verdict()
 }

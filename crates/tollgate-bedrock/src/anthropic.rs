@@ -54,11 +54,7 @@ struct Clients {
 impl ProviderClients for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(AnthropicBedrockChat {
-            aws: BedrockClient::new(
-                model,
-                self.context.credential_ref(model),
-                self.context.connect_timeout(),
-            )?,
+            aws: BedrockClient::new(model, &self.context)?,
         }))
     }
 }
@@ -139,10 +135,10 @@ impl ChatTransport for AnthropicBedrockChat {
         if let Some(config) = call_config(credentials) {
             call = call.config_override(config);
         }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+        let output = call
+            .send()
+            .await
+            .map_err(|e| self.aws.failure(&e, &secrets))?;
         codec::decode_response(output.body().as_ref())
     }
 
@@ -165,10 +161,10 @@ impl ChatTransport for AnthropicBedrockChat {
         if let Some(config) = call_config(credentials) {
             call = call.config_override(config);
         }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+        let output = call
+            .send()
+            .await
+            .map_err(|e| self.aws.failure(&e, &secrets))?;
         let chunks = events(output.body, move |e| stream_error(e, &secrets)).filter_map(|event| {
             futures::future::ready(match event {
                 Ok(BedrockEvents::Chunk(part)) => Some(Ok(part

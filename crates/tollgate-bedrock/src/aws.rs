@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use aws_credential_types::Credentials;
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::http::HttpResponse;
 use aws_sdk_bedrockruntime::config::{
     BehaviorVersion, IdentityCache, Region, SharedCredentialsProvider,
     StalledStreamProtectionConfig,
@@ -19,7 +20,7 @@ use futures::Stream;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
-use tollgate::provider::CredentialRef;
+use tollgate::provider::{CredentialRef, ProviderContext};
 use tollgate::wire::{ModelOptions, WireError, redact};
 use tollgate::{Error, ModelEntry, ProviderError, Result};
 
@@ -110,18 +111,24 @@ pub(crate) struct BedrockClient {
 }
 
 impl BedrockClient {
-    pub(crate) fn new(
-        model: &ModelEntry,
-        credential: Option<CredentialRef>,
-        connect_timeout: Duration,
-    ) -> Result<Self> {
+    pub(crate) fn new(model: &ModelEntry, context: &ProviderContext) -> Result<Self> {
         Ok(BedrockClient {
             model: model.clone(),
             options: BedrockOptions::from_model(model)?,
-            credential,
-            connect_timeout,
+            credential: context.credential_ref(model),
+            connect_timeout: context.connect_timeout(),
             client: OnceCell::new(),
         })
+    }
+
+    /// The error a failed call means, with the HTTP status of its raw answer, if any.
+    pub(crate) fn failure<E: ProvideErrorMetadata>(
+        &self,
+        error: &SdkError<E, HttpResponse>,
+        secrets: &[String],
+    ) -> Error {
+        let status = error.raw_response().map(|r| r.status().as_u16());
+        sdk_error(error, self.connect_timeout, status, secrets)
     }
 
     pub(crate) fn model(&self) -> &ModelEntry {
@@ -288,12 +295,6 @@ where
             reason: "the AWS SDK could not build the request".into(),
         },
         _ => ProviderError::server(502).into(),
-    }
-}
-
-impl BedrockClient {
-    pub(crate) fn connect_timeout(&self) -> Duration {
-        self.connect_timeout
     }
 }
 

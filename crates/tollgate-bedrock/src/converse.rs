@@ -48,19 +48,14 @@ struct Clients {
 impl ProviderClients for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(ConverseChat {
-            aws: BedrockClient::new(
-                model,
-                self.context.credential_ref(model),
-                self.context.connect_timeout(),
-            )?,
+            aws: BedrockClient::new(model, &self.context)?,
         }))
     }
 
     fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
         Ok(Arc::new(BedrockEmbeddings::new(BedrockClient::new(
             model,
-            self.context.credential_ref(model),
-            self.context.connect_timeout(),
+            &self.context,
         )?)?))
     }
 }
@@ -121,10 +116,10 @@ impl ChatTransport for ConverseChat {
         if let Some(config) = call_config(credentials) {
             call = call.config_override(config);
         }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+        let output = call
+            .send()
+            .await
+            .map_err(|e| self.aws.failure(&e, &secrets))?;
         let message = output.output().and_then(|o| o.as_message().ok());
         converse_codec::decode(
             &self.aws.model().name,
@@ -155,10 +150,10 @@ impl ChatTransport for ConverseChat {
         if let Some(config) = call_config(credentials) {
             call = call.config_override(config);
         }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+        let output = call
+            .send()
+            .await
+            .map_err(|e| self.aws.failure(&e, &secrets))?;
         let stream = events(output.stream, move |e| stream_error(e, &secrets));
         Ok(decode_events(
             stream,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
 use tollgate::{EmbeddingPurpose, Error, ProviderRequestError, Result, Usage};
 
-use crate::aws::{BedrockClient, call_config, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, call_config, secrets_of};
 
 /// Cohere Embed's per-request maximum number of texts.
 const COHERE_BATCH: usize = 96;
@@ -67,10 +67,10 @@ impl BedrockEmbeddings {
         if let Some(config) = call_config(credentials) {
             call = call.config_override(config);
         }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(&e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+        let output = call
+            .send()
+            .await
+            .map_err(|e| self.aws.failure(&e, &secrets))?;
         Ok(output.body.into_inner())
     }
 }

@@ -31,7 +31,7 @@
 //! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
 //!    (`x-ratelimit-remaining-*`, `x-ratelimit-reset-*` as Go durations,
 //!    `x-should-retry`); an error answer becomes a typed error
-//!    ([`codec::classify_error`], with `retry-after-ms` / `retry-after`);
+//!    ([`codec::read_error`] and the core's verdict, with `retry-after-ms` / `retry-after`);
 //! 4. a body is decoded by [`codec::decode_response`], a stream by
 //!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
 //!

@@ -2,6 +2,7 @@
 //! durations, embeddings and decision answers.
 
 use std::time::Duration;
+use tollgate::wire::WireError;
 
 use serde_json::{Value, json};
 use tollgate::{
@@ -10,8 +11,8 @@ use tollgate::{
 };
 use tollgate_openai::OutputLimitField;
 use tollgate_openai::codec::{
-    self, EncodeOptions, StreamDecoder, ToolChoice, classify_error, classify_stream_error,
-    decode_decision, decode_embeddings, decode_response, encode_request, parse_go_duration,
+    self, EncodeOptions, StreamDecoder, ToolChoice, decode_decision, decode_embeddings,
+    decode_response, encode_request, parse_go_duration, read_error, read_stream_error,
 };
 
 fn options() -> EncodeOptions {
@@ -460,4 +461,18 @@ fn null_lists_read_as_empty() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// The error an error answer means, as the kit's endpoint decides it.
+fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
+    WireError {
+        retry_after,
+        ..read_error(status, body)
+    }
+    .verdict()
+}
+
+/// The error a stream's error event means.
+fn classify_stream_error(data: &str) -> Error {
+    read_stream_error(data).verdict()
 }

@@ -34,7 +34,7 @@ mod request;
 mod response;
 mod stream;
 
-pub use errors::{classify_error, classify_stream_error, read_error, read_stream_error};
+pub use errors::{read_error, read_stream_error};
 pub use request::{EncodeOptions, ToolChoice, encode_request};
 pub use response::{decode_response, stop_reason};
 pub use stream::StreamDecoder;

@@ -1,6 +1,6 @@
 //! Stream events: [`StreamDecoder`].
 
-use super::errors::classify_stream_error;
+use super::errors::read_stream_error;
 use super::response::{StopDetails, WireMessage, WireUsage, finish, malformed, stop_reason};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -216,7 +216,7 @@ impl StreamDecoder {
                 out.push(StreamEvent::Completed(response));
             }
             "ping" => {}
-            "error" => return Err(classify_stream_error(data)),
+            "error" => return Err(read_stream_error(data).verdict()),
             other => tracing::debug!(event = other, "anthropic: stream event ignored"),
         }
         Ok(out)

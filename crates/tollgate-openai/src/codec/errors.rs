@@ -1,10 +1,8 @@
 //! Error bodies: [`read_error`] and [`read_stream_error`] into a neutral [`WireError`].
 
 use super::QUOTA_CODES;
-use std::time::Duration;
 
 use serde_json::Value;
-use tollgate::Error;
 use tollgate::wire::WireError;
 
 /// The error object, wherever the server put it: OpenAI's `{"error":{…}}`, vLLM's
@@ -75,21 +73,6 @@ pub fn read_stream_error(data: &str) -> WireError {
         _ => 500,
     };
     wire(status, error)
-}
-
-/// The error an error answer means (with its parsed `retry-after`): [`read_error`] and
-/// the core's verdict, as the transport applies them.
-pub fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
-    WireError {
-        retry_after,
-        ..read_error(status, body)
-    }
-    .verdict()
-}
-
-/// The error a mid-stream error chunk means: [`read_stream_error`] and the verdict.
-pub fn classify_stream_error(data: &str) -> Error {
-    read_stream_error(data).verdict()
 }
 
 fn wire(status: u16, error: ErrorObject) -> WireError {

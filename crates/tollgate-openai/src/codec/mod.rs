@@ -38,7 +38,7 @@ mod stream;
 
 pub use decision::{decode_decision, encode_decision};
 pub use embeddings::{decode_embeddings, encode_embeddings};
-pub use errors::{classify_error, classify_stream_error, read_error, read_stream_error};
+pub use errors::{read_error, read_stream_error};
 pub use request::{EncodeOptions, ToolChoice, encode_request};
 pub use response::{WireUsage, decode_response, stop_reason};
 pub use stream::StreamDecoder;

@@ -1,6 +1,6 @@
 //! Stream chunks: [`StreamDecoder`].
 
-use super::errors::classify_stream_error;
+use super::errors::read_stream_error;
 use super::response::{
     WireUsage, finish, malformed, null_as_default, parse_arguments, refusal, stop_reason,
 };
@@ -106,7 +106,7 @@ impl StreamDecoder {
         let chunk: WireChunk =
             serde_json::from_str(data).map_err(|e| malformed(format!("stream chunk: {e}")))?;
         if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
-            return Err(classify_stream_error(data));
+            return Err(read_stream_error(data).verdict());
         }
         if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = model;
