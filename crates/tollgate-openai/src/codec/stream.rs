@@ -68,12 +68,12 @@ struct WireFunctionDelta {
 
 /// Turns `chat.completion.chunk`s into [`StreamEvent`]s and, at `data: [DONE]` (or at
 /// the end of the body, where [`StreamDecoder::end`] allows it), the whole
-/// [`LlmResponse`].
+/// [`LlmResponse`](tollgate::LlmResponse).
 ///
 /// Content blocks are numbered in order of first appearance (text, then each tool call
 /// as its first fragment arrives). Role-only chunks emit nothing, so the first event
 /// comes with the first content. A refusal (`delta.refusal`) is collected and, at the
-/// finish reason, becomes [`Error::ProviderRefusal`].
+/// finish reason, becomes [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal).
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     done_required: bool,
