@@ -128,3 +128,91 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
     }
     Duration::try_from_secs_f64(total).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    const LIMITS: &[RateLimitHeaders] = &[
+        RateLimitHeaders {
+            dimension: Dimension::Requests,
+            limit: "rl-limit",
+            remaining: "rl-left",
+            reset: "rl-reset",
+            reset_format: Reset::GoDuration,
+        },
+        RateLimitHeaders {
+            dimension: Dimension::Tokens,
+            limit: "",
+            remaining: "tk-left",
+            reset: "tk-reset",
+            reset_format: Reset::Seconds,
+        },
+    ];
+
+    #[test]
+    fn rate_limit_headers_and_should_retry_become_signals() {
+        let signals = Signals::default();
+        read_signals(
+            &headers(&[
+                ("rl-limit", "100"),
+                ("rl-left", " 7 "),
+                ("rl-reset", "1m30s"),
+                ("tk-left", "900"),
+                ("tk-reset", "2.5"),
+                ("x-should-retry", "false"),
+            ]),
+            LIMITS,
+            &signals,
+        );
+        let values = signals.take();
+        assert_eq!(values.limits, [(Dimension::Requests, 100)]);
+        assert_eq!(
+            values.remaining,
+            [(Dimension::Requests, 7), (Dimension::Tokens, 900)]
+        );
+        assert_eq!(
+            values.resets,
+            [
+                (Dimension::Requests, Duration::from_secs(90)),
+                (Dimension::Tokens, Duration::from_millis(2500)),
+            ]
+        );
+        assert_eq!(values.should_retry, Some(false));
+    }
+
+    #[test]
+    fn unreadable_values_are_ignored() {
+        let signals = Signals::default();
+        read_signals(
+            &headers(&[
+                ("rl-left", "many"),
+                ("rl-reset", "soon"),
+                ("x-should-retry", "maybe"),
+            ]),
+            LIMITS,
+            &signals,
+        );
+        let values = signals.take();
+        assert!(values.remaining.is_empty() && values.resets.is_empty());
+        assert_eq!(values.should_retry, None);
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(parse_go_duration("12ms"), Some(Duration::from_millis(12)));
+        assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+        assert_eq!(parse_go_duration("5x"), None);
+        assert_eq!(parse_go_duration(""), None);
+    }
+}
