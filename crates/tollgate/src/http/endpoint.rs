@@ -83,6 +83,7 @@ impl HttpClient {
             rate_limits: &[],
             read_error,
             connect_timeout: self.context.connect_timeout(),
+            max_body_bytes: MAX_BODY_BYTES,
         }
     }
 }
@@ -101,9 +102,16 @@ pub struct Endpoint {
     rate_limits: &'static [RateLimitHeaders],
     read_error: ReadError,
     connect_timeout: Duration,
+    max_body_bytes: usize,
 }
 
 impl Endpoint {
+    /// Reads at most `bytes` of a success body (default [`MAX_BODY_BYTES`]).
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
     /// Sends the key as `auth` (default [`Auth::Bearer`]).
     pub fn auth(mut self, auth: Auth) -> Self {
         self.auth = auth;
@@ -191,7 +199,7 @@ impl Endpoint {
         Err(wire.verdict())
     }
 
-    /// POSTs `body` and reads the whole answer (at most [`MAX_BODY_BYTES`]).
+    /// POSTs `body` and reads the whole answer (at most [`Endpoint::max_body_bytes`]).
     pub async fn post_json(
         &self,
         path: &str,
@@ -199,7 +207,7 @@ impl Endpoint {
         signals: &Signals,
     ) -> Result<Vec<u8>> {
         let response = self.post(path, body, "application/json", signals).await?;
-        self.read(response, MAX_BODY_BYTES, true).await
+        self.read(response, self.max_body_bytes, true).await
     }
 
     /// POSTs `body` and pumps the answer's events (`framing`) through `decoder`.
