@@ -17,7 +17,7 @@ use tollgate::wire::{decode_events, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
 
-use crate::aws::{BedrockClient, call_config, classify, events, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
 
 /// The `anthropic_version` Bedrock's Claude models take in the body.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
@@ -122,23 +122,13 @@ fn stream_error(
 impl ChatTransport for AnthropicBedrockChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let body = self.body(request)?;
-        let (client, credentials) = self.aws.client().await?;
         tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking");
-        let mut call = client
+        let (output, _) = send_once!(self.aws, |client| client
             .invoke_model()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
-            .body(body)
-            .customize();
-        let secrets = secrets_of(credentials.as_ref());
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call
-            .send()
-            .await
-            .map_err(|e| self.aws.failure(&e, &secrets))?;
+            .body(body));
         codec::decode_response(output.body().as_ref())
     }
 
@@ -148,23 +138,13 @@ impl ChatTransport for AnthropicBedrockChat {
         _signals: &Signals,
     ) -> Result<ResponseStream> {
         let body = self.body(request)?;
-        let (client, credentials) = self.aws.client().await?;
         tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking, streamed");
-        let mut call = client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .invoke_model_with_response_stream()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
-            .body(body)
-            .customize();
-        let secrets = secrets_of(credentials.as_ref());
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call
-            .send()
-            .await
-            .map_err(|e| self.aws.failure(&e, &secrets))?;
+            .body(body));
         let chunks = events(output.body, move |e| stream_error(e, &secrets)).filter_map(|event| {
             futures::future::ready(match event {
                 Ok(BedrockEvents::Chunk(part)) => Some(Ok(part

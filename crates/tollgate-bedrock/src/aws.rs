@@ -325,3 +325,25 @@ where
         },
     )
 }
+
+/// Sends one SDK call once and evaluates to `(output, secrets)`: the client and this
+/// call's credential record come from `$aws.client()`, `$build` makes the call from
+/// `$client`, and a failure returns from the enclosing function as
+/// [`BedrockClient::failure`] reads it (`secrets` are what must not appear in errors
+/// later read from the output, e.g. a stream's exceptions). A macro because the SDK's
+/// send bound (`CustomizableSend`) cannot be named outside it.
+macro_rules! send_once {
+    ($aws:expr, |$client:ident| $build:expr) => {{
+        let ($client, credentials) = $aws.client().await?;
+        let secrets = $crate::aws::secrets_of(credentials.as_ref());
+        let mut call = $build.customize();
+        if let Some(config) = $crate::aws::call_config(credentials) {
+            call = call.config_override(config);
+        }
+        match call.send().await {
+            Ok(output) => (output, secrets),
+            Err(e) => return Err($aws.failure(&e, &secrets)),
+        }
+    }};
+}
+pub(crate) use send_once;

@@ -9,7 +9,7 @@ use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
 use tollgate::wire::{decode_events, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
-use crate::aws::{BedrockClient, call_config, classify, events, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
 use crate::converse_codec::{self, ConverseStreamDecoder};
 use crate::embeddings::BedrockEmbeddings;
 
@@ -101,25 +101,15 @@ impl ConverseChat {
 impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let encoded = converse_codec::encode(request, self.max_tokens())?;
-        let (client, credentials) = self.aws.client().await?;
-        let secrets = secrets_of(credentials.as_ref());
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
-        let mut call = client
+        let (output, _) = send_once!(self.aws, |client| client
             .converse()
             .model_id(&self.aws.model().name)
             .set_messages(Some(encoded.messages))
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output)
-            .customize();
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call
-            .send()
-            .await
-            .map_err(|e| self.aws.failure(&e, &secrets))?;
+            .set_output_config(encoded.output));
         let message = output.output().and_then(|o| o.as_message().ok());
         converse_codec::decode(
             &self.aws.model().name,
@@ -135,25 +125,15 @@ impl ChatTransport for ConverseChat {
         _signals: &Signals,
     ) -> Result<ResponseStream> {
         let encoded = converse_codec::encode(request, self.max_tokens())?;
-        let (client, credentials) = self.aws.client().await?;
-        let secrets = secrets_of(credentials.as_ref());
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: streaming");
-        let mut call = client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .converse_stream()
             .model_id(&self.aws.model().name)
             .set_messages(Some(encoded.messages))
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output)
-            .customize();
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call
-            .send()
-            .await
-            .map_err(|e| self.aws.failure(&e, &secrets))?;
+            .set_output_config(encoded.output));
         let stream = events(output.stream, move |e| stream_error(e, &secrets));
         Ok(decode_events(
             stream,
