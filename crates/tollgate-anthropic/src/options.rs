@@ -38,13 +38,7 @@ impl AnthropicOptions {
                 )?
                 .unwrap_or_default(),
             top_k: options.whole("top_k", 1)?,
-            tool_choice: options
-                .parse(
-                    "tool_choice",
-                    "`auto`, `any`, `none` or `tool:NAME`",
-                    ToolChoice::parse,
-                )?
-                .unwrap_or(ToolChoice::Auto),
+            tool_choice: options.tool_choice("tool_choice", "any")?,
         })
     }
 }

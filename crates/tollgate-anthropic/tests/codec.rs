@@ -117,7 +117,7 @@ fn tools_and_tool_choice_are_encoded() {
     .unwrap();
     for (choice, wire) in [
         (ToolChoice::Auto, None),
-        (ToolChoice::Any, Some(json!({"type": "any"}))),
+        (ToolChoice::Required, Some(json!({"type": "any"}))),
         (ToolChoice::None, Some(json!({"type": "none"}))),
         (
             ToolChoice::Tool("lookup".into()),
@@ -140,10 +140,10 @@ fn tools_and_tool_choice_are_encoded() {
         assert_eq!(body.get("tool_choice").cloned(), wire);
     }
     assert_eq!(
-        ToolChoice::parse("tool:lookup"),
+        ToolChoice::parse("tool:lookup", "any"),
         Some(ToolChoice::Tool("lookup".into()))
     );
-    assert_eq!(ToolChoice::parse("tool:"), None);
+    assert_eq!(ToolChoice::parse("tool:", "any"), None);
 }
 
 #[test]

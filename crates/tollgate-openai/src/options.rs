@@ -149,13 +149,7 @@ impl OpenAiOptions {
             base_url,
             organization: options.text("organization", id, header_safe)?,
             project: options.text("project", id, header_safe)?,
-            tool_choice: options
-                .parse(
-                    "tool_choice",
-                    "`auto`, `required`, `none` or `tool:NAME`",
-                    ToolChoice::parse,
-                )?
-                .unwrap_or(ToolChoice::Auto),
+            tool_choice: options.tool_choice("tool_choice", "required")?,
             embedding_batch: options
                 .whole("embedding_batch", 1)?
                 .map_or(DEFAULT_EMBEDDING_BATCH, |n| {

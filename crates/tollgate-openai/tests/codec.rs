@@ -229,15 +229,24 @@ fn the_output_limit_field_and_stream_usage_follow_the_quirks() {
 
 #[test]
 fn tool_choices_parse_and_encode() {
-    assert_eq!(ToolChoice::parse("required"), Some(ToolChoice::Required));
-    assert_eq!(ToolChoice::parse("none"), Some(ToolChoice::None));
-    assert_eq!(ToolChoice::parse("auto"), Some(ToolChoice::Auto));
     assert_eq!(
-        ToolChoice::parse("tool:x"),
+        ToolChoice::parse("required", "required"),
+        Some(ToolChoice::Required)
+    );
+    assert_eq!(
+        ToolChoice::parse("none", "required"),
+        Some(ToolChoice::None)
+    );
+    assert_eq!(
+        ToolChoice::parse("auto", "required"),
+        Some(ToolChoice::Auto)
+    );
+    assert_eq!(
+        ToolChoice::parse("tool:x", "required"),
         Some(ToolChoice::Tool("x".into()))
     );
-    assert_eq!(ToolChoice::parse("tool:"), None);
-    assert_eq!(ToolChoice::parse("any"), None);
+    assert_eq!(ToolChoice::parse("tool:", "required"), None);
+    assert_eq!(ToolChoice::parse("any", "required"), None);
 }
 
 #[test]

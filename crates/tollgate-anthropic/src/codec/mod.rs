@@ -35,6 +35,8 @@ mod response;
 mod stream;
 
 pub use errors::{read_error, read_stream_error};
-pub use request::{EncodeOptions, ToolChoice, encode_request};
+pub use request::{EncodeOptions, encode_request};
 pub use response::{decode_response, stop_reason};
 pub use stream::StreamDecoder;
+/// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
+pub use tollgate::wire::ToolChoice;

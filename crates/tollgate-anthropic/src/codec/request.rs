@@ -2,43 +2,16 @@
 
 use super::{MAX_CACHE_MARKS, MAX_TEMPERATURE};
 use serde_json::{Map, Value, json};
+use tollgate::wire::ToolChoice;
 use tollgate::{Block, CacheMark, Error, ImageSource, LlmRequest, Result, Role};
 
-/// `tool_choice`: how the model may use the request's tools.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ToolChoice {
-    /// The model decides (Anthropic's default; nothing is sent).
-    #[default]
-    Auto,
-    /// The model must use some tool.
-    Any,
-    /// The model must not use tools.
-    None,
-    /// The model must use this tool.
-    Tool(String),
-}
-
-impl ToolChoice {
-    /// Parses the catalog spelling: `auto`, `any`, `none` or `tool:NAME`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "auto" => Some(ToolChoice::Auto),
-            "any" => Some(ToolChoice::Any),
-            "none" => Some(ToolChoice::None),
-            _ => text
-                .strip_prefix("tool:")
-                .filter(|name| !name.is_empty())
-                .map(|name| ToolChoice::Tool(name.to_owned())),
-        }
-    }
-
-    fn to_json(&self) -> Option<Value> {
-        match self {
-            ToolChoice::Auto => None,
-            ToolChoice::Any => Some(json!({"type": "any"})),
-            ToolChoice::None => Some(json!({"type": "none"})),
-            ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
-        }
+/// The wire form of `tool_choice`; `None` for the default (nothing sent).
+fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!({"type": "any"})),
+        ToolChoice::None => Some(json!({"type": "none"})),
+        ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
     }
 }
 
@@ -128,7 +101,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = options.tool_choice.to_json() {
+        if let Some(choice) = tool_choice_json(&options.tool_choice) {
             body.insert("tool_choice".into(), choice);
         }
     }

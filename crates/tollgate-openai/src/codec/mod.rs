@@ -39,8 +39,10 @@ mod stream;
 pub use decision::{decode_decision, encode_decision};
 pub use embeddings::{decode_embeddings, encode_embeddings};
 pub use errors::{read_error, read_stream_error};
-pub use request::{EncodeOptions, ToolChoice, encode_request};
+pub use request::{EncodeOptions, encode_request};
 pub use response::{WireUsage, decode_response, stop_reason};
 pub use stream::StreamDecoder;
 /// Reads `x-ratelimit-reset-*` values such as `6m0s` (the kit's parser).
 pub use tollgate::http::parse_go_duration;
+/// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
+pub use tollgate::wire::ToolChoice;

@@ -1,45 +1,18 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
+use tollgate::wire::ToolChoice;
 use tollgate::{Block, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::options::OutputLimitField;
 
-/// `tool_choice`: how the model may use the request's tools.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ToolChoice {
-    /// The model decides (OpenAI's default with tools; nothing is sent).
-    #[default]
-    Auto,
-    /// The model must call some tool (`required`).
-    Required,
-    /// The model must not call tools.
-    None,
-    /// The model must call this function.
-    Tool(String),
-}
-
-impl ToolChoice {
-    /// Parses the catalog spelling: `auto`, `required`, `none` or `tool:NAME`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "auto" => Some(ToolChoice::Auto),
-            "required" => Some(ToolChoice::Required),
-            "none" => Some(ToolChoice::None),
-            _ => text
-                .strip_prefix("tool:")
-                .filter(|name| !name.is_empty())
-                .map(|name| ToolChoice::Tool(name.to_owned())),
-        }
-    }
-
-    fn to_json(&self) -> Option<Value> {
-        match self {
-            ToolChoice::Auto => None,
-            ToolChoice::Required => Some(json!("required")),
-            ToolChoice::None => Some(json!("none")),
-            ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
-        }
+/// The wire form of `tool_choice`; `None` for the default (nothing sent).
+fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!("required")),
+        ToolChoice::None => Some(json!("none")),
+        ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
     }
 }
 
@@ -125,7 +98,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = options.tool_choice.to_json() {
+        if let Some(choice) = tool_choice_json(&options.tool_choice) {
             body.insert("tool_choice".into(), choice);
         }
     }

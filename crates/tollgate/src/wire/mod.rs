@@ -13,5 +13,5 @@ mod redact;
 
 pub use error::WireError;
 pub use events::{EventDecoder, decode_events};
-pub use options::ModelOptions;
+pub use options::{ModelOptions, ToolChoice};
 pub use redact::{REDACTED, redact};

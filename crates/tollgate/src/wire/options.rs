@@ -130,6 +130,18 @@ impl<'m> ModelOptions<'m> {
         }
     }
 
+    /// A [`ToolChoice`] (default [`ToolChoice::Auto`]); `required` is the provider's word
+    /// for "some tool".
+    pub fn tool_choice(&self, name: &str, required: &str) -> Result<ToolChoice> {
+        Ok(self
+            .parse(
+                name,
+                &format!("`auto`, `{required}`, `none` or `tool:NAME`"),
+                |v| ToolChoice::parse(v, required),
+            )?
+            .unwrap_or_default())
+    }
+
     /// `true` or `false`.
     pub fn flag(&self, name: &str) -> Result<Option<bool>> {
         match self.model.options.get(name) {
@@ -138,6 +150,37 @@ impl<'m> ModelOptions<'m> {
                 .as_bool()
                 .map(Some)
                 .ok_or_else(|| self.error(name, "must be true or false")),
+        }
+    }
+}
+
+/// `tool_choice`: how the model may use the request's tools. A catalog option read by
+/// [`ModelOptions::tool_choice`]; each codec writes it in its own wire form.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model decides (the providers' default with tools; nothing is sent).
+    #[default]
+    Auto,
+    /// The model must use some tool (Anthropic's `any`, OpenAI's `required`).
+    Required,
+    /// The model must not use tools.
+    None,
+    /// The model must use this tool.
+    Tool(String),
+}
+
+impl ToolChoice {
+    /// Parses the catalog spelling: `auto`, `none`, `tool:NAME`, or `required`, the
+    /// provider's own word for "some tool" (`any` for Anthropic, `required` for OpenAI).
+    pub fn parse(text: &str, required: &str) -> Option<Self> {
+        match text {
+            "auto" => Some(ToolChoice::Auto),
+            "none" => Some(ToolChoice::None),
+            _ if text == required => Some(ToolChoice::Required),
+            _ => text
+                .strip_prefix("tool:")
+                .filter(|name| !name.is_empty())
+                .map(|name| ToolChoice::Tool(name.to_owned())),
         }
     }
 }
@@ -176,5 +219,17 @@ mod tests {
         assert!(o.flag("f").is_err());
         assert!(o.list("l", "names", |_| true).is_err());
         assert_eq!(o.url("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn tool_choice_spellings() {
+        assert_eq!(ToolChoice::parse("any", "any"), Some(ToolChoice::Required));
+        assert_eq!(ToolChoice::parse("any", "required"), None);
+        assert_eq!(
+            ToolChoice::parse("tool:x", "any"),
+            Some(ToolChoice::Tool("x".into()))
+        );
+        assert_eq!(ToolChoice::parse("tool:", "any"), None);
+        assert_eq!(ToolChoice::parse("none", "any"), Some(ToolChoice::None));
     }
 }
