@@ -17,17 +17,17 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
-//! 1. [`AnthropicProvider::build`] (once per `Models`, on first use) makes one HTTP
-//!    client with the context's connect timeout, no proxy from the environment and no
-//!    retries of its own, and keeps each model's credential *reference*;
+//! 1. [`AnthropicProvider::build`](tollgate::provider::ClientProvider::build) (once per
+//!    `Models`, on first use) makes the kit's [`tollgate::http::HttpClient`];
 //! 2. each call, the transport encodes the request ([`codec::encode_request`]; more than
-//!    four cache marks fail here, before anything is sent), fetches the API key from the
-//!    credential store, and sends once;
-//! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
-//!    (`anthropic-ratelimit-*-remaining`, `x-should-retry`); an error answer becomes a
-//!    typed error ([`codec::classify_error`], with `retry-after`);
-//! 4. a body is decoded by [`codec::decode_response`], a stream by
-//!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
+//!    four cache marks fail here, before anything is sent) and the kit's endpoint sends it
+//!    once with the key from the credential store (`x-api-key`, `anthropic-version`,
+//!    `anthropic-beta`);
+//! 3. the kit passes the answer's headers to the pipeline as
+//!    [`tollgate::pipeline::Signals`] (`anthropic-ratelimit-*`, `x-should-retry`); an
+//!    error answer is read by [`codec::read_error`] and judged by the core's one verdict;
+//! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
+//!    [`codec::StreamDecoder`].
 //!
 //! The codec is public so that `tollgate-bedrock` can reuse it for Claude on Bedrock.
 

@@ -855,3 +855,24 @@ async fn the_api_key_never_appears_in_an_error_a_debug_dump_or_a_log_line() {
         assert!(!text.contains(API_KEY), "the key leaked into: {text}");
     }
 }
+
+/// Regression: an empty stored key was "redacted" by replacing `""`, which put
+/// `[redacted]` between every character of every error message.
+#[tokio::test]
+async fn empty_stored_key_redacts_nothing() {
+    let s = setup().await;
+    s.store.insert(KEY_ID, "");
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(401).set_body_json(json!({"type": "error", "error": {
+            "type": "authentication_error", "message": "invalid x-api-key"}})),
+        )
+        .mount(&s.server)
+        .await;
+    let err = single(&s.models, &ask()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::ProviderRequest(e)
+            if e.status == 401 && e.message == "authentication_error: invalid x-api-key"),
+        "{err:?}"
+    );
+}

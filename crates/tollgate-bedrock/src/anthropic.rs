@@ -3,22 +3,21 @@
 //! bedrock-2023-05-31`, no `model`: Bedrock names the model in the URL), decoded by the
 //! same codec, stream chunks included.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::ResponseStream as BedrockEvents;
 use aws_sdk_bedrockruntime::types::error::ResponseStreamError;
 use aws_smithy_types::event_stream::RawMessage;
+use futures::StreamExt;
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
-use tollgate::{
-    Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result, StreamEvent,
-};
+use tollgate::wire::{decode_events, redact};
+use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
 
-use crate::aws::{BedrockClient, call_config, classify, redact, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
 
 /// The `anthropic_version` Bedrock's Claude models take in the body.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
@@ -55,12 +54,7 @@ struct Clients {
 impl ProviderClients for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(AnthropicBedrockChat {
-            aws: BedrockClient::new(
-                model,
-                KEY,
-                self.context.credential_ref(model),
-                self.context.connect_timeout(),
-            )?,
+            aws: BedrockClient::new(model, &self.context)?,
         }))
     }
 }
@@ -109,7 +103,7 @@ fn stream_error(
 ) -> Error {
     use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
     let Some(service) = error.as_service_error() else {
-        return sdk_error(KEY, error, std::time::Duration::ZERO, None, secrets);
+        return sdk_error(error, std::time::Duration::ZERO, None, secrets);
     };
     let code = match service {
         ResponseStreamError::ThrottlingException(_) => "ThrottlingException",
@@ -121,30 +115,20 @@ fn stream_error(
         _ => service.code().unwrap_or(""),
     };
     let message = service.message().map(|m| redact(m, secrets));
-    classify(KEY, Some(code), message.as_deref(), None)
+    classify(Some(code), message.as_deref(), None)
 }
 
 #[tollgate::async_trait]
 impl ChatTransport for AnthropicBedrockChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let body = self.body(request)?;
-        let (client, credentials) = self.aws.client().await?;
         tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking");
-        let mut call = client
+        let (output, _) = send_once!(self.aws, |client| client
             .invoke_model()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
-            .body(body)
-            .customize();
-        let secrets = secrets_of(credentials.as_ref());
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+            .body(body));
         codec::decode_response(output.body().as_ref())
     }
 
@@ -154,69 +138,25 @@ impl ChatTransport for AnthropicBedrockChat {
         _signals: &Signals,
     ) -> Result<ResponseStream> {
         let body = self.body(request)?;
-        let (client, credentials) = self.aws.client().await?;
         tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking, streamed");
-        let mut call = client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .invoke_model_with_response_stream()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
-            .body(body)
-            .customize();
-        let secrets = secrets_of(credentials.as_ref());
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
-        })?;
-        let state = StreamState {
-            events: output.body,
-            decoder: StreamDecoder::new(),
-            ready: VecDeque::new(),
-            done: false,
-        };
-        let stream = futures::stream::unfold(state, move |mut s| {
-            let secrets = secrets.clone();
-            async move {
-                loop {
-                    if let Some(event) = s.ready.pop_front() {
-                        return Some((Ok(event), s));
-                    }
-                    if s.done {
-                        return None;
-                    }
-                    let failure = match s.events.recv().await {
-                        Ok(Some(BedrockEvents::Chunk(part))) => {
-                            let data = part
-                                .bytes()
-                                .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
-                                .unwrap_or_default();
-                            match s.decoder.event(&data) {
-                                Ok(events) => {
-                                    s.ready.extend(events);
-                                    if s.decoder.is_finished() {
-                                        s.done = true;
-                                    }
-                                    continue;
-                                }
-                                Err(e) => e,
-                            }
-                        }
-                        // An event kind this SDK does not know: skipped.
-                        Ok(Some(_)) => continue,
-                        Err(e) => stream_error(&e, &secrets),
-                        // Cut before `message_stop`: no answer, as a bad gateway (retried
-                        // when nothing reached the reader yet).
-                        Ok(None) => ProviderError::server(502).into(),
-                    };
-                    s.done = true;
-                    return Some((Err(failure), s));
-                }
-            }
+            .body(body));
+        let chunks = events(output.body, move |e| stream_error(e, &secrets)).filter_map(|event| {
+            futures::future::ready(match event {
+                Ok(BedrockEvents::Chunk(part)) => Some(Ok(part
+                    .bytes()
+                    .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
+                    .unwrap_or_default())),
+                // An event kind this SDK does not know: skipped.
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            })
         });
-        Ok(ResponseStream::new(stream))
+        Ok(decode_events(chunks, StreamDecoder::new()))
     }
 
     /// As Anthropic direct: output actually produced counts against output TPM, cache
@@ -227,14 +167,4 @@ impl ChatTransport for AnthropicBedrockChat {
             cache_reads: CacheReadAccounting::NotCounted,
         }
     }
-}
-
-struct StreamState {
-    events: aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
-        BedrockEvents,
-        ResponseStreamError,
-    >,
-    decoder: StreamDecoder,
-    ready: VecDeque<StreamEvent>,
-    done: bool,
 }

@@ -6,18 +6,23 @@ use std::time::Duration;
 
 use aws_credential_types::Credentials;
 use aws_sdk_bedrockruntime::Client;
+use aws_sdk_bedrockruntime::config::http::HttpResponse;
 use aws_sdk_bedrockruntime::config::{
     BehaviorVersion, IdentityCache, Region, SharedCredentialsProvider,
     StalledStreamProtectionConfig,
 };
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver;
+use aws_smithy_types::event_stream::RawMessage;
 use aws_smithy_types::retry::RetryConfig;
 use aws_smithy_types::timeout::TimeoutConfig;
+use futures::Stream;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
-use tollgate::provider::CredentialRef;
-use tollgate::{Error, ModelEntry, ProviderError, ProviderRequestError, Result};
+use tollgate::provider::{CredentialRef, ProviderContext};
+use tollgate::wire::{ModelOptions, WireError, redact};
+use tollgate::{Error, ModelEntry, ProviderError, Result};
 
 /// A Bedrock model's `[models.ID.options]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,47 +45,13 @@ pub(crate) fn option_error(model: &ModelEntry, field: &str, reason: impl Into<St
 
 impl BedrockOptions {
     /// Reads `model.options`; an unknown key or a value of the wrong kind is an error.
-    pub(crate) fn from_model(model: &ModelEntry, provider: &str) -> Result<Self> {
-        let options = &model.options;
-        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(option_error(
-                model,
-                unknown,
-                format!("is not a {provider} option; known: {}", KNOWN.join(", ")),
-            ));
-        }
-        let region = match options.get("region") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|r| {
-                        !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    })
-                    .ok_or_else(|| {
-                        option_error(model, "region", "must be an AWS region, e.g. `us-east-1`")
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let endpoint_url = match options.get("endpoint_url") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-                    .ok_or_else(|| {
-                        option_error(
-                            model,
-                            "endpoint_url",
-                            "must be an http:// or https:// address",
-                        )
-                    })?
-                    .trim_end_matches('/')
-                    .to_owned(),
-            ),
-        };
+    pub(crate) fn from_model(model: &ModelEntry) -> Result<Self> {
+        let options = ModelOptions::new(model, KNOWN)?;
         Ok(BedrockOptions {
-            region,
-            endpoint_url,
+            region: options.text("region", "an AWS region, e.g. `us-east-1`", |r| {
+                !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            })?,
+            endpoint_url: options.url("endpoint_url")?,
         })
     }
 }
@@ -140,19 +111,24 @@ pub(crate) struct BedrockClient {
 }
 
 impl BedrockClient {
-    pub(crate) fn new(
-        model: &ModelEntry,
-        provider: &str,
-        credential: Option<CredentialRef>,
-        connect_timeout: Duration,
-    ) -> Result<Self> {
+    pub(crate) fn new(model: &ModelEntry, context: &ProviderContext) -> Result<Self> {
         Ok(BedrockClient {
             model: model.clone(),
-            options: BedrockOptions::from_model(model, provider)?,
-            credential,
-            connect_timeout,
+            options: BedrockOptions::from_model(model)?,
+            credential: context.credential_ref(model),
+            connect_timeout: context.connect_timeout(),
             client: OnceCell::new(),
         })
+    }
+
+    /// The error a failed call means, with the HTTP status of its raw answer, if any.
+    pub(crate) fn failure<E: ProvideErrorMetadata>(
+        &self,
+        error: &SdkError<E, HttpResponse>,
+        secrets: &[String],
+    ) -> Error {
+        let status = error.raw_response().map(|r| r.status().as_u16());
+        sdk_error(error, self.connect_timeout, status, secrets)
     }
 
     pub(crate) fn model(&self) -> &ModelEntry {
@@ -215,14 +191,6 @@ impl BedrockClient {
     }
 }
 
-/// `text` with every non-empty secret replaced by `[redacted]`.
-pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .filter(|s| !s.is_empty())
-        .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
-}
-
 /// The secret parts of `credentials`, to cut out of error messages.
 pub(crate) fn secrets_of(credentials: Option<&Credentials>) -> Vec<String> {
     credentials
@@ -244,69 +212,56 @@ pub(crate) fn call_config(
     })
 }
 
-/// Maps a Bedrock exception, by its modeled name (`code`), to tollgate's error type.
+/// Reads a Bedrock exception, by its modeled name (`code`), into a [`WireError`]: the
+/// status it stands for and what only its name says; the core's verdict decides.
 ///
-/// | exception | error |
-/// |---|---|
-/// | ThrottlingException | `ProviderError::RateLimited` |
-/// | ServiceUnavailableException, ModelNotReadyException | `ProviderError::Overloaded` |
-/// | InternalServerException, ModelStreamErrorException | `ProviderError::Server { 500 }` |
-/// | ModelTimeoutException | `ProviderError::Timeout` |
-/// | ServiceQuotaExceededException | `Error::QuotaExhausted` |
-/// | AccessDeniedException about payment or a Marketplace subscription | `Error::QuotaExhausted` |
-/// | ValidationException, AccessDeniedException, ResourceNotFoundException, ModelErrorException | `ProviderRequestError` |
+/// | exception | wire | error |
+/// |---|---|---|
+/// | ThrottlingException | 429 | `ProviderError::RateLimited` |
+/// | ServiceUnavailableException, ModelNotReadyException | the wire's status (503), `overloaded` | `ProviderError::Overloaded` |
+/// | InternalServerException, ModelStreamErrorException | 500 | `ProviderError::Server { 500 }` |
+/// | ModelTimeoutException | 408 | `ProviderError::Timeout` |
+/// | ServiceQuotaExceededException | `quota` | `Error::QuotaExhausted` |
+/// | AccessDeniedException about payment or a Marketplace subscription | `quota` | `Error::QuotaExhausted` |
+/// | ValidationException, AccessDeniedException, ResourceNotFoundException, ModelErrorException | 400, 403, 404, 424 | `ProviderRequestError` |
 ///
-/// An unknown code falls back on the HTTP status when there is one (429, 5xx), else it
-/// is a `ProviderRequestError`.
-pub(crate) fn classify(
-    provider: &str,
+/// An unknown code keeps the HTTP status when there is one, else it is a 500.
+pub(crate) fn read_exception(
     code: Option<&str>,
     message: Option<&str>,
     status: Option<u16>,
-) -> Error {
+) -> WireError {
     let code = code.unwrap_or("");
     let message = message.unwrap_or("");
-    let text = if code.is_empty() {
-        message.to_owned()
-    } else {
-        format!("{code}: {message}")
+    let payment =
+        message.contains("INVALID_PAYMENT_INSTRUMENT") || message.contains("AWS Marketplace");
+    let (status, overloaded, quota) = match code {
+        "ThrottlingException" => (429, false, false),
+        "ServiceUnavailableException" | "ModelNotReadyException" => {
+            (status.unwrap_or(503), true, false)
+        }
+        "InternalServerException" | "ModelStreamErrorException" => (500, false, false),
+        "ModelTimeoutException" => (408, false, false),
+        "ServiceQuotaExceededException" => (status.unwrap_or(400), false, true),
+        "AccessDeniedException" => (403, false, payment),
+        "ValidationException" => (400, false, false),
+        "ResourceNotFoundException" => (404, false, false),
+        "ModelErrorException" => (424, false, false),
+        _ => (status.unwrap_or(500), false, false),
     };
-    match code {
-        "ThrottlingException" => ProviderError::RateLimited { retry_after: None }.into(),
-        // Overloaded, with the status the wire said (503 for ServiceUnavailable).
-        "ServiceUnavailableException" | "ModelNotReadyException" => ProviderError::Overloaded {
-            status: status.unwrap_or(503),
-            retry_after: None,
-        }
-        .into(),
-        "InternalServerException" | "ModelStreamErrorException" => {
-            ProviderError::server(500).into()
-        }
-        "ModelTimeoutException" => ProviderError::Timeout { after: None }.into(),
-        "ServiceQuotaExceededException" => Error::QuotaExhausted {
-            provider: provider.into(),
-            message: text,
-        },
-        "AccessDeniedException"
-            if message.contains("INVALID_PAYMENT_INSTRUMENT")
-                || message.contains("AWS Marketplace") =>
-        {
-            Error::QuotaExhausted {
-                provider: provider.into(),
-                message: text,
-            }
-        }
-        "ValidationException" => ProviderRequestError::new(400, text).into(),
-        "AccessDeniedException" => ProviderRequestError::new(403, text).into(),
-        "ResourceNotFoundException" => ProviderRequestError::new(404, text).into(),
-        "ModelErrorException" => ProviderRequestError::new(424, text).into(),
-        _ => match status {
-            Some(429) => ProviderError::RateLimited { retry_after: None }.into(),
-            Some(s @ 500..=599) => ProviderError::server(s).into(),
-            Some(s) => ProviderRequestError::new(s, text).into(),
-            None => ProviderError::server(500).into(),
-        },
+    WireError {
+        status,
+        kind: code.to_owned(),
+        message: message.to_owned(),
+        overloaded,
+        quota,
+        ..WireError::default()
     }
+}
+
+/// The error a Bedrock exception means: [`read_exception`] and the core's verdict.
+pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option<u16>) -> Error {
+    read_exception(code, message, status).verdict()
 }
 
 /// Maps an SDK failure: a service exception by [`classify`]; no answer in time as a
@@ -316,7 +271,6 @@ pub(crate) fn classify(
 /// `secrets` (the call's secret key and session token) are cut out of any message the
 /// server sent back, so an echo never carries them into an error.
 pub(crate) fn sdk_error<E, R>(
-    provider: &str,
     error: &SdkError<E, R>,
     connect_timeout: Duration,
     status: Option<u16>,
@@ -329,7 +283,7 @@ where
         SdkError::ServiceError(service) => {
             let e = service.err();
             let message = e.message().map(|m| redact(m, secrets));
-            classify(provider, e.code(), message.as_deref(), status)
+            classify(e.code(), message.as_deref(), status)
         }
         SdkError::TimeoutError(_) => ProviderError::Timeout { after: None }.into(),
         SdkError::DispatchFailure(failure) if failure.is_timeout() => ProviderError::Timeout {
@@ -344,8 +298,52 @@ where
     }
 }
 
-impl BedrockClient {
-    pub(crate) fn connect_timeout(&self) -> Duration {
-        self.connect_timeout
-    }
+/// An SDK event stream as a stream of events; a failure mid-stream is read by `error`.
+pub(crate) fn events<T, E>(
+    receiver: EventReceiver<T, E>,
+    error: impl Fn(&SdkError<E, RawMessage>) -> Error + Send + 'static,
+) -> impl Stream<Item = Result<T>> + Send + 'static
+where
+    T: Send + 'static,
+    E: Send + 'static,
+    EventReceiver<T, E>: Send,
+{
+    futures::stream::unfold(
+        (receiver, error, false),
+        |(mut receiver, error, failed)| async move {
+            if failed {
+                return None;
+            }
+            match receiver.recv().await {
+                Ok(Some(event)) => Some((Ok(event), (receiver, error, false))),
+                Ok(None) => None,
+                Err(e) => {
+                    let e = error(&e);
+                    Some((Err(e), (receiver, error, true)))
+                }
+            }
+        },
+    )
 }
+
+/// Sends one SDK call once and evaluates to `(output, secrets)`: the client and this
+/// call's credential record come from `$aws.client()`, `$build` makes the call from
+/// `$client`, and a failure returns from the enclosing function as
+/// [`BedrockClient::failure`] reads it (`secrets` are what must not appear in errors
+/// later read from the output, e.g. a stream's exceptions). A macro because the SDK's
+/// send bound (`CustomizableSend`) cannot be named outside it.
+macro_rules! send_once {
+    ($aws:expr, |$client:ident| $build:expr) => {{
+        let ($client, credentials) = $aws.client().await?;
+        let secrets = $crate::aws::secrets_of(credentials.as_ref());
+        let mut call = $build.customize();
+        if let Some(config) = $crate::aws::call_config(credentials) {
+            call = call.config_override(config);
+        }
+        match call.send().await {
+            Ok(output) => (output, secrets),
+            Err(e) => return Err($aws.failure(&e, &secrets)),
+        }
+    }};
+}
+pub(crate) use send_once;

@@ -1,18 +1,15 @@
 //! `bedrock-converse`: Converse and ConverseStream through the SDK.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use aws_sdk_bedrockruntime::types::ConverseStreamOutput;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_types::event_stream::RawMessage;
 use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
 use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
-use tollgate::{
-    Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result, StreamEvent,
-};
+use tollgate::wire::{decode_events, redact};
+use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
-use crate::aws::{BedrockClient, call_config, classify, redact, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
 use crate::converse_codec::{self, ConverseStreamDecoder};
 use crate::embeddings::BedrockEmbeddings;
 
@@ -51,21 +48,14 @@ struct Clients {
 impl ProviderClients for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(ConverseChat {
-            aws: BedrockClient::new(
-                model,
-                KEY,
-                self.context.credential_ref(model),
-                self.context.connect_timeout(),
-            )?,
+            aws: BedrockClient::new(model, &self.context)?,
         }))
     }
 
     fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
         Ok(Arc::new(BedrockEmbeddings::new(BedrockClient::new(
             model,
-            KEY,
-            self.context.credential_ref(model),
-            self.context.connect_timeout(),
+            &self.context,
         )?)?))
     }
 }
@@ -84,7 +74,7 @@ fn stream_error(
 ) -> Error {
     use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
     let Some(service) = error.as_service_error() else {
-        return sdk_error(KEY, error, std::time::Duration::ZERO, None, secrets);
+        return sdk_error(error, std::time::Duration::ZERO, None, secrets);
     };
     let code = match service {
         ConverseStreamOutputError::ThrottlingException(_) => "ThrottlingException",
@@ -95,7 +85,7 @@ fn stream_error(
         _ => service.code().unwrap_or(""),
     };
     let message = service.message().map(|m| redact(m, secrets));
-    classify(KEY, Some(code), message.as_deref(), None)
+    classify(Some(code), message.as_deref(), None)
 }
 
 impl ConverseChat {
@@ -111,25 +101,15 @@ impl ConverseChat {
 impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let encoded = converse_codec::encode(request, self.max_tokens())?;
-        let (client, credentials) = self.aws.client().await?;
-        let secrets = secrets_of(credentials.as_ref());
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
-        let mut call = client
+        let (output, _) = send_once!(self.aws, |client| client
             .converse()
             .model_id(&self.aws.model().name)
             .set_messages(Some(encoded.messages))
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output)
-            .customize();
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
-        })?;
+            .set_output_config(encoded.output));
         let message = output.output().and_then(|o| o.as_message().ok());
         converse_codec::decode(
             &self.aws.model().name,
@@ -145,72 +125,19 @@ impl ChatTransport for ConverseChat {
         _signals: &Signals,
     ) -> Result<ResponseStream> {
         let encoded = converse_codec::encode(request, self.max_tokens())?;
-        let (client, credentials) = self.aws.client().await?;
-        let secrets = secrets_of(credentials.as_ref());
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: streaming");
-        let mut call = client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .converse_stream()
             .model_id(&self.aws.model().name)
             .set_messages(Some(encoded.messages))
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output)
-            .customize();
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(KEY, &e, self.aws.connect_timeout(), status, &secrets)
-        })?;
-        let state = StreamState {
-            events: output.stream,
-            decoder: ConverseStreamDecoder::new(&self.aws.model().name),
-            ready: VecDeque::new(),
-            done: false,
-        };
-        let stream = futures::stream::unfold(state, move |mut s| {
-            let secrets = secrets.clone();
-            async move {
-                loop {
-                    if let Some(event) = s.ready.pop_front() {
-                        return Some((Ok(event), s));
-                    }
-                    if s.done {
-                        return None;
-                    }
-                    let failure = match s.events.recv().await {
-                        Ok(Some(event)) => match s.decoder.event(&event) {
-                            Ok(events) => {
-                                s.ready.extend(events);
-                                if s.decoder.is_finished() {
-                                    s.done = true;
-                                }
-                                continue;
-                            }
-                            Err(e) => e,
-                        },
-                        Err(e) => stream_error(&e, &secrets),
-                        // Cut before `metadata`: no answer, as a bad gateway (retried
-                        // when nothing reached the reader yet).
-                        Ok(None) => ProviderError::server(502).into(),
-                    };
-                    s.done = true;
-                    return Some((Err(failure), s));
-                }
-            }
-        });
-        Ok(ResponseStream::new(stream))
+            .set_output_config(encoded.output));
+        let stream = events(output.stream, move |e| stream_error(e, &secrets));
+        Ok(decode_events(
+            stream,
+            ConverseStreamDecoder::new(&self.aws.model().name),
+        ))
     }
-}
-
-struct StreamState {
-    events: aws_sdk_bedrockruntime::primitives::event_stream::EventReceiver<
-        ConverseStreamOutput,
-        ConverseStreamOutputError,
-    >,
-    decoder: ConverseStreamDecoder,
-    ready: VecDeque<StreamEvent>,
-    done: bool,
 }

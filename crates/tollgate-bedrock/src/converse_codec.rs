@@ -15,6 +15,7 @@ use aws_sdk_bedrockruntime::types::{
 };
 use aws_smithy_types::{Document, Number};
 use serde_json::Value;
+use tollgate::wire::EventDecoder;
 use tollgate::{
     Block, CacheMark, Error, ImageSource, Json, LlmRequest, LlmResponse, ProviderRequestError,
     ResponseBody, Result, Role, StopReason, StreamEvent, Usage,
@@ -562,5 +563,15 @@ impl ConverseStreamDecoder {
             _ => {}
         }
         Ok(out)
+    }
+}
+
+impl EventDecoder<ConverseStreamOutput> for ConverseStreamDecoder {
+    fn event(&mut self, event: ConverseStreamOutput) -> Result<Vec<StreamEvent>> {
+        ConverseStreamDecoder::event(self, &event)
+    }
+
+    fn is_finished(&self) -> bool {
+        ConverseStreamDecoder::is_finished(self)
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
 use tollgate::{EmbeddingPurpose, Error, ProviderRequestError, Result, Usage};
 
-use crate::aws::{BedrockClient, call_config, sdk_error, secrets_of};
+use crate::aws::{BedrockClient, send_once};
 
 /// Cohere Embed's per-request maximum number of texts.
 const COHERE_BATCH: usize = 96;
@@ -55,28 +55,12 @@ impl BedrockEmbeddings {
     }
 
     async fn invoke(&self, body: &Value) -> Result<Vec<u8>> {
-        let (client, credentials) = self.aws.client().await?;
-        let secrets = secrets_of(credentials.as_ref());
-        let mut call = client
+        let (output, _) = send_once!(self.aws, |client| client
             .invoke_model()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
-            .body(Blob::new(body.to_string().into_bytes()))
-            .customize();
-        if let Some(config) = call_config(credentials) {
-            call = call.config_override(config);
-        }
-        let output = call.send().await.map_err(|e| {
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            sdk_error(
-                crate::BEDROCK_CONVERSE,
-                &e,
-                self.aws.connect_timeout(),
-                status,
-                &secrets,
-            )
-        })?;
+            .body(Blob::new(body.to_string().into_bytes())));
         Ok(output.body.into_inner())
     }
 }

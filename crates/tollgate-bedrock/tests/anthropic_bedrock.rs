@@ -414,3 +414,24 @@ async fn secrets_never_appear_in_errors_or_debug() {
     assert!(text.contains(CRED_ID), "{text}");
     assert!(!text.contains(SECRET_KEY), "{text}");
 }
+
+/// Regression: an error event inside a Claude-on-Bedrock stream is decoded by the
+/// Anthropic codec, which named `anthropic-direct` in the error it built.
+#[tokio::test]
+async fn anthropic_bedrock_error_event_names_anthropic_bedrock() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(event_stream(&[
+            chunk(&start()),
+            chunk(&json!({"type": "error", "error": {"type": "billing_error",
+                "message": "credit balance too low"}})),
+        ]))
+        .mount(&s.server)
+        .await;
+    let (events, error) = stream_all(&s.models, MODEL).await;
+    assert!(events.is_empty(), "{events:?}");
+    assert!(
+        matches!(&error, Some(Error::QuotaExhausted { provider, .. }) if provider == "anthropic-bedrock"),
+        "{error:?}"
+    );
+}

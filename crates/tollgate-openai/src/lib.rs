@@ -24,16 +24,15 @@
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
 //! 1. [`OpenAiProvider::build`](tollgate::provider::ClientProvider::build) (once per
-//!    `Models`) makes one HTTP client with the context's connect timeout, no proxy from
-//!    the environment and no retries of its own;
-//! 2. each call encodes the request ([`codec::encode_request`]), fetches the API key
-//!    from the credential store (when the model names one) and sends once;
-//! 3. the answer's headers go to the pipeline as [`tollgate::pipeline::Signals`]
-//!    (`x-ratelimit-remaining-*`, `x-ratelimit-reset-*` as Go durations,
-//!    `x-should-retry`); an error answer becomes a typed error
-//!    ([`codec::classify_error`], with `retry-after-ms` / `retry-after`);
-//! 4. a body is decoded by [`codec::decode_response`], a stream by
-//!    [`tollgate::sse::SseStream`] and [`codec::StreamDecoder`].
+//!    `Models`) makes the kit's [`tollgate::http::HttpClient`];
+//! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
+//!    sends it once, with the API key from the credential store when the model names one;
+//! 3. the kit passes the answer's headers to the pipeline as
+//!    [`tollgate::pipeline::Signals`] (`x-ratelimit-*`, resets as Go durations,
+//!    `x-should-retry`); an error answer is read by [`codec::read_error`] and judged by
+//!    the core's one verdict (with `retry-after-ms` / `retry-after`);
+//! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
+//!    [`codec::StreamDecoder`].
 //!
 //! What differs between the two keys (which output-limit field is sent, whether streams
 //! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in

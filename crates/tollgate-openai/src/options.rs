@@ -1,8 +1,8 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made, and the
 //! one place where `openai` and `openai-compatible` differ ([`Quirks`]).
 
-use tollgate::catalog::CatalogError;
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::wire::ModelOptions;
+use tollgate::{ModelEntry, Result};
 
 use crate::codec::ToolChoice;
 use crate::{COMPATIBLE_KEY, DEFAULT_BASE_URL, DEFAULT_EMBEDDING_BATCH};
@@ -106,14 +106,6 @@ const KNOWN: &[&str] = &[
     "logprobs",
 ];
 
-fn option_error(model: &ModelEntry, field: &str, reason: impl Into<String>) -> Error {
-    Error::Catalog(CatalogError::InvalidField {
-        model_id: model.id.clone(),
-        field: format!("options.{field}"),
-        reason: reason.into(),
-    })
-}
-
 fn header_safe(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic())
 }
@@ -122,103 +114,47 @@ impl OpenAiOptions {
     /// Reads `model.options`; an unknown key or a value of the wrong kind is an error,
     /// and so is an `openai-compatible` model without `base_url`.
     pub fn from_model(model: &ModelEntry) -> Result<Self> {
-        let options = &model.options;
+        let options = ModelOptions::new(model, KNOWN)?;
         let key = model.provider.as_str();
-        if let Some(unknown) = options.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(option_error(
-                model,
-                unknown,
-                format!("is not an {key} option; known: {}", KNOWN.join(", ")),
-            ));
-        }
-        let base_url = match options.get("base_url") {
+        let base_url = match options.url("base_url")? {
             None if key == COMPATIBLE_KEY => {
-                return Err(option_error(
-                    model,
+                return Err(options.error(
                     "base_url",
                     "is required for openai-compatible: the server's address, e.g. \"http://127.0.0.1:8000\" (without /v1)",
                 ));
             }
             None => DEFAULT_BASE_URL.to_owned(),
-            Some(v) => {
-                let url = v
-                    .as_str()
-                    .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-                    .ok_or_else(|| {
-                        option_error(model, "base_url", "must be an http:// or https:// address")
-                    })?;
-                let url = url.trim_end_matches('/');
-                url.strip_suffix("/v1").unwrap_or(url).to_owned()
-            }
+            Some(url) => url.strip_suffix("/v1").unwrap_or(&url).to_owned(),
         };
-        let text = |name: &str| -> Result<Option<String>> {
-            match options.get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_str()
-                    .filter(|s| header_safe(s))
-                    .map(|s| Some(s.to_owned()))
-                    .ok_or_else(|| {
-                        option_error(model, name, "must be a non-empty id without spaces")
-                    }),
-            }
-        };
-        let organization = text("organization")?;
-        let project = text("project")?;
-        let tool_choice = match options.get("tool_choice") {
-            None => ToolChoice::Auto,
-            Some(v) => v.as_str().and_then(ToolChoice::parse).ok_or_else(|| {
-                option_error(
-                    model,
-                    "tool_choice",
-                    "must be `auto`, `required`, `none` or `tool:NAME`",
-                )
-            })?,
-        };
-        let embedding_batch = match options.get("embedding_batch") {
-            None => DEFAULT_EMBEDDING_BATCH,
-            Some(v) => v
-                .as_integer()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| {
-                    option_error(
-                        model,
-                        "embedding_batch",
-                        "must be a whole number, 1 or more",
-                    )
-                })?,
-        };
+        let id = "a non-empty id without spaces";
         let mut quirks = Quirks::for_key(key);
-        if let Some(v) = options.get("output_limit_field") {
-            quirks.output_limit_field = match v.as_str() {
-                Some("max_completion_tokens") => OutputLimitField::MaxCompletionTokens,
-                Some("max_tokens") => OutputLimitField::MaxTokens,
-                _ => {
-                    return Err(option_error(
-                        model,
-                        "output_limit_field",
-                        "must be `max_completion_tokens` or `max_tokens`",
-                    ));
-                }
-            };
+        if let Some(field) = options.parse(
+            "output_limit_field",
+            "`max_completion_tokens` or `max_tokens`",
+            |v| match v {
+                "max_completion_tokens" => Some(OutputLimitField::MaxCompletionTokens),
+                "max_tokens" => Some(OutputLimitField::MaxTokens),
+                _ => None,
+            },
+        )? {
+            quirks.output_limit_field = field;
         }
-        for (name, slot) in [
-            ("stream_usage", &mut quirks.stream_usage),
-            ("logprobs", &mut quirks.logprobs),
-        ] {
-            if let Some(v) = options.get(name) {
-                *slot = v
-                    .as_bool()
-                    .ok_or_else(|| option_error(model, name, "must be true or false"))?;
-            }
+        if let Some(v) = options.flag("stream_usage")? {
+            quirks.stream_usage = v;
+        }
+        if let Some(v) = options.flag("logprobs")? {
+            quirks.logprobs = v;
         }
         Ok(OpenAiOptions {
             base_url,
-            organization,
-            project,
-            tool_choice,
-            embedding_batch,
+            organization: options.text("organization", id, header_safe)?,
+            project: options.text("project", id, header_safe)?,
+            tool_choice: options.tool_choice("tool_choice", "required")?,
+            embedding_batch: options
+                .whole("embedding_batch", 1)?
+                .map_or(DEFAULT_EMBEDDING_BATCH, |n| {
+                    usize::try_from(n).unwrap_or(usize::MAX)
+                }),
             quirks,
         })
     }

@@ -1,23 +1,16 @@
-//! The providers and their chat transport: encode, send once, decode. The HTTP helper
-//! here ([`Endpoint`]) is shared by the embeddings and decision transports.
+//! The providers and their chat transport: encode, send once, decode. Everything else is
+//! the kit's ([`tollgate::http`]); [`Endpoint`] adds the model and its options to the
+//! kit's endpoint for the chat, embeddings and decision transports.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt;
-use reqwest::header::{HeaderMap, HeaderValue};
-use tollgate::catalog::CatalogError;
+use tollgate::http::{Framing, HttpClient, RateLimitHeaders, Reset};
 use tollgate::pipeline::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Signals, TiktokenEstimator,
-    TokenEstimator, parse_retry_after,
+    TokenEstimator,
 };
-use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
-use tollgate::sse::SseStream;
-use tollgate::{
-    Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result,
-    StreamEvent,
-};
+use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::{Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, EncodeOptions, StreamDecoder};
 use crate::decision::OpenAiDecision;
@@ -52,23 +45,9 @@ impl ClientProvider for OpenAiProvider {
     }
 
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
-        // No proxy from the environment (tollgate reads none) and no retries: the
-        // pipeline is the one place that retries.
-        let http = reqwest::Client::builder()
-            .connect_timeout(context.connect_timeout())
-            .no_proxy()
-            .retry(reqwest::retry::never())
-            .build()
-            .map_err(|e| {
-                Error::Catalog(CatalogError::InvalidSection {
-                    field: format!("providers.{}", self.key),
-                    reason: format!("the HTTP client could not be made: {e}"),
-                })
-            })?;
         Ok(Arc::new(OpenAiClients {
             key: self.key,
-            http,
-            context: context.clone(),
+            http: HttpClient::new(context)?,
         }))
     }
 }
@@ -76,25 +55,48 @@ impl ClientProvider for OpenAiProvider {
 #[derive(Debug)]
 struct OpenAiClients {
     key: &'static str,
-    http: reqwest::Client,
-    context: ProviderContext,
+    http: HttpClient,
 }
+
+/// Each limit (`x-ratelimit-limit-*`), what is left of it (`x-ratelimit-remaining-*`) and
+/// when it is full again (`x-ratelimit-reset-*`, Go durations such as `6m0s`).
+const RATE_LIMITS: &[RateLimitHeaders] = &[
+    RateLimitHeaders {
+        dimension: Dimension::Requests,
+        limit: "x-ratelimit-limit-requests",
+        remaining: "x-ratelimit-remaining-requests",
+        reset: "x-ratelimit-reset-requests",
+        reset_format: Reset::GoDuration,
+    },
+    RateLimitHeaders {
+        dimension: Dimension::Tokens,
+        limit: "x-ratelimit-limit-tokens",
+        remaining: "x-ratelimit-remaining-tokens",
+        reset: "x-ratelimit-reset-tokens",
+        reset_format: Reset::GoDuration,
+    },
+];
 
 impl OpenAiClients {
     fn endpoint(&self, model: &ModelEntry) -> Result<Endpoint> {
-        let credential = self.context.credential_ref(model);
-        if credential.is_none() && self.key == crate::KEY {
-            return Err(Error::Catalog(CatalogError::MissingCredential {
-                model_id: model.id.clone(),
-                provider: model.provider.clone(),
-            }));
+        let options = OpenAiOptions::from_model(model)?;
+        let mut http = self
+            .http
+            .endpoint(model, &options.base_url, codec::read_error)
+            .rate_limits(RATE_LIMITS);
+        if self.key == crate::KEY {
+            http = http.require_credential()?;
+        }
+        if let Some(org) = &options.organization {
+            http = http.header("OpenAI-Organization", org);
+        }
+        if let Some(project) = &options.project {
+            http = http.header("OpenAI-Project", project);
         }
         Ok(Endpoint {
-            http: self.http.clone(),
+            http,
             model: model.clone(),
-            options: OpenAiOptions::from_model(model)?,
-            credential,
-            connect_timeout: self.context.connect_timeout(),
+            options,
         })
     }
 }
@@ -126,61 +128,12 @@ impl ProviderClients for OpenAiClients {
     }
 }
 
-/// One model's address, options and credential handle; sends one request at a time.
-/// Holds the credential's id, never the key: the key is fetched for each request.
+/// One model's kit endpoint, entry and options.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
-    http: reqwest::Client,
+    http: tollgate::http::Endpoint,
     pub(crate) model: ModelEntry,
     pub(crate) options: OpenAiOptions,
-    credential: Option<CredentialRef>,
-    connect_timeout: Duration,
-}
-
-fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Passes the answer's rate-limit headers and retry advice to the pipeline: each limit
-/// (`x-ratelimit-limit-{requests,tokens}`), what is left of it
-/// (`x-ratelimit-remaining-{requests,tokens}`) and when it is full again
-/// (`x-ratelimit-reset-{requests,tokens}`, Go durations such as `6m0s`).
-fn read_signals(headers: &HeaderMap, signals: &Signals) {
-    for (suffix, dimension) in [
-        ("requests", Dimension::Requests),
-        ("tokens", Dimension::Tokens),
-    ] {
-        if let Some(n) = header(headers, &format!("x-ratelimit-limit-{suffix}"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            signals.limit(dimension, n);
-        }
-        if let Some(n) = header(headers, &format!("x-ratelimit-remaining-{suffix}"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            signals.remaining(dimension, n);
-        }
-        if let Some(d) = header(headers, &format!("x-ratelimit-reset-{suffix}"))
-            .and_then(codec::parse_go_duration)
-        {
-            signals.reset_in(dimension, d);
-        }
-    }
-    match header(headers, "x-should-retry").map(str::trim) {
-        Some("true") => signals.should_retry(true),
-        Some("false") => signals.should_retry(false),
-        _ => {}
-    }
-}
-
-/// A failure to get an answer at all (connect, send, or read the body).
-fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
-    if error.is_timeout() {
-        let after = error.is_connect().then_some(connect_timeout);
-        return ProviderError::Timeout { after }.into();
-    }
-    // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::server(502).into()
 }
 
 impl Endpoint {
@@ -189,95 +142,14 @@ impl Endpoint {
         self.model.output_limit(None)
     }
 
-    /// POSTs `body` to `{base_url}{path}` once; an error answer becomes its typed error.
-    pub(crate) async fn post(
-        &self,
-        path: &str,
-        body: &serde_json::Value,
-        stream: bool,
-        signals: &Signals,
-    ) -> Result<reqwest::Response> {
-        let secret = match &self.credential {
-            Some(c) => Some(c.secret().await?),
-            None => None,
-        };
-        let mut request = self
-            .http
-            .post(format!("{}{path}", self.options.base_url))
-            .header(
-                "accept",
-                if stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            )
-            .json(body);
-        if let (Some(secret), Some(credential)) = (&secret, &self.credential) {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose_secret()))
-                .map_err(|_| Error::InvalidRequest {
-                    field: "credential".into(),
-                    reason: format!(
-                        "`{}` holds characters an HTTP header cannot carry; store the API key alone",
-                        credential.id()
-                    ),
-                })?;
-            value.set_sensitive(true);
-            request = request.header("authorization", value);
-        }
-        if let Some(org) = &self.options.organization {
-            request = request.header("OpenAI-Organization", org);
-        }
-        if let Some(project) = &self.options.project {
-            request = request.header("OpenAI-Project", project);
-        }
-        tracing::debug!(provider = %self.model.provider, model = %self.model.name, path, stream, "openai: sending");
-        let response = request
-            .send()
-            .await
-            .map_err(|e| transport_error(&e, self.connect_timeout))?;
-        read_signals(response.headers(), signals);
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let headers = response.headers();
-        let retry_after = parse_retry_after(
-            header(headers, "retry-after-ms"),
-            header(headers, "retry-after"),
-            tollgate::pipeline::wall_clock_now(),
-        );
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| transport_error(&e, self.connect_timeout))?;
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        // Defence in depth: an error message never carries the key, even if echoed.
-        if let Some(secret) = &secret
-            && !secret.expose_secret().is_empty()
-        {
-            text = text.replace(secret.expose_secret(), "[redacted]");
-        }
-        Err(codec::classify_error(
-            status.as_u16(),
-            text.as_bytes(),
-            retry_after,
-        ))
-    }
-
-    /// POSTs `body` and reads the whole answer.
+    /// POSTs `body` to `{base_url}{path}` once and reads the whole answer.
     pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
         signals: &Signals,
     ) -> Result<Vec<u8>> {
-        let response = self.post(path, body, false, signals).await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| transport_error(&e, self.connect_timeout))?;
-        Ok(bytes.to_vec())
+        self.http.post_json(path, body, signals).await
     }
 
     /// Input tokens of `text`: tiktoken for OpenAI's models, tollgate's conservative
@@ -326,43 +198,12 @@ impl ChatTransport for OpenAiChat {
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
         let body = self.encode(request, true)?;
-        let response = self.endpoint.post(CHAT_PATH, &body, true, signals).await?;
-        let connect_timeout = self.endpoint.connect_timeout;
-        let done_required = self.endpoint.options.quirks.done_required;
-        let state = StreamState {
-            events: Box::pin(SseStream::new(response.bytes_stream())),
-            decoder: StreamDecoder::new(),
-            ready: VecDeque::new(),
-            done: false,
-        };
-        let stream = futures::stream::unfold(state, move |mut s| async move {
-            loop {
-                if let Some(event) = s.ready.pop_front() {
-                    return Some((Ok(event), s));
-                }
-                if s.done {
-                    return None;
-                }
-                let result = match s.events.next().await {
-                    Some(Ok(sse)) => s.decoder.event(&sse.data),
-                    Some(Err(e)) => Err(transport_error(&e, connect_timeout)),
-                    None => s.decoder.end(done_required),
-                };
-                match result {
-                    Ok(events) => {
-                        s.ready.extend(events);
-                        if s.decoder.is_finished() {
-                            s.done = true;
-                        }
-                    }
-                    Err(failure) => {
-                        s.done = true;
-                        return Some((Err(failure), s));
-                    }
-                }
-            }
-        });
-        Ok(ResponseStream::new(stream))
+        let decoder =
+            StreamDecoder::new().requiring_done(self.endpoint.options.quirks.done_required);
+        self.endpoint
+            .http
+            .stream(CHAT_PATH, &body, signals, Framing::Sse, decoder)
+            .await
     }
 
     /// Tiktoken's exact count for OpenAI's models (plus tollgate's per-message and
@@ -377,18 +218,4 @@ impl ChatTransport for OpenAiChat {
 
     // `accounting` is the default: OpenAI counts the reserved output limit against
     // output TPM at request time, so output settles at the reservation.
-}
-
-type EventStream = std::pin::Pin<
-    Box<
-        dyn futures::Stream<Item = std::result::Result<tollgate::sse::SseEvent, reqwest::Error>>
-            + Send,
-    >,
->;
-
-struct StreamState {
-    events: EventStream,
-    decoder: StreamDecoder,
-    ready: VecDeque<StreamEvent>,
-    done: bool,
 }

@@ -2,6 +2,7 @@
 //! durations, embeddings and decision answers.
 
 use std::time::Duration;
+use tollgate::wire::WireError;
 
 use serde_json::{Value, json};
 use tollgate::{
@@ -10,8 +11,8 @@ use tollgate::{
 };
 use tollgate_openai::OutputLimitField;
 use tollgate_openai::codec::{
-    self, EncodeOptions, StreamDecoder, ToolChoice, classify_error, classify_stream_error,
-    decode_decision, decode_embeddings, decode_response, encode_request, parse_go_duration,
+    self, EncodeOptions, StreamDecoder, ToolChoice, decode_decision, decode_embeddings,
+    decode_response, encode_request, parse_go_duration, read_error, read_stream_error,
 };
 
 fn options() -> EncodeOptions {
@@ -228,15 +229,24 @@ fn the_output_limit_field_and_stream_usage_follow_the_quirks() {
 
 #[test]
 fn tool_choices_parse_and_encode() {
-    assert_eq!(ToolChoice::parse("required"), Some(ToolChoice::Required));
-    assert_eq!(ToolChoice::parse("none"), Some(ToolChoice::None));
-    assert_eq!(ToolChoice::parse("auto"), Some(ToolChoice::Auto));
     assert_eq!(
-        ToolChoice::parse("tool:x"),
+        ToolChoice::parse("required", "required"),
+        Some(ToolChoice::Required)
+    );
+    assert_eq!(
+        ToolChoice::parse("none", "required"),
+        Some(ToolChoice::None)
+    );
+    assert_eq!(
+        ToolChoice::parse("auto", "required"),
+        Some(ToolChoice::Auto)
+    );
+    assert_eq!(
+        ToolChoice::parse("tool:x", "required"),
         Some(ToolChoice::Tool("x".into()))
     );
-    assert_eq!(ToolChoice::parse("tool:"), None);
-    assert_eq!(ToolChoice::parse("any"), None);
+    assert_eq!(ToolChoice::parse("tool:", "required"), None);
+    assert_eq!(ToolChoice::parse("any", "required"), None);
 }
 
 #[test]
@@ -460,4 +470,18 @@ fn null_lists_read_as_empty() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// The error an error answer means, as the kit's endpoint decides it.
+fn classify_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> Error {
+    WireError {
+        retry_after,
+        ..read_error(status, body)
+    }
+    .verdict()
+}
+
+/// The error a stream's error event means.
+fn classify_stream_error(data: &str) -> Error {
+    read_stream_error(data).verdict()
 }

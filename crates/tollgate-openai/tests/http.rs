@@ -1506,3 +1506,46 @@ async fn the_api_key_never_appears_in_an_error_a_debug_dump_or_a_log_line() {
         assert!(!text.contains(API_KEY), "the key leaked into: {text}");
     }
 }
+
+/// Regression: OpenAI mapped 529 to `Server`; DESIGN §4 says 529 is `Overloaded`, and the
+/// throttle slows down more for it.
+#[tokio::test]
+async fn openai_529_is_overloaded() {
+    let err = error_for(
+        ResponseTemplate::new(529)
+            .insert_header("retry-after", "2")
+            .set_body_json(error_body("server_error", Value::Null)),
+    )
+    .await;
+    assert!(
+        matches!(err, Error::Provider(ProviderError::Overloaded { status: 529, retry_after: Some(d) }) if d == Duration::from_secs(2)),
+        "{err:?}"
+    );
+}
+
+/// Regression: the codec named `openai` in every quota error, whichever key served it.
+#[tokio::test]
+async fn openai_compatible_quota_error_names_openai_compatible() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(429).set_body_json(error_body(
+            "insufficient_quota",
+            json!("insufficient_quota"),
+        )))
+        .mount(&s.server)
+        .await;
+    let request = Conversation::new()
+        .user("Hello?")
+        .request("local", SamplingParams::new())
+        .unwrap();
+    let err = single(&s.models, "local", &request).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::QuotaExhausted { provider, .. } if provider == "openai-compatible"),
+        "{err:?}"
+    );
+    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::QuotaExhausted { provider, .. } if provider == "openai"),
+        "{err:?}"
+    );
+}

@@ -305,6 +305,28 @@ impl Error {
             window: None,
         }
     }
+
+    /// This error with `provider` as the provider it names. The pipeline calls it on
+    /// every error a transport returns, so the key comes from the catalog entry, never
+    /// from a codec (which may serve several keys).
+    pub fn with_provider(self, provider: &str) -> Self {
+        match self {
+            Error::QuotaExhausted { message, .. } => Error::QuotaExhausted {
+                provider: provider.to_owned(),
+                message,
+            },
+            Error::StreamInterrupted {
+                model_id,
+                delivered_events,
+                cause,
+            } => Error::StreamInterrupted {
+                model_id,
+                delivered_events,
+                cause: Box::new(cause.with_provider(provider)),
+            },
+            other => other,
+        }
+    }
 }
 
 /// The retryable provider failures (DESIGN §4). Nothing else is retried.

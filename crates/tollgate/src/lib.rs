@@ -41,6 +41,8 @@ mod client;
 mod conversation;
 pub mod credentials;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 mod json;
 pub mod limit;
 mod models;
@@ -50,6 +52,7 @@ mod request;
 mod response;
 pub mod sse;
 mod stream;
+pub mod wire;
 
 pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};

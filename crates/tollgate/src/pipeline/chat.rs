@@ -296,6 +296,7 @@ impl PipelineChat {
                 }
                 .into())
             });
+            let opened = opened.map_err(|e: Error| e.with_provider(&call.entry().provider));
             match opened {
                 Ok((inner, first)) => {
                     call.time_to_first_token = Some(call.started().elapsed());
@@ -377,6 +378,7 @@ impl PipelineStream {
     }
 
     fn interrupted(&mut self, cause: Error) -> Error {
+        let cause = cause.with_provider(&self.call.entry().provider);
         self.done = true;
         if let Some(p) = self.prepared.take() {
             // Never retried: the reader already has part of the answer.

@@ -695,6 +695,8 @@ impl CallState {
                     Signals::default(),
                 ),
             };
+            // The provider key comes from the catalog, never from a codec.
+            let result = result.map_err(|e| e.with_provider(&self.entry().provider));
             match result {
                 Ok((value, usage)) => {
                     self.succeed(prepared, &usage, rule, &signals);

@@ -1,0 +1,42 @@
+//! The Anthropic Messages wire format: request bodies, response bodies, stream events
+//! and error bodies, to and from tollgate's neutral types. No I/O here, so that
+//! `tollgate-bedrock` reuses it for Claude on Bedrock (whose body is the same, minus
+//! `model` and `stream`, plus its own `anthropic_version`).
+//!
+//! - [`encode_request`] turns an [`LlmRequest`](tollgate::LlmRequest) into the JSON body: system messages go
+//!   to the top-level `system` field, [`CacheMark`](tollgate::CacheMark)s become `cache_control` (at most
+//!   [`MAX_CACHE_MARKS`], checked before anything is sent), a response shape becomes
+//!   `output_config.format`.
+//! - [`decode_response`] turns a response body into an [`LlmResponse`](tollgate::LlmResponse), with usage in
+//!   tollgate's convention ([`Usage::from_cache_exclusive`](tollgate::Usage::from_cache_exclusive): Anthropic's `input_tokens`
+//!   already excludes cache reads and writes; 5-minute and 1-hour writes are kept apart).
+//!   A `refusal` stop with `stop_details` is [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal).
+//! - [`StreamDecoder`] turns stream events (`message_start` … `message_stop`) into
+//!   [`StreamEvent`](tollgate::StreamEvent)s. Nothing is emitted before the first content, so that an error
+//!   event before it fails the stream before its first event (and the pipeline retries).
+//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
+//!   status and `error.type` (never by message text); the core decides what it means.
+
+/// The `anthropic-version` header value this codec speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The most prompt-cache breakpoints Anthropic accepts in one request.
+pub const MAX_CACHE_MARKS: usize = 4;
+
+/// Anthropic's sampling temperature ceiling (tollgate's neutral range goes to 2).
+pub const MAX_TEMPERATURE: f64 = 1.0;
+
+/// `max_tokens` when neither the request nor the catalog sets an output limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+mod errors;
+mod request;
+mod response;
+mod stream;
+
+pub use errors::{read_error, read_stream_error};
+pub use request::{EncodeOptions, encode_request};
+pub use response::{decode_response, stop_reason};
+pub use stream::StreamDecoder;
+/// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
+pub use tollgate::wire::ToolChoice;

@@ -1,0 +1,178 @@
+//! Response bodies: [`decode_response`], usage and stop reasons.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tollgate::{
+    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
+};
+
+/// The wire `usage` object (response, `message_start` and `message_delta`).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub(super) struct WireUsage {
+    pub(super) input_tokens: Option<u64>,
+    pub(super) output_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
+    pub(super) cache_creation: Option<WireCacheCreation>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub(super) struct WireCacheCreation {
+    #[serde(default)]
+    ephemeral_5m_input_tokens: u64,
+    #[serde(default)]
+    ephemeral_1h_input_tokens: u64,
+}
+
+impl WireUsage {
+    /// Cumulative values: each field present replaces the one before.
+    pub(super) fn merge(&mut self, later: WireUsage) {
+        self.input_tokens = later.input_tokens.or(self.input_tokens);
+        self.output_tokens = later.output_tokens.or(self.output_tokens);
+        self.cache_creation_input_tokens = later
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
+        self.cache_read_input_tokens = later
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+        self.cache_creation = later.cache_creation.or(self.cache_creation);
+    }
+
+    /// In tollgate's convention. Cache writes are split by lifetime where the breakdown
+    /// is given; writes the breakdown does not account for count as 5-minute writes.
+    pub(super) fn neutral(&self) -> Usage {
+        let writes = self.cache_creation_input_tokens.unwrap_or(0);
+        let (five, hour) = match self.cache_creation {
+            Some(c) => {
+                let hour = c.ephemeral_1h_input_tokens;
+                (
+                    c.ephemeral_5m_input_tokens.max(writes.saturating_sub(hour)),
+                    hour,
+                )
+            }
+            None => (writes, 0),
+        };
+        Usage::from_cache_exclusive(
+            self.input_tokens.unwrap_or(0),
+            self.cache_read_input_tokens.unwrap_or(0),
+            five,
+            hour,
+            self.output_tokens.unwrap_or(0),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct StopDetails {
+    pub(super) category: Option<String>,
+    pub(super) explanation: Option<String>,
+}
+
+impl StopDetails {
+    pub(super) fn refusal(self) -> Error {
+        Error::ProviderRefusal {
+            category: self.category.unwrap_or_else(|| "unspecified".into()),
+            explanation: self.explanation.unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireMessage {
+    #[serde(default)]
+    pub(super) model: String,
+    #[serde(default)]
+    pub(super) content: Vec<Value>,
+    pub(super) stop_reason: Option<String>,
+    pub(super) stop_details: Option<StopDetails>,
+    #[serde(default)]
+    pub(super) usage: WireUsage,
+}
+
+/// Maps a wire `stop_reason`. `pause_turn` (a server tool paused; send the answer back
+/// to go on) ends the turn; `model_context_window_exceeded` is an overflow (the window is
+/// full), not a truncation that a larger output limit would fix.
+pub fn stop_reason(wire: &str) -> Option<StopReason> {
+    Some(match wire {
+        "end_turn" | "pause_turn" => StopReason::EndTurn,
+        "max_tokens" => StopReason::MaxTokens,
+        "model_context_window_exceeded" => StopReason::ContextWindowExceeded,
+        "stop_sequence" => StopReason::StopSequence,
+        "tool_use" => StopReason::ToolUse,
+        "refusal" => StopReason::Refusal,
+        _ => return None,
+    })
+}
+
+pub(super) fn malformed(what: impl Into<String>) -> Error {
+    ProviderRequestError::new(
+        200,
+        format!("Anthropic sent a malformed answer: {}", what.into()),
+    )
+    .into()
+}
+
+/// Decodes one content block of a response. Block types tollgate has no neutral form
+/// for (`redacted_thinking`, server-tool blocks) are left out.
+pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
+    let get = |key: &str| block.get(key).and_then(Value::as_str);
+    let kind = get("type").ok_or_else(|| malformed("a content block has no type"))?;
+    Ok(Some(match kind {
+        "text" => Block::text(get("text").unwrap_or_default()),
+        "tool_use" => Block::ToolUse {
+            id: get("id").unwrap_or_default().to_owned(),
+            name: get("name").unwrap_or_default().to_owned(),
+            input: Json::new(block.get("input").cloned().unwrap_or_else(|| json!({}))),
+            cache: None,
+        },
+        "thinking" => Block::Thinking {
+            text: get("thinking").unwrap_or_default().to_owned(),
+            signature: get("signature").map(str::to_owned),
+            cache: None,
+        },
+        _ => {
+            tracing::debug!(block_type = kind, "anthropic: content block type left out");
+            return Ok(None);
+        }
+    }))
+}
+
+pub(super) fn finish(
+    model: String,
+    content: Vec<Block>,
+    stop: Option<&str>,
+    details: Option<StopDetails>,
+    usage: Usage,
+) -> Result<LlmResponse> {
+    let stop = stop.ok_or_else(|| malformed("no stop_reason"))?;
+    let stop_reason =
+        stop_reason(stop).ok_or_else(|| malformed(format!("unknown stop_reason `{stop}`")))?;
+    if stop_reason == StopReason::Refusal
+        && let Some(details) = details
+    {
+        return Err(details.refusal());
+    }
+    LlmResponse::new(ResponseBody {
+        model,
+        content,
+        stop_reason,
+        usage,
+    })
+}
+
+/// Decodes a (non-streamed) Messages response body.
+pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    let message: WireMessage =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let mut content = Vec::with_capacity(message.content.len());
+    for block in &message.content {
+        content.extend(decode_block(block)?);
+    }
+    finish(
+        message.model,
+        content,
+        message.stop_reason.as_deref(),
+        message.stop_details,
+        message.usage.neutral(),
+    )
+}

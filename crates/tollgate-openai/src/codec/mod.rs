@@ -1,0 +1,48 @@
+//! The OpenAI Chat Completions and Embeddings wire format: request bodies, response
+//! bodies, stream chunks, error bodies and rate-limit header values, to and from
+//! tollgate's neutral types. No I/O here.
+//!
+//! - [`encode_request`] turns an [`LlmRequest`](tollgate::LlmRequest) into a Chat Completions body: system
+//!   messages stay `system` messages, tool results become `tool` messages, tool uses
+//!   become `tool_calls`, a response shape becomes `response_format` with a JSON schema.
+//!   Cache marks are dropped (OpenAI caches prompts automatically); thinking blocks are
+//!   dropped (Chat Completions takes no reasoning input).
+//! - [`decode_response`] turns a response body into an [`LlmResponse`](tollgate::LlmResponse), with usage in
+//!   tollgate's convention ([`Usage::from_cache_inclusive`](tollgate::Usage::from_cache_inclusive): `prompt_tokens` includes
+//!   `cached_tokens`). A non-empty `message.refusal` is [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal), and
+//!   so is `finish_reason: "refusal"` (not OpenAI's, but sent by some compatible servers).
+//! - [`StreamDecoder`] turns `chat.completion.chunk`s into [`StreamEvent`](tollgate::StreamEvent)s. Nothing is
+//!   emitted before the first content, so an error before it fails the stream before
+//!   its first event (and the pipeline retries).
+//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
+//!   status, `error.type` and `error.code` (never by message text); the core decides
+//!   what it means.
+
+/// The error `type`/`code` values that mean the account is out of money or quota: never
+/// retried.
+pub const QUOTA_CODES: &[&str] = &[
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "credit_balance_exhausted",
+    "organization_spend_limit_exceeded",
+    "project_spend_limit_exceeded",
+    "organization_usage_limit_exceeded",
+];
+
+mod decision;
+mod embeddings;
+mod errors;
+mod request;
+mod response;
+mod stream;
+
+pub use decision::{decode_decision, encode_decision};
+pub use embeddings::{decode_embeddings, encode_embeddings};
+pub use errors::{read_error, read_stream_error};
+pub use request::{EncodeOptions, encode_request};
+pub use response::{WireUsage, decode_response, stop_reason};
+pub use stream::StreamDecoder;
+/// Reads `x-ratelimit-reset-*` values such as `6m0s` (the kit's parser).
+pub use tollgate::http::parse_go_duration;
+/// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
+pub use tollgate::wire::ToolChoice;

@@ -1,0 +1,228 @@
+//! Request bodies: [`encode_request`] and its options.
+
+use serde_json::{Map, Value, json};
+use tollgate::wire::ToolChoice;
+use tollgate::{Block, Error, ImageSource, LlmRequest, Result, Role};
+
+use crate::options::OutputLimitField;
+
+/// The wire form of `tool_choice`; `None` for the default (nothing sent).
+fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!("required")),
+        ToolChoice::None => Some(json!("none")),
+        ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
+    }
+}
+
+/// What the body needs besides the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// The provider's model name, sent as `model`.
+    pub model: String,
+    /// The output limit when the request has none (the pipeline normally fills it in);
+    /// `None` sends no limit.
+    pub max_tokens: Option<u64>,
+    /// Which field carries the output limit.
+    pub output_limit_field: OutputLimitField,
+    /// Sends `"stream": true`.
+    pub stream: bool,
+    /// With `stream`, also sends `stream_options: {include_usage: true}`.
+    pub stream_usage: bool,
+    /// `tool_choice` (only sent when the request has tools).
+    pub tool_choice: ToolChoice,
+}
+
+fn invalid(field: String, reason: impl Into<String>) -> Error {
+    Error::InvalidRequest {
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn image_url(source: &ImageSource) -> String {
+    match source {
+        ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
+        ImageSource::Url { url } => url.clone(),
+    }
+}
+
+/// Text of a block that must be text (system prompts, tool results).
+fn text_parts(blocks: &[Block], field: &str, what: &str) -> Result<String> {
+    let mut out = String::new();
+    for (k, block) in blocks.iter().enumerate() {
+        match block {
+            Block::Text { text, .. } => out.push_str(text),
+            _ => {
+                return Err(invalid(
+                    format!("{field}[{k}]"),
+                    format!("must be text: OpenAI's {what} holds text only"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Encodes `request` as a Chat Completions body. Fails with [`Error::InvalidRequest`],
+/// before anything is sent, on non-text system blocks, images in assistant turns, or
+/// non-text tool results.
+pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(options.model));
+    let mut messages = Vec::new();
+    for (i, message) in request.messages().iter().enumerate() {
+        let field = format!("messages[{i}].content");
+        match message.role {
+            Role::System => {
+                let text = text_parts(&message.content, &field, "system message")?;
+                messages.push(json!({"role": "system", "content": text}));
+            }
+            Role::User => encode_user(&message.content, &field, &mut messages)?,
+            Role::Assistant => messages.push(encode_assistant(&message.content, &field)?),
+        }
+    }
+    body.insert("messages".into(), Value::Array(messages));
+
+    if !request.tools_schema().is_empty() {
+        let tools: Vec<Value> = request
+            .tools_schema()
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema.value(),
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = tool_choice_json(&options.tool_choice) {
+            body.insert("tool_choice".into(), choice);
+        }
+    }
+    let sampling = request.sampling_params();
+    if let Some(limit) = sampling.max_output_tokens().or(options.max_tokens) {
+        body.insert(options.output_limit_field.field().into(), json!(limit));
+    }
+    if let Some(t) = sampling.temperature() {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = sampling.top_p() {
+        body.insert("top_p".into(), json!(p));
+    }
+    if !sampling.stop().is_empty() {
+        body.insert("stop".into(), json!(sampling.stop()));
+    }
+    if let Some(shape) = sampling.response_shape() {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {
+                "name": shape_name(&shape.name),
+                "schema": shape.schema.value(),
+                "strict": true,
+            }}),
+        );
+    }
+    if options.stream {
+        body.insert("stream".into(), json!(true));
+        if options.stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    Ok(Value::Object(body))
+}
+
+/// OpenAI's schema names allow `a-zA-Z0-9_-`, at most 64 characters.
+fn shape_name(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if clean.is_empty() {
+        "response".into()
+    } else {
+        clean
+    }
+}
+
+/// A user turn: tool results become `tool` messages (first, in order), the rest one
+/// `user` message of parts.
+fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Result<()> {
+    let mut parts = Vec::new();
+    for (j, block) in content.iter().enumerate() {
+        let field = format!("{field}[{j}]");
+        match block {
+            Block::Text { text, .. } => parts.push(json!({"type": "text", "text": text})),
+            Block::Image { source, .. } => {
+                parts.push(json!({"type": "image_url", "image_url": {"url": image_url(source)}}))
+            }
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let mut text = text_parts(content, &format!("{field}.content"), "tool message")?;
+                if *is_error && !text.starts_with("Error") {
+                    text = format!("Error: {text}");
+                }
+                messages
+                    .push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
+            }
+            Block::ToolUse { .. } => {
+                return Err(invalid(field, "a tool use belongs in an assistant turn"));
+            }
+            Block::Thinking { .. } => {
+                return Err(invalid(
+                    field,
+                    "a thinking block belongs in an assistant turn",
+                ));
+            }
+        }
+    }
+    if !parts.is_empty() {
+        messages.push(json!({"role": "user", "content": parts}));
+    }
+    Ok(())
+}
+
+fn encode_assistant(content: &[Block], field: &str) -> Result<Value> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for (j, block) in content.iter().enumerate() {
+        match block {
+            Block::Text { text: t, .. } => text.push_str(t),
+            Block::ToolUse {
+                id, name, input, ..
+            } => calls.push(json!({"id": id, "type": "function",
+                "function": {"name": name, "arguments": input.canonical()}})),
+            // Chat Completions takes no reasoning input; the model re-reasons.
+            Block::Thinking { .. } => {}
+            _ => {
+                return Err(invalid(
+                    format!("{field}[{j}]"),
+                    "must be text, a tool use or thinking in an assistant turn",
+                ));
+            }
+        }
+    }
+    let mut out = json!({"role": "assistant"});
+    out["content"] = if text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        json!(text)
+    };
+    if !calls.is_empty() {
+        out["tool_calls"] = Value::Array(calls);
+    }
+    Ok(out)
+}

@@ -1,0 +1,198 @@
+//! Response bodies: [`decode_response`], usage and stop reasons.
+
+use super::decision::WireLogprobs;
+
+use serde::Deserialize;
+use serde_json::json;
+use tollgate::{
+    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
+};
+
+/// The wire `usage` object. Every field optional: compatible servers leave some out.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub(super) struct PromptDetails {
+    #[serde(default)]
+    pub(super) cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) cache_write_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// In tollgate's convention: `prompt_tokens` includes cache reads and writes, which
+    /// are taken out; `completion_tokens` includes reasoning tokens.
+    pub fn neutral(&self) -> Usage {
+        let details = self.prompt_tokens_details.unwrap_or_default();
+        Usage::from_cache_inclusive(
+            self.prompt_tokens.unwrap_or(0),
+            details.cached_tokens.unwrap_or(0),
+            details.cache_write_tokens.unwrap_or(0),
+            self.completion_tokens.unwrap_or(0),
+        )
+    }
+
+    /// The prompt tokens as sent (embeddings report only these).
+    pub fn prompt_tokens(&self) -> u64 {
+        self.prompt_tokens.unwrap_or(0)
+    }
+}
+
+/// Maps a wire `finish_reason`. `function_call` is the deprecated form of `tool_calls`;
+/// `eos` is what some compatible servers send for a natural end.
+pub fn stop_reason(wire: &str) -> Option<StopReason> {
+    Some(match wire {
+        "stop" | "eos" | "end_turn" => StopReason::EndTurn,
+        "length" => StopReason::MaxTokens,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "content_filter" => StopReason::ContentFilter,
+        _ => return None,
+    })
+}
+
+/// Reads `null` as the default: compatible servers (and OpenAI's own examples) send
+/// `"tool_calls": null` where a list is empty.
+pub(super) fn null_as_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+pub(super) fn malformed(what: impl Into<String>) -> Error {
+    ProviderRequestError::new(
+        200,
+        format!("the server sent a malformed answer: {}", what.into()),
+    )
+    .into()
+}
+
+pub(super) fn refusal(text: &str) -> Error {
+    Error::ProviderRefusal {
+        category: "refusal".into(),
+        explanation: text.to_owned(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireResponse {
+    #[serde(default)]
+    pub(super) model: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(super) choices: Vec<WireChoice>,
+    #[serde(default)]
+    pub(super) usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireChoice {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(super) message: WireMessage,
+    pub(super) finish_reason: Option<String>,
+    #[serde(default)]
+    pub(super) logprobs: Option<WireLogprobs>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireMessage {
+    pub(super) content: Option<String>,
+    pub(super) refusal: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(super) tool_calls: Vec<WireToolCall>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireToolCall {
+    #[serde(default)]
+    pub(super) id: String,
+    #[serde(default)]
+    pub(super) function: WireFunction,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireFunction {
+    #[serde(default)]
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) arguments: String,
+}
+
+pub(super) fn parse_arguments(text: &str, what: &str) -> Result<Json> {
+    if text.trim().is_empty() {
+        return Ok(Json::new(json!({})));
+    }
+    serde_json::from_str(text)
+        .map(Json::new)
+        .map_err(|e| malformed(format!("the arguments of {what} are not JSON: {e}")))
+}
+
+pub(super) fn finish(
+    model: String,
+    content: Vec<Block>,
+    stop: Option<&str>,
+    usage: Usage,
+) -> Result<LlmResponse> {
+    let stop_reason = match stop {
+        Some(s) => {
+            stop_reason(s).ok_or_else(|| malformed(format!("unknown finish_reason `{s}`")))?
+        }
+        // Some compatible servers leave it out of a natural end.
+        None => StopReason::EndTurn,
+    };
+    LlmResponse::new(ResponseBody {
+        model,
+        content,
+        stop_reason,
+        usage,
+    })
+}
+
+/// Decodes a (non-streamed) Chat Completions body: the first choice.
+pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    let response: WireResponse =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let choice = response
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| malformed("no choices"))?;
+    let message = choice.message;
+    if let Some(text) = message.refusal.as_deref().filter(|r| !r.is_empty()) {
+        return Err(refusal(text));
+    }
+    // Not an OpenAI value, but some compatible servers (and mocks) end a refusal so.
+    if choice.finish_reason.as_deref() == Some("refusal") {
+        return Err(refusal(message.content.as_deref().unwrap_or_default()));
+    }
+    let mut content = Vec::new();
+    if let Some(text) = message.content.filter(|t| !t.is_empty()) {
+        content.push(Block::text(text));
+    }
+    for call in message.tool_calls {
+        let input = parse_arguments(
+            &call.function.arguments,
+            &format!("tool call `{}`", call.id),
+        )?;
+        content.push(Block::ToolUse {
+            id: call.id,
+            name: call.function.name,
+            input,
+            cache: None,
+        });
+    }
+    finish(
+        response.model,
+        content,
+        choice.finish_reason.as_deref(),
+        response.usage.unwrap_or_default().neutral(),
+    )
+}

@@ -1,0 +1,17 @@
+//! What a codec hands to the core, whatever carries its bytes (HTTP, an SDK): a failure
+//! as a neutral [`WireError`] that one table turns into an [`Error`](crate::Error), a
+//! stream as events fed to an [`EventDecoder`] and pumped by [`decode_events`], secrets
+//! cut out of text by [`redact`], and a model's catalog options read by [`ModelOptions`].
+//!
+//! The HTTP plumbing built on these (the send-once endpoint, headers, the SSE and
+//! NDJSON pumps) is [`crate::http`], behind the `http` feature.
+
+mod error;
+mod events;
+mod options;
+mod redact;
+
+pub use error::WireError;
+pub use events::{EventDecoder, decode_events};
+pub use options::{ModelOptions, ToolChoice};
+pub use redact::{REDACTED, redact};

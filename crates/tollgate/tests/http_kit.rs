@@ -1,0 +1,259 @@
+//! The provider kit against a local server (wiremock on 127.0.0.1): what every HTTP
+//! provider gets from `tollgate::http` without writing it.
+#![cfg(feature = "http")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use tollgate::catalog::{Catalog, CatalogError};
+use tollgate::credentials::MemoryCredentialStore;
+use tollgate::http::{Auth, Endpoint, Framing, HttpClient};
+use tollgate::pipeline::Signals;
+use tollgate::provider::ProviderContext;
+use tollgate::wire::{EventDecoder, WireError};
+use tollgate::{
+    Error, ModelEntry, ProviderError, ProviderRequestError, Result, StopReason, StreamEvent,
+};
+use wiremock::matchers::{body_json, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const KEY: &str = "sk-test-123";
+
+fn read_error(status: u16, body: &[u8]) -> WireError {
+    WireError {
+        status,
+        message: String::from_utf8_lossy(body).into_owned(),
+        ..WireError::default()
+    }
+}
+
+fn endpoint(server: &MockServer, key: Option<&str>) -> Endpoint {
+    // A first-party key, so that the catalog takes it; the kit knows no provider.
+    let mut model = ModelEntry::new("m", "openai-compatible", "toy-1").with_output_tokens(100, 10);
+    let store = MemoryCredentialStore::new();
+    if let Some(key) = key {
+        model = model.with_credential("toy-key");
+        store.insert("toy-key", key);
+    }
+    let catalog = Catalog::builder().model(model.clone()).build().unwrap();
+    let context = ProviderContext::new("openai-compatible", Arc::new(catalog), Arc::new(store));
+    HttpClient::new(&context)
+        .unwrap()
+        .endpoint(&model, server.uri(), read_error)
+}
+
+#[tokio::test]
+async fn a_body_is_sent_once_with_the_key_and_fixed_headers() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat"))
+        .and(header("x-api-key", KEY))
+        .and(header("x-version", "7"))
+        .and(header("accept", "application/json"))
+        .and(body_json(json!({"q": 1})))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"a\":2}"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let endpoint = endpoint(&server, Some(KEY))
+        .auth(Auth::Header("x-api-key"))
+        .header("x-version", "7");
+    let body = endpoint
+        .post_json("/v1/chat", &json!({"q": 1}), &Signals::default())
+        .await
+        .unwrap();
+    assert_eq!(body, b"{\"a\":2}");
+}
+
+#[tokio::test]
+async fn the_key_goes_as_a_bearer_token_by_default() {
+    let server = MockServer::start().await;
+    Mock::given(header("authorization", format!("Bearer {KEY}").as_str()))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{}"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    endpoint(&server, Some(KEY))
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_error_answer_gets_the_verdict_with_retry_after_and_the_key_redacted() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .insert_header("retry-after", "3")
+                .set_body_string(format!("bad key {KEY}")),
+        )
+        .mount(&server)
+        .await;
+    let err = endpoint(&server, Some(KEY))
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ProviderRequest(e) if e.status == 400 && e.message == "bad key [redacted]"),
+        "{err:?}"
+    );
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(529).insert_header("retry-after", "3"))
+        .mount(&server)
+        .await;
+    let err = endpoint(&server, None)
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Provider(ProviderError::Overloaded { status: 529, retry_after: Some(d) }) if d == Duration::from_secs(3)),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn empty_stored_key_redacts_nothing() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_string("no key"))
+        .mount(&server)
+        .await;
+    let err = endpoint(&server, Some(""))
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        format!("{err:?}"),
+        format!(
+            "{:?}",
+            Error::from(ProviderRequestError::new(401, "no key"))
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_the_cap_fails_instead_of_filling_memory() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("x".repeat(100)))
+        .mount(&server)
+        .await;
+    let endpoint = endpoint(&server, None).max_body_bytes(99);
+    let err = endpoint
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ProviderRequest(e) if e.status == 200),
+        "{err:?}"
+    );
+    let endpoint = endpoint.max_body_bytes(100);
+    assert_eq!(
+        endpoint
+            .post_json("/", &json!({}), &Signals::default())
+            .await
+            .unwrap()
+            .len(),
+        100
+    );
+}
+
+#[tokio::test]
+async fn a_model_without_a_credential_can_be_refused() {
+    let server = MockServer::start().await;
+    let err = endpoint(&server, None).require_credential().unwrap_err();
+    assert!(
+        matches!(err, Error::Catalog(CatalogError::MissingCredential { ref provider, .. }) if provider == "openai-compatible"),
+        "{err:?}"
+    );
+}
+
+/// One NDJSON line a text delta; `{"done":true}` ends the answer.
+#[derive(Default)]
+struct Lines {
+    finished: bool,
+}
+
+impl EventDecoder for Lines {
+    fn event(&mut self, line: String) -> Result<Vec<StreamEvent>> {
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if value["done"] == true {
+            self.finished = true;
+            return Ok(vec![StreamEvent::Stop(StopReason::EndTurn)]);
+        }
+        Ok(vec![StreamEvent::TextDelta {
+            index: 0,
+            text: value["text"].as_str().unwrap().to_owned(),
+        }])
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+}
+
+#[tokio::test]
+async fn an_ndjson_stream_is_pumped_through_the_decoder() {
+    let server = MockServer::start().await;
+    Mock::given(header("accept", "application/x-ndjson"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(
+            "{\"text\":\"Hel\"}\n{\"text\":\"lo\"}\n{\"done\":true}\n{\"text\":\"never read\"}\n",
+        ))
+        .mount(&server)
+        .await;
+    let stream = endpoint(&server, None)
+        .stream(
+            "/",
+            &json!({}),
+            &Signals::default(),
+            Framing::Ndjson,
+            Lines::default(),
+        )
+        .await
+        .unwrap();
+    let events: Vec<StreamEvent> = stream.map(|e| e.unwrap()).collect().await;
+    assert_eq!(
+        events,
+        [
+            StreamEvent::TextDelta {
+                index: 0,
+                text: "Hel".into()
+            },
+            StreamEvent::TextDelta {
+                index: 0,
+                text: "lo".into()
+            },
+            StreamEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_its_end_is_a_bad_gateway() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("data: {\"text\":\"Hel\"}\n\n"))
+        .mount(&server)
+        .await;
+    let stream = endpoint(&server, None)
+        .stream(
+            "/",
+            &json!({}),
+            &Signals::default(),
+            Framing::Sse,
+            Lines::default(),
+        )
+        .await
+        .unwrap();
+    let events: Vec<Result<StreamEvent>> = stream.collect().await;
+    assert!(events[0].is_ok());
+    assert!(matches!(
+        events[1],
+        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
+    ));
+}
