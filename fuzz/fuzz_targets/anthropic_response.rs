@@ -10,8 +10,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = codec::decode_response(data);
     let status = data.first().map_or(429, |&b| 400 + u16::from(b) % 200);
     let retry = data.get(1).map(|&b| Duration::from_secs(u64::from(b)));
-    let _ = codec::classify_error(status, data, retry);
+    let mut wire = codec::read_error(status, data);
+    wire.retry_after = retry;
+    let _ = wire.verdict();
     let text = String::from_utf8_lossy(data);
-    let _ = codec::classify_stream_error(&text);
+    let _ = codec::read_stream_error(&text).verdict();
     let _ = codec::stop_reason(&text);
 });

@@ -16,9 +16,11 @@ fuzz_target!(|data: &[u8]| {
     let retry = data
         .get(1)
         .map(|&b| Duration::from_millis(u64::from(b) * 10));
-    let _ = codec::classify_error(status, data, retry);
+    let mut wire = codec::read_error(status, data);
+    wire.retry_after = retry;
+    let _ = wire.verdict();
     let text = String::from_utf8_lossy(data);
-    let _ = codec::classify_stream_error(&text);
+    let _ = codec::read_stream_error(&text).verdict();
     let _ = codec::parse_go_duration(&text);
     let _ = codec::stop_reason(&text);
 });
