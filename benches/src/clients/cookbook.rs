@@ -11,6 +11,8 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tollgate::clock;
+
 use tokio::time::Instant;
 use tollgate_fake::sim::{SimLimits, SimRequest};
 
@@ -50,7 +52,7 @@ impl CookbookPacer {
         ];
         CookbookPacer {
             per_minute,
-            epoch: Instant::now(),
+            epoch: clock::now(),
             state: Mutex::new(State {
                 available: per_minute,
                 last_update: 0.0,

@@ -12,6 +12,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use tokio::time::Instant;
+use tollgate::clock;
 use tollgate_fake::sim::{SimCapacity, SimCharge, SimDimension, SimLimits, SimRequest};
 
 /// governor's clock trait over tokio's clock: time since creation.
@@ -24,7 +25,7 @@ impl TokioClock {
     /// A clock starting now.
     pub fn new() -> Self {
         TokioClock {
-            epoch: Instant::now(),
+            epoch: clock::now(),
         }
     }
 }

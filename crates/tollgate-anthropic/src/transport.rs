@@ -93,7 +93,7 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 /// (`anthropic-ratelimit-*-limit`), what is left of it (`anthropic-ratelimit-*-remaining`)
 /// and when it is full again (`anthropic-ratelimit-*-reset`, RFC 3339).
 fn read_signals(headers: &HeaderMap, signals: &Signals) {
-    let now = tollgate::pipeline::wall_clock_now();
+    let now = tollgate::clock::wall_now();
     for (prefix, dimension) in [
         ("anthropic-ratelimit-requests", Dimension::Requests),
         ("anthropic-ratelimit-tokens", Dimension::Tokens),
@@ -198,7 +198,7 @@ impl AnthropicChat {
         let retry_after = parse_retry_after(
             header(headers, "retry-after-ms"),
             header(headers, "retry-after"),
-            tollgate::pipeline::wall_clock_now(),
+            tollgate::clock::wall_now(),
         );
         let bytes = response
             .bytes()

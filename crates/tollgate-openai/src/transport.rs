@@ -245,7 +245,7 @@ impl Endpoint {
         let retry_after = parse_retry_after(
             header(headers, "retry-after-ms"),
             header(headers, "retry-after"),
-            tollgate::pipeline::wall_clock_now(),
+            tollgate::clock::wall_now(),
         );
         let bytes = response
             .bytes()

@@ -38,6 +38,7 @@
 pub mod cache;
 pub mod catalog;
 mod client;
+pub mod clock;
 mod conversation;
 pub mod credentials;
 mod error;

@@ -49,6 +49,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tollgate::clock;
+
 use tokio::time::Instant;
 
 pub use bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
@@ -538,7 +540,7 @@ impl SimProvider {
         SimProvider {
             shared: Arc::new(Shared {
                 config,
-                epoch: Instant::now(),
+                epoch: clock::now(),
                 state: Mutex::new(state),
             }),
         }
@@ -556,7 +558,7 @@ impl SimProvider {
 
     /// Time since creation, on tokio's clock.
     pub fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.shared.epoch)
+        clock::now().saturating_duration_since(self.shared.epoch)
     }
 
     /// The capacity of each limited dimension at the whole published limit (0 where
@@ -704,7 +706,7 @@ impl SimProvider {
     }
 
     fn now_ns(&self) -> u64 {
-        nanos(Instant::now().saturating_duration_since(self.shared.epoch))
+        nanos(clock::now().saturating_duration_since(self.shared.epoch))
     }
 }
 

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::clock;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -506,7 +507,7 @@ impl fmt::Debug for TokenBucketRateLimiter {
 impl TokenBucketRateLimiter {
     /// A limiter with full buckets.
     pub fn new(config: LimiterConfig) -> Self {
-        let epoch = Instant::now();
+        let epoch = clock::now();
         let l = config.limits;
         let bucket = |limit: u64| {
             (limit > 0).then(|| {
@@ -675,7 +676,7 @@ impl TokenBucketRateLimiter {
     pub fn send_mark(&self) -> SendMark {
         let grants = self.shared.lock().grants;
         SendMark {
-            at: Instant::now(),
+            at: clock::now(),
             grants,
         }
     }
@@ -715,7 +716,7 @@ impl Shared {
 
     fn now_ns(&self) -> u64 {
         u64::try_from(
-            Instant::now()
+            clock::now()
                 .saturating_duration_since(self.epoch)
                 .as_nanos(),
         )

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::clock;
+
 use tokio::time::Instant;
 
 use super::breaker::{BreakerConfig, CircuitBreaker};
@@ -151,7 +153,7 @@ impl ModelRuntime {
         cost: Cost,
         priority: Priority,
     ) -> std::result::Result<(usize, Reservation), TryReserveError> {
-        let now = Instant::now();
+        let now = clock::now();
         let mut soonest: Option<Duration> = None;
         let mut too_large = None;
         for (i, d) in self.deployments.iter().enumerate() {
@@ -190,7 +192,7 @@ impl ModelRuntime {
             return Ok((0, self.limiter.reserve(cost, priority).await?));
         }
         loop {
-            let now = Instant::now();
+            let now = clock::now();
             let mut best: Option<(Duration, usize)> = None;
             let mut cooling: Option<Instant> = None;
             let mut too_large = None;
@@ -320,7 +322,7 @@ impl CallState {
             operation,
             call_id,
             jitter,
-            started: Instant::now(),
+            started: clock::now(),
             attempts: 0,
             retries: 0,
             usage: Usage::default(),
@@ -392,7 +394,7 @@ impl CallState {
             reservation,
             mark,
             hold,
-            sent_at: Instant::now(),
+            sent_at: clock::now(),
             worst_usd,
             _guards: guards,
         })
@@ -564,7 +566,7 @@ impl CallState {
                 });
                 self.rate_limited_before = true;
                 if self.rt.deployments.len() > 1 {
-                    d.cool(Instant::now() + retry_after.unwrap_or(DEFAULT_FALLBACK_COOLDOWN));
+                    d.cool(clock::now() + retry_after.unwrap_or(DEFAULT_FALLBACK_COOLDOWN));
                 }
             }
             Error::Provider(ProviderError::Overloaded { retry_after, .. }) => {
@@ -623,7 +625,7 @@ impl CallState {
     /// Whether the model has more than one deployment and one of them is not cooling
     /// (the one that just refused is).
     fn another_deployment_open(&self) -> bool {
-        let now = Instant::now();
+        let now = clock::now();
         self.rt.deployments.len() > 1
             && self.rt.deployments.iter().any(|d| d.cooling(now).is_none())
     }

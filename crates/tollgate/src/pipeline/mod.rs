@@ -48,7 +48,7 @@ pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
     error_kind,
 };
-pub use retry::{RetryPolicy, parse_retry_after, wall_clock_now};
+pub use retry::{RetryPolicy, parse_retry_after};
 pub use transport::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
 };
