@@ -13,6 +13,9 @@ use tollgate::limit::{
 };
 use tollgate::{Dimension, Error, Usage};
 
+// The catalogs here name `fake`: linking its crate registers the key.
+use tollgate_fake as _;
+
 fn limiter(limits: Limits) -> TokenBucketRateLimiter {
     TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false))
 }

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue};
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, Signals, parse_retry_after};
-use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
+use tollgate::provider::{CredentialRef, Provider, ProviderContext, ProviderTransports};
 use tollgate::sse::SseStream;
 use tollgate::{
     Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result,
@@ -24,12 +24,12 @@ use crate::options::AnthropicOptions;
 pub struct AnthropicProvider;
 
 #[tollgate::async_trait]
-impl ClientProvider for AnthropicProvider {
+impl Provider for AnthropicProvider {
     fn key(&self) -> &'static str {
         crate::KEY
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         // No proxy from the environment (tollgate reads none) and no retries: the
         // pipeline is the one place that retries.
         let http = reqwest::Client::builder()
@@ -56,7 +56,7 @@ struct AnthropicClients {
     context: ProviderContext,
 }
 
-impl ProviderClients for AnthropicClients {
+impl ProviderTransports for AnthropicClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let credential = self.context.credential_ref(model).ok_or_else(|| {
             Error::Catalog(tollgate::catalog::CatalogError::MissingCredential {

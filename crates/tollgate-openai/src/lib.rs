@@ -23,7 +23,7 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
-//! 1. [`OpenAiProvider::build`](tollgate::provider::ClientProvider::build) (once per
+//! 1. [`OpenAiProvider::build`](tollgate::provider::Provider::build) (once per
 //!    `Models`) makes one HTTP client with the context's connect timeout, no proxy from
 //!    the environment and no retries of its own;
 //! 2. each call encodes the request ([`codec::encode_request`]), fetches the API key

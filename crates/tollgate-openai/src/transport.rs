@@ -12,7 +12,7 @@ use tollgate::pipeline::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Signals, TiktokenEstimator,
     TokenEstimator, parse_retry_after,
 };
-use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
+use tollgate::provider::{CredentialRef, Provider, ProviderContext, ProviderTransports};
 use tollgate::sse::SseStream;
 use tollgate::{
     Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseStream, Result,
@@ -41,7 +41,7 @@ impl OpenAiProvider {
 }
 
 #[tollgate::async_trait]
-impl ClientProvider for OpenAiProvider {
+impl Provider for OpenAiProvider {
     fn key(&self) -> &'static str {
         self.key
     }
@@ -51,7 +51,7 @@ impl ClientProvider for OpenAiProvider {
         self.key == crate::KEY
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         // No proxy from the environment (tollgate reads none) and no retries: the
         // pipeline is the one place that retries.
         let http = reqwest::Client::builder()
@@ -99,7 +99,7 @@ impl OpenAiClients {
     }
 }
 
-impl ProviderClients for OpenAiClients {
+impl ProviderTransports for OpenAiClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(OpenAiChat {
             endpoint: self.endpoint(model)?,

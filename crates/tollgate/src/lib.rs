@@ -51,9 +51,11 @@ mod request;
 mod response;
 pub mod sse;
 mod stream;
+mod usage;
 
 pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};
+pub use catalog::Dimension;
 pub use catalog::{Catalog, ModelEntry};
 pub use client::{
     Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
@@ -63,14 +65,15 @@ pub use conversation::{
     Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition,
 };
 pub use credentials::{CredentialStore, Secret};
-pub use error::{Dimension, Error, ProviderError, ProviderRequestError, Result};
+pub use error::{Error, ProviderError, ProviderRequestError, Result};
 pub use json::{Float, Json};
 pub use models::{Models, ModelsBuilder};
 pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
-pub use provider::{ClientProvider, ProviderClients, ProviderContext};
+pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
-pub use response::{LlmResponse, ResponseBody, StopReason, Usage};
+pub use response::{LlmResponse, ResponseBody, StopReason};
 pub use stream::{ResponseStream, StreamEvent};
+pub use usage::Usage;
 
 #[doc(hidden)]
 pub mod __private {

@@ -6,6 +6,7 @@
 //! id, duplicate ids, an embeddings model that cannot produce the deployment's width.
 //! See `docs/catalog.md` for every field.
 
+mod dimension;
 mod entry;
 mod error;
 mod parse;
@@ -14,13 +15,12 @@ mod providers;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use dimension::Dimension;
 pub use entry::{
     Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
 };
-pub use error::CatalogError;
-pub use providers::{FIRST_PARTY_PROVIDERS, KnownProviders, ProviderInfo};
-
-use crate::error::Error;
+pub use error::{CatalogError, UnknownModel};
+pub use providers::{KnownProviders, LinkedProvider, ProviderInfo};
 
 /// A validated set of models, and the deployment's embedding width.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,8 +30,8 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Parses and validates TOML, accepting the first-party provider keys and every
-    /// provider linked into this binary.
+    /// Parses and validates TOML, accepting the key of every provider linked into this
+    /// binary ([`KnownProviders::linked`]).
     pub fn from_toml_str(text: &str) -> Result<Self, CatalogError> {
         Self::from_toml_str_with(text, &KnownProviders::linked())
     }
@@ -62,14 +62,13 @@ impl Catalog {
         self.models.get(model_id)
     }
 
-    /// The entry for `model_id`, or [`Error::UnknownModel`] listing the known ids.
-    pub fn get(&self, model_id: &str) -> Result<&ModelEntry, Error> {
-        self.models
-            .get(model_id)
-            .ok_or_else(|| Error::UnknownModel {
-                model_id: model_id.into(),
-                known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+    /// The entry for `model_id`, or [`UnknownModel`] listing the known ids (which `?`
+    /// turns into [`crate::Error::UnknownModel`]).
+    pub fn get(&self, model_id: &str) -> Result<&ModelEntry, UnknownModel> {
+        self.models.get(model_id).ok_or_else(|| UnknownModel {
+            model_id: model_id.into(),
+            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
     }
 
     /// Every entry, by id.

@@ -42,9 +42,10 @@ use super::bucket::{Bucket, units};
 use super::cost::{AccountingRule, Cost, CostDelta};
 use super::priority::Priority;
 use super::throttle::{AdaptiveThrottle, Feedback, SendMark};
+use crate::catalog::Dimension;
 use crate::catalog::{Limits, ModelEntry, RateWindow};
-use crate::error::{Dimension, Error, Result};
-use crate::response::Usage;
+use crate::error::{Error, Result};
+use crate::usage::Usage;
 
 const DIMENSIONS: [Dimension; 4] = [
     Dimension::Requests,

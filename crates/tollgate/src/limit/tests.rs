@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
 use super::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
+use crate::catalog::Dimension;
 use crate::catalog::Limits;
-use crate::error::Dimension;
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

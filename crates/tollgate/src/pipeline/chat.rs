@@ -16,8 +16,9 @@ use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, ProviderRequestError, Result};
 use crate::limit::{AccountingRule, Cost, Reservation};
 use crate::request::{LlmRequest, ResponseShape};
-use crate::response::{LlmResponse, StopReason, Usage};
+use crate::response::{LlmResponse, StopReason};
 use crate::stream::{ResponseStream, StreamEvent};
+use crate::usage::Usage;
 
 /// A chat client for one catalog model, running every call through the pipeline.
 #[derive(Debug)]

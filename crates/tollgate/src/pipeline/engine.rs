@@ -21,7 +21,7 @@ use crate::limit::{
     AccountingRule, Cost, DEFAULT_FALLBACK_COOLDOWN, Feedback, LimiterBackend, Priority,
     Reservation, SendMark, TryReserveError,
 };
-use crate::response::Usage;
+use crate::usage::Usage;
 
 /// Resources an admission took with a reservation, held for one attempt.
 type Guards = Vec<Box<dyn std::any::Any + Send>>;
