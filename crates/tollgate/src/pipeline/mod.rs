@@ -24,11 +24,12 @@
 
 mod breaker;
 mod chat;
+mod decision;
+mod embeddings;
 mod engine;
 mod estimate;
 mod fallback_chat;
 mod job;
-mod other;
 mod record;
 mod retry;
 mod shape;
@@ -54,6 +55,7 @@ pub use transport::{
 };
 
 pub(crate) use chat::PipelineChat;
+pub(crate) use decision::PipelineDecision;
+pub(crate) use embeddings::PipelineEmbeddings;
 pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
-pub(crate) use other::{PipelineDecision, PipelineEmbeddings};

@@ -1,16 +1,16 @@
-//! Embeddings and decision clients: the same pipeline as chat (reserved, retried,
-//! recorded, costed, capped) around their transports.
+//! The embeddings client: the same pipeline as chat (reserved, retried, recorded,
+//! costed, capped) around an embeddings transport, and the deployment's one width.
 //!
-//! **One HTTP request, one reservation.** A batch of texts (or a decision's questions) is
-//! split into requests of at most the transport's `max_batch` items. The requests go one
-//! after another (sequentially: each is paced by the model's limiter like any call, and
-//! an error stops the batch before more is spent). Each runs its own attempt loop: it is
-//! reserved, sent, retried alone (a retry re-sends that request only) and settled on its
-//! own, with its own spend-cap hold and, without a job, its own retry budget (a job's
-//! budget is shared as always).
+//! **One HTTP request, one reservation.** A batch of texts is split into requests of at
+//! most the transport's `max_batch` items. The requests go one after another
+//! (sequentially: each is paced by the model's limiter like any call, and an error stops
+//! the batch before more is spent). Each runs its own attempt loop: it is reserved, sent,
+//! retried alone (a retry re-sends that request only) and settled on its own, with its own
+//! spend-cap hold and, without a job, its own retry budget (a job's budget is shared as
+//! always).
 //!
-//! Recording: one [`crate::pipeline::CallRecord`] per `embed_batch` / `decide` call, with
-//! one [`crate::pipeline::AttemptRecord`] per HTTP attempt of every request. The call's
+//! Recording: one [`crate::pipeline::CallRecord`] per `embed_batch` call, with one
+//! [`crate::pipeline::AttemptRecord`] per HTTP attempt of every request. The call's
 //! `attempts`, usage and cost are the sums over all its requests, so the recorder's totals,
 //! the cost and the spend cap count every request.
 
@@ -18,11 +18,8 @@ use std::sync::Arc;
 
 use super::engine::{CallState, ModelRuntime};
 use super::job::JobContext;
-use super::transport::{DecisionTransport, EmbeddingsTransport, Signals};
-use crate::client::{
-    Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
-    EmbeddingsClient,
-};
+use super::transport::{EmbeddingsTransport, Signals};
+use crate::client::{Embedding, EmbeddingPurpose, EmbeddingsClient};
 use crate::error::{Error, ProviderRequestError, Result};
 use crate::limit::Cost;
 
@@ -122,86 +119,5 @@ impl PipelineEmbeddings {
             .into_iter()
             .map(|v| Embedding::normalize(&entry.id, v, width, entry.embedding.truncation_safe))
             .collect()
-    }
-}
-
-/// A decision client for one model.
-#[derive(Debug)]
-pub(crate) struct PipelineDecision {
-    pub(crate) rt: Arc<ModelRuntime>,
-    /// The first deployment's transport (estimates and accounting).
-    pub(crate) transport: Arc<dyn DecisionTransport>,
-    /// One per deployment of the model.
-    pub(crate) transports: Vec<Arc<dyn DecisionTransport>>,
-    pub(crate) job: Option<JobContext>,
-}
-
-#[async_trait::async_trait]
-impl DecisionClient for PipelineDecision {
-    async fn decide(&self, request: &DecisionRequest) -> Result<Decision> {
-        if request.model_id() != self.rt.entry.id {
-            return Err(Error::InvalidRequest {
-                field: "model_id".into(),
-                reason: format!(
-                    "is `{}` but this client serves model `{}`",
-                    request.model_id(),
-                    self.rt.entry.id
-                ),
-            });
-        }
-        let mut call =
-            CallState::new(self.rt.clone(), self.job.clone(), "decision").with_content(request);
-        let result = self.decide_all(&mut call, request).await;
-        call.finish(result.as_ref().map(|_| ()), None);
-        result
-    }
-}
-
-impl PipelineDecision {
-    /// Splits the questions into requests of at most the transport's `max_batch`
-    /// questions (same state, questions in order) and sends them one after another, each
-    /// reserved, retried and settled on its own; merges their answers.
-    async fn decide_all(
-        &self,
-        call: &mut CallState,
-        request: &DecisionRequest,
-    ) -> Result<Decision> {
-        let size = self.transport.max_batch().max(1);
-        if request.questions().len() <= size {
-            call.next_request();
-            return self.decide_request(call, request).await;
-        }
-        let mut answers = DecisionWeights::new();
-        for questions in request.questions().chunks(size) {
-            let part =
-                DecisionRequest::new(request.model_id(), request.state(), questions.to_vec())?;
-            call.next_request();
-            answers.extend(self.decide_request(call, &part).await?.answers().clone());
-        }
-        Decision::from_weights(request, answers)
-    }
-
-    /// One HTTP request: `request` (at most `max_batch` questions) reserved, sent,
-    /// retried and settled as one attempt loop of `call`.
-    async fn decide_request(
-        &self,
-        call: &mut CallState,
-        request: &DecisionRequest,
-    ) -> Result<Decision> {
-        let cost = Cost::call(self.transport.estimate_input_tokens(request), 0);
-        let send = |deployment: usize| {
-            let transport = self.transports[deployment].clone();
-            async move {
-                let signals = Signals::default();
-                let result = transport
-                    .decide(request, &signals)
-                    .await
-                    .map(|r| (r.decision, r.usage));
-                (result, signals)
-            }
-        };
-        call.run(cost, self.transport.accounting(), send)
-            .await
-            .map(|(d, _)| d)
     }
 }
