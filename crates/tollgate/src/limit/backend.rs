@@ -18,7 +18,7 @@ use crate::error::Result;
 /// deployment), built by a [`LimiterFactory`], and the pipeline, fallback chains,
 /// admission, header feedback, the throttle and pauses all go through this trait.
 ///
-/// Implementations issue [`Reservation`]s through their own [`BucketLedger`], so refunds
+/// Implementations issue [`Reservation`]s through their own [`BucketLedger`](super::BucketLedger), so refunds
 /// and settlements reach the right place. Reserving is async because a shared backend
 /// answers over the network; the in-process limiter answers at once.
 #[async_trait::async_trait]
@@ -40,7 +40,7 @@ pub trait LimiterBackend: Send + Sync + Debug {
     ) -> Result<Reservation, TryReserveError>;
 
     /// What a provider's answer said about the model's rate. Synchronous, like
-    /// [`BucketLedger::adjust`], so that a stream can report from `poll_next`: a shared
+    /// [`BucketLedger::adjust`](super::BucketLedger::adjust), so that a stream can report from `poll_next`: a shared
     /// backend sends it on a task of its own.
     fn feedback(&self, feedback: Feedback);
 

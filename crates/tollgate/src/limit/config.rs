@@ -48,13 +48,13 @@ pub struct LimiterConfig {
     pub burst: Burst,
     /// Whether 429s and 529s slow the refill ([`super::throttle`]).
     pub adaptive: bool,
-    /// Aging: a waiter that has waited this long ranks above every [`Priority`] class
+    /// Aging: a waiter that has waited this long ranks above every [`Priority`](super::Priority) class
     /// (promoted waiters go in arrival order), so no class starves. Default
     /// [`LimiterConfig::DEFAULT_AGING`] (30 s); zero makes the queue plain FIFO across classes;
     /// [`Duration::MAX`] turns aging off.
     pub aging: Duration,
     /// How the provider refills: decides how long a rate-limit header saying nothing is
-    /// left holds the model back ([`Feedback::Reported`]).
+    /// left holds the model back ([`Feedback::Reported`](super::Feedback::Reported)).
     pub window: RateWindow,
 }
 

@@ -9,7 +9,7 @@ use super::cost::{AccountingRule, Cost, CostDelta};
 use crate::error::Error;
 use crate::usage::Usage;
 
-/// Why [`TokenBucketRateLimiter::try_reserve`] (or `try_reserve_with`) did not reserve.
+/// Why [`TokenBucketRateLimiter::try_reserve`](super::TokenBucketRateLimiter::try_reserve) (or `try_reserve_with`) did not reserve.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TryReserveError {

@@ -39,7 +39,7 @@ pub(super) async fn drive(weak: Weak<Shared>) {
     }
 }
 
-/// The future of [`TokenBucketRateLimiter::reserve`]. Holds nothing until granted.
+/// The future of [`TokenBucketRateLimiter::reserve`](super::TokenBucketRateLimiter::reserve). Holds nothing until granted.
 #[must_use = "a reservation is only made when the future is awaited"]
 pub struct Reserve {
     /// The limiter; `None` once the future has finished (handed on to the

@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 
 use futures::{Stream, StreamExt};
 
-use super::engine::{CallState, ModelRuntime, Prepared};
+use super::call::{CallState, Prepared};
+use super::engine::ModelRuntime;
 use super::job::JobContext;
 use super::shape;
 use super::transport::{ChatTransport, Signals};

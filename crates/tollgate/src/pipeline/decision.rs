@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use super::engine::{CallState, ModelRuntime};
+use super::call::CallState;
+use super::engine::ModelRuntime;
 use super::job::JobContext;
 use super::transport::{DecisionTransport, Signals};
 use crate::client::{Decision, DecisionClient, DecisionRequest, DecisionWeights};

@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use super::engine::{CallState, ModelRuntime};
+use super::call::CallState;
+use super::engine::ModelRuntime;
 use super::job::JobContext;
 use super::transport::{EmbeddingsTransport, Signals};
 use crate::client::{Embedding, EmbeddingPurpose, EmbeddingsClient};

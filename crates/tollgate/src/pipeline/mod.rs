@@ -23,6 +23,7 @@
 //! `docs/failures.md`.
 
 mod breaker;
+mod call;
 mod chat;
 mod decision;
 mod embeddings;
