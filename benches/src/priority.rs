@@ -11,7 +11,7 @@ use tollgate::clock;
 
 use tollgate::catalog::Limits;
 use tollgate::limit::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
-use tollgate_fake::sim::SimRng;
+use tollgate_sim::SimRng;
 
 use crate::report::{Section, Table, num};
 use crate::stats;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tollgate::clock;
 
 use tokio::time::Instant;
-use tollgate_fake::sim::{SimLimits, SimRequest};
+use tollgate_sim::{SimLimits, SimRequest};
 
 /// The script's `seconds_to_pause_after_rate_limit_error`.
 pub const PAUSE_AFTER_RATE_LIMIT: Duration = Duration::from_secs(15);

@@ -13,7 +13,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use tokio::time::Instant;
 use tollgate::clock;
-use tollgate_fake::sim::{SimCapacity, SimCharge, SimDimension, SimLimits, SimRequest};
+use tollgate_sim::{SimCapacity, SimCharge, SimDimension, SimLimits, SimRequest};
 
 /// governor's clock trait over tokio's clock: time since creation.
 #[derive(Debug, Clone, Copy)]

@@ -43,8 +43,6 @@
 #![forbid(unsafe_code)]
 
 mod script;
-/// A simulated provider that enforces rate limits exactly, for benchmarks and pacing tests.
-pub mod sim;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

@@ -25,6 +25,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::{
+    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
+    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
+};
 use futures::stream;
 use tollgate::catalog::{CatalogError, ModelEntry};
 use tollgate::pipeline::{ChatTransport, Signals};
@@ -32,10 +36,6 @@ use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{
     Block, Dimension, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream,
     Result, StopReason, StreamEvent, Usage,
-};
-use tollgate_fake::sim::{
-    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
-    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
 };
 
 /// The provider key.

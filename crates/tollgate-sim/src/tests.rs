@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tollgate::clock;
 
-use super::*;
+use crate::*;
 
 fn rpm(n: u64) -> SimLimits {
     SimLimits {
