@@ -187,7 +187,7 @@ const BENCHES: [(&str, &str); 7] = [
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
     ("tollgate-bench", "headers"),
-    ("tollgate-anthropic", "sse"),
+    ("tollgate", "sse"),
     ("tollgate-cli", "batch"),
 ];
 
