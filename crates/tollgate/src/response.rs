@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::conversation::Block;
+use crate::conversation::{Block, Conversation, Message, Role};
 use crate::error::{Error, Result};
 use crate::json::canonical_bytes;
 use crate::usage::Usage;
@@ -162,5 +162,17 @@ impl fmt::Debug for LlmResponse {
             .field("digest", &self.response_digest_hex())
             .field("body", &self.body)
             .finish()
+    }
+}
+
+// Defined here, not in `conversation.rs`, so that the conversation types need nothing of
+// the response (which is made of them).
+impl Conversation {
+    /// Appends the model's answer as an assistant message.
+    pub fn push_response(&mut self, response: &LlmResponse) {
+        self.messages.push(Message {
+            role: Role::Assistant,
+            content: response.blocks().to_vec(),
+        });
     }
 }

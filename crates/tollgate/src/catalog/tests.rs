@@ -1,3 +1,5 @@
+//! Catalog loading and validation: every mistake named with its model and field.
+
 use super::*;
 use crate::usage::Usage;
 

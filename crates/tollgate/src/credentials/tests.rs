@@ -1,3 +1,5 @@
+//! Credential stores: secrets never print, lookups happen on every call.
+
 use super::*;
 
 #[test]
