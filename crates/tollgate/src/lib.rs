@@ -14,6 +14,11 @@
 //! 4. [`compute_cache_key`] names a request for the [`ReplayCache`], which the `fake`
 //!    provider (crate `tollgate-fake`) replays offline.
 //!
+//! Time is read in one place, [`clock`] (tokio's clock, paused in tests). The modules
+//! form layers with no circle (`cargo xtask core-graph` draws them): the catalog knows
+//! the providers that registered themselves, never the [`provider`] registry, which
+//! builds on the catalog.
+//!
 //! ```
 //! use tollgate::{Catalog, Conversation, SamplingParams};
 //!
