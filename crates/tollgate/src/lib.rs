@@ -20,14 +20,19 @@
 //! builds on the catalog.
 //!
 //! ```
+//! use tollgate::catalog::KnownProviders;
 //! use tollgate::{Catalog, Conversation, SamplingParams};
 //!
-//! let catalog = Catalog::from_toml_str(r#"
+//! // An application links the `fake` provider with `use tollgate_fake as _;`, and
+//! // `Catalog::from_toml_str` accepts its key; this crate alone links no provider, so
+//! // the key is given explicitly.
+//! let known = KnownProviders::empty().with("fake", "tollgate-fake", false);
+//! let catalog = Catalog::from_toml_str_with(r#"
 //!     [models.assistant]
 //!     provider = "fake"
 //!     max_output_tokens = 1024
 //!     rpm = 60
-//! "#)?;
+//! "#, &known)?;
 //! let request = Conversation::new()
 //!     .with_system("Be brief.")
 //!     .user("Hello?")
