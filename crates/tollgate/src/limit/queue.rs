@@ -264,3 +264,97 @@ impl WaitQueue {
             .min()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> WaitQueue {
+        WaitQueue::new(Duration::from_secs(10))
+    }
+
+    #[test]
+    fn grant_head_takes_the_highest_class_first_and_hands_its_waker_over_once() {
+        let mut q = queue();
+        let batch = q.enqueue(Cost::call(1, 0), Priority::Batch, 0, Waker::noop().clone());
+        let interactive = q.enqueue(
+            Cost::call(2, 0),
+            Priority::Interactive,
+            1,
+            Waker::noop().clone(),
+        );
+        assert_eq!(q.head(2), Some((interactive, Cost::call(2, 0))));
+        let mut wakers = Vec::new();
+        q.grant_head(2, &mut wakers);
+        assert_eq!(wakers.len(), 1);
+        assert_eq!(q.len(), 1);
+        assert!(q.is_head(batch, 2));
+        // The granted waiter picks its grant up once; then it is gone.
+        assert_eq!(q.poll_granted(interactive, Waker::noop()), Some(true));
+        assert_eq!(q.poll_granted(interactive, Waker::noop()), None);
+        assert_eq!(q.poll_granted(batch, Waker::noop()), Some(false));
+    }
+
+    #[test]
+    fn cancel_says_whether_the_waiter_was_granted_or_went_first() {
+        let mut q = queue();
+        let first = q.enqueue(
+            Cost::call(1, 0),
+            Priority::Default,
+            0,
+            Waker::noop().clone(),
+        );
+        let second = q.enqueue(
+            Cost::call(5, 0),
+            Priority::Default,
+            1,
+            Waker::noop().clone(),
+        );
+        let third = q.enqueue(
+            Cost::call(7, 0),
+            Priority::Default,
+            2,
+            Waker::noop().clone(),
+        );
+        q.grant_head(3, &mut Vec::new());
+        // Granted but never picked up: its cost must be given back.
+        assert!(
+            matches!(q.cancel(first, Priority::Default, 3), Cancelled::Granted(c) if c == Cost::call(1, 0))
+        );
+        assert!(matches!(
+            q.cancel(third, Priority::Default, 3),
+            Cancelled::Waiting { was_head: false }
+        ));
+        assert!(matches!(
+            q.cancel(second, Priority::Default, 3),
+            Cancelled::Waiting { was_head: true }
+        ));
+        assert!(matches!(
+            q.cancel(second, Priority::Default, 3),
+            Cancelled::Gone
+        ));
+        assert!(q.is_empty());
+        assert_eq!(q.head(3), None);
+    }
+
+    #[test]
+    fn costs_ahead_of_a_newcomer_are_its_class_and_higher() {
+        let mut q = queue();
+        q.enqueue(Cost::call(1, 0), Priority::Batch, 0, Waker::noop().clone());
+        q.enqueue(
+            Cost::call(2, 0),
+            Priority::Default,
+            0,
+            Waker::noop().clone(),
+        );
+        q.enqueue(
+            Cost::call(3, 0),
+            Priority::Interactive,
+            0,
+            Waker::noop().clone(),
+        );
+        let ahead: Vec<Cost> = q.costs_ahead_of(Priority::Default, 1).collect();
+        assert_eq!(ahead.len(), 2);
+        assert!(ahead.contains(&Cost::call(2, 0)) && ahead.contains(&Cost::call(3, 0)));
+    }
+}
