@@ -141,7 +141,7 @@ pub struct SimCall {
     pub outcome: SimOutcome,
     /// What it counts against the limits: for an accepted call, the final charge once it
     /// completed (the admission charge until then); for a refused one, what was charged
-    /// (nothing unless [`SimConfig::count_rejected`]).
+    /// (nothing unless [`SimConfig::count_rejected`](crate::SimConfig::count_rejected)(crate::SimConfig::count_rejected)).
     pub charged: SimCharge,
     /// When an accepted call finished.
     pub completed_at: Option<Duration>,
@@ -164,6 +164,6 @@ pub struct SimStats {
     pub overloaded: u64,
     /// What accepted calls count against the limits (final charges where completed).
     pub accepted_charge: SimCharge,
-    /// What rate-limited calls were charged (only with [`SimConfig::count_rejected`]).
+    /// What rate-limited calls were charged (only with [`SimConfig::count_rejected`](crate::SimConfig::count_rejected)).
     pub wasted_charge: SimCharge,
 }

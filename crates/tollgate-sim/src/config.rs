@@ -168,7 +168,7 @@ pub struct SimConfig {
     pub seed: u64,
     /// Continuous buckets or fixed windows.
     pub window: SimWindow,
-    /// Whether and how answers carry rate-limit headers ([`SimProvider::call_with_headers`]).
+    /// Whether and how answers carry rate-limit headers ([`SimProvider::call_with_headers`](crate::SimProvider::call_with_headers)).
     pub headers: SimHeaderStyle,
 }
 

@@ -202,7 +202,7 @@ impl SimProvider {
         self.lock().stats
     }
 
-    /// Makes one call: refused at once (after [`SimLatency::refusal`]) with a 529 or a
+    /// Makes one call: refused at once (after [`SimLatency::refusal`](crate::SimLatency::refusal)) with a 529 or a
     /// 429, or accepted and answered after the simulated answer time.
     ///
     /// The answer's bookkeeping (the output refund under [`OutputCharge::Actual`], the
