@@ -17,7 +17,7 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
-//! 1. [`AnthropicProvider::build`] (once per `Models`, on first use) makes one HTTP
+//! 1. [`AnthropicProvider`]'s `build` (once per `Models`, on first use) makes one HTTP
 //!    client with the context's connect timeout, no proxy from the environment and no
 //!    retries of its own, and keeps each model's credential *reference*;
 //! 2. each call, the transport encodes the request ([`codec::encode_request`]; more than
