@@ -3,7 +3,9 @@
 //!
 //! All state lives behind one mutex and changes in one place ([`State::grant_ready`]
 //! grants; the other methods only refill, take or give back). Waiters queue in a
-//! [`WaitQueue`]: one FIFO queue per [`Priority`] class. One *driver* task per limiter
+//! [`WaitQueue`] (`queue.rs`): one FIFO queue per [`Priority`] class, and each waiter's
+//! slot, changed only through the queue's methods. The [`Reserve`] future (`reserve.rs`)
+//! joins, picks up or leaves through them. One *driver* task per limiter
 //! sleeps until the instant the head waiter's cost will have refilled, grants it (and
 //! whoever goes next, while they fit), and sleeps again; waiters are woken only when
 //! granted, so a grant costs exactly one wake-up. The driver exists only while someone
