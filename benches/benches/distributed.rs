@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tokio::time::Instant;
 use tollgate::catalog::Limits;
 use tollgate::limit::{
     Cost, Feedback, LimiterBackend, LimiterConfig, Priority, TokenBucketRateLimiter,
@@ -22,8 +21,8 @@ use tollgate::limit::{
 use tollgate_bench::report::{Section, Table, num, ratio};
 use tollgate_bench::sim_http::{self, Answer};
 use tollgate_bench::stats::percentile;
-use tollgate_fake::sim::{SimConfig, SimLatency, SimLimits, SimProvider, SimRequest};
 use tollgate_redis::{RedisConfig, RedisLimiters};
+use tollgate_sim::{SimConfig, SimLatency, SimLimits, SimProvider, SimRequest};
 
 const PROCESSES: usize = 4;
 const CALLERS: usize = 50;
@@ -262,7 +261,7 @@ async fn child(mode: Mode) {
     };
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let reservations = Arc::new(AtomicU64::new(0));
-    let begin = Instant::now();
+    let begin = tollgate::clock::now();
     let mut tasks = Vec::new();
     for _ in 0..CALLERS {
         let backend = backend.clone();

@@ -443,7 +443,7 @@ fn main() {
     });
     let tokio_now = measure(&mut c, "tokio Instant::now", |n| {
         timed(n, || {
-            black_box(tokio::time::Instant::now());
+            black_box(tollgate::clock::now());
         })
     });
     let quanta = DefaultClock::default();
@@ -471,7 +471,7 @@ fn main() {
     });
     let clock_and_arc = measure(&mut c, "tokio Instant::now + Arc clone + drop", |n| {
         timed(n, || {
-            black_box(tokio::time::Instant::now());
+            black_box(tollgate::clock::now());
             drop(black_box(arc.clone()));
         })
     });
@@ -538,7 +538,7 @@ fn main() {
     let paused_now = tollgate_bench::paused_runtime().block_on(async {
         measure(&mut c, "tokio Instant::now, paused clock", |n| {
             timed(n, || {
-                black_box(tokio::time::Instant::now());
+                black_box(tollgate::clock::now());
             })
         })
     });

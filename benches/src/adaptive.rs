@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_fake::sim::{
+use tollgate_sim::{
     OutputCharge, RetryAfter, SimCapacity, SimConfig, SimLimits, SimOutcome, SimProvider, SimRng,
 };
 

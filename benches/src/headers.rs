@@ -25,7 +25,7 @@ use tollgate::catalog::{Limits, RateWindow};
 use tollgate::limit::{Cost, Feedback, LimiterConfig, TokenBucketRateLimiter};
 use tollgate::pipeline::{RetryPolicy, Signals};
 use tollgate::{Dimension, Usage};
-use tollgate_fake::sim::{
+use tollgate_sim::{
     ContinuousBucket, RetryAfter, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency,
     SimLimits, SimProvider, SimRefusal, SimRequest, SimReset, SimRng, SimWindow,
 };
@@ -488,16 +488,11 @@ pub async fn converge(scenario: HeadersScenario, config: ConvergeConfig) -> Conv
     let steady: Vec<_> = journal.iter().filter(|c| c.at >= half).collect();
     let steady_429 = steady
         .iter()
-        .filter(|c| {
-            matches!(
-                c.outcome,
-                tollgate_fake::sim::SimOutcome::RateLimited { .. }
-            )
-        })
+        .filter(|c| matches!(c.outcome, tollgate_sim::SimOutcome::RateLimited { .. }))
         .count() as f64;
     let accepted = steady
         .iter()
-        .filter(|c| c.outcome == tollgate_fake::sim::SimOutcome::Accepted)
+        .filter(|c| c.outcome == tollgate_sim::SimOutcome::Accepted)
         .count() as f64;
     let window = match scenario.window {
         SimWindow::Continuous => crate::adaptive::WINDOW,
@@ -508,12 +503,7 @@ pub async fn converge(scenario: HeadersScenario, config: ConvergeConfig) -> Conv
         converge: converge_within(&sent, config.duration, served_per_second, window),
         rate_limited_at: journal
             .iter()
-            .filter(|c| {
-                matches!(
-                    c.outcome,
-                    tollgate_fake::sim::SimOutcome::RateLimited { .. }
-                )
-            })
+            .filter(|c| matches!(c.outcome, tollgate_sim::SimOutcome::RateLimited { .. }))
             .map(|c| c.at)
             .collect(),
         steady_429_per_min: steady_429 / (half.as_secs_f64() / 60.0),

@@ -6,7 +6,7 @@
 //!   hand-off, with wake-ups counted; the nanosecond rows are measured with criterion in
 //!   `benches/overhead.rs`.
 //! - [`pacing`] (benchmark 2): closed-loop callers against
-//!   [`tollgate_fake::sim::SimProvider`] for ten simulated minutes.
+//!   [`tollgate_sim::SimProvider`] for ten simulated minutes.
 //! - [`adaptive`] (benchmark 3): a provider that serves less than it publishes.
 //! - [`priority`] (benchmark 4): interactive calls' queue delay under a saturating batch
 //!   load, one FIFO queue against priority classes.

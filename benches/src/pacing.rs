@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::limit::Cost;
-use tollgate_fake::sim::{
+use tollgate_sim::{
     ContinuousBucket, OutputCharge, RetryAfter, SimCall, SimCapacity, SimConfig, SimDimension,
     SimLimits, SimOutcome, SimProvider, SimRequest, SimRng,
 };
@@ -689,7 +689,7 @@ pub fn section(reports: &[PacingReport], config: PacingConfig) -> Section {
         intro: vec![
             format!(
                 "{} callers in a closed loop for {} simulated minutes on tokio's paused clock, \
-                 against `tollgate_fake::sim::SimProvider` (answers in 300 ms + 15 ms per output \
+                 against `tollgate_sim::SimProvider` (answers in 300 ms + 15 ms per output \
                  token). Seeded sizes: input 200–8,000 tokens, output limit 256–4,096, output \
                  produced 20–100% of the limit. One request larger than the input bucket arrives \
                  at {} s. A second run sends a fixed batch of {} requests through the same callers.",

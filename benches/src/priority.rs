@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tollgate::clock;
+
 use tollgate::catalog::Limits;
 use tollgate::limit::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
-use tollgate_fake::sim::SimRng;
+use tollgate_sim::SimRng;
 
 use crate::report::{Section, Table, num};
 use crate::stats;
@@ -119,7 +120,7 @@ pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
         ..Limits::default()
     };
     let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false));
-    let start = Instant::now();
+    let start = clock::now();
     let (warmup, end) = (config.warmup, config.duration);
     let mut seeds = SimRng::new(config.seed);
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tollgate_fake::sim::{SimProvider, SimRefusal, SimRequest};
+use tollgate_sim::{SimProvider, SimRefusal, SimRequest};
 
 /// Serves `provider` on 127.0.0.1 (a free port); returns the port. Runs until the runtime
 /// ends.

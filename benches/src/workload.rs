@@ -1,6 +1,6 @@
 //! Seeded request sizes.
 
-use tollgate_fake::sim::{SimRequest, SimRng};
+use tollgate_sim::{SimRequest, SimRng};
 
 /// Ranges that request sizes are drawn from, uniformly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

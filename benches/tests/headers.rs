@@ -7,7 +7,7 @@ use std::time::Duration;
 use tollgate_bench::headers::{
     self, ConvergeConfig, ConvergeReport, HeadersConfig, HeadersScenario,
 };
-use tollgate_fake::sim::{SimHeaderStyle, SimWindow};
+use tollgate_sim::{SimHeaderStyle, SimWindow};
 
 fn scenario(window: SimWindow, style: SimHeaderStyle, catalog_factor: u64) -> HeadersScenario {
     HeadersScenario {

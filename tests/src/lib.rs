@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tollgate::catalog::ModelEntry;
 use tollgate::credentials::{CredentialError, CredentialStore, Secret};
 use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{ClientProvider, CredentialRef, ProviderClients, ProviderContext};
+use tollgate::provider::{CredentialRef, Provider, ProviderContext, ProviderTransports};
 use tollgate::{
     Block, Catalog, LlmRequest, LlmResponse, ResponseBody, ResponseStream, Result, StopReason,
     Usage,
@@ -73,12 +73,12 @@ pub struct KeyedProvider {
 }
 
 #[tollgate::async_trait]
-impl ClientProvider for KeyedProvider {
+impl Provider for KeyedProvider {
     fn key(&self) -> &'static str {
         "keyed"
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         self.builds.fetch_add(1, Ordering::SeqCst);
         // Let concurrent first callers pile up on the build.
         tokio::task::yield_now().await;
@@ -95,7 +95,7 @@ struct KeyedClients {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
-impl ProviderClients for KeyedClients {
+impl ProviderTransports for KeyedClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let credential = self
             .context

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tollgate::clock;
 
 use futures::StreamExt;
 use tollgate::catalog::{EmbeddingCapabilities, ModelEntry};
@@ -304,7 +305,7 @@ async fn fake_latency_runs_on_tokios_clock() {
     fake.reply("m", FakeReply::text("slow"))
         .with_latency(Duration::from_secs(3));
     let chat = direct(&fake, "m").await;
-    let start = tokio::time::Instant::now();
+    let start = clock::now();
     chat.single_response(&ask("m", "q")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(3));
 }

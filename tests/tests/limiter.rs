@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tollgate::clock;
+
 use tollgate::catalog::Limits;
 use tollgate::catalog::RateWindow;
 use tollgate::limit::{
@@ -11,6 +12,9 @@ use tollgate::limit::{
     TokenBucketRateLimiter, TryReserveError,
 };
 use tollgate::{Dimension, Error, Usage};
+
+// The catalogs here name `fake`: linking its crate registers the key.
+use tollgate_fake as _;
 
 fn limiter(limits: Limits) -> TokenBucketRateLimiter {
     TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false))
@@ -38,7 +42,7 @@ async fn picoclaw_rpm_3_sends_three_at_once_then_one_every_20_seconds() {
             ..Limits::default()
         },
     ));
-    let start = Instant::now();
+    let start = clock::now();
     let mut sent_at = Vec::new();
     for _ in 0..7 {
         let mut reservation = limiter.reserve(Cost::call(500, 200)).await.unwrap();
@@ -67,7 +71,7 @@ async fn oversize_call_fails_at_once_from_both_forms() {
         tpm: 1000,
         ..Limits::default()
     });
-    let start = Instant::now();
+    let start = clock::now();
     let err = limiter.reserve(Cost::call(900, 200)).await.unwrap_err();
     assert_eq!(start.elapsed(), Duration::ZERO);
     match err {
@@ -98,7 +102,7 @@ async fn try_reserve_never_waits_and_says_when_to_come_back() {
     let held: Vec<_> = (0..60)
         .map(|_| limiter.try_reserve(one()).unwrap())
         .collect();
-    let start = Instant::now();
+    let start = clock::now();
     match limiter.try_reserve(one()) {
         Err(TryReserveError::WouldWait { ready_in }) => {
             assert_eq!(ready_in, Duration::from_secs(1))
@@ -151,11 +155,11 @@ async fn large_request_is_not_starved_by_a_stream_of_small_ones() {
         tokio::spawn(async move {
             let mut r = limiter.reserve(Cost::call(6000, 0)).await.unwrap();
             r.mark_sent();
-            Instant::now()
+            clock::now()
         })
     };
     tokio::task::yield_now().await;
-    let start = Instant::now();
+    let start = clock::now();
     // Small requests keep arriving; none may overtake the big one.
     let small = {
         let limiter = limiter.clone();
@@ -164,7 +168,7 @@ async fn large_request_is_not_starved_by_a_stream_of_small_ones() {
             for _ in 0..50 {
                 if let Ok(mut r) = limiter.try_reserve(Cost::call(10, 0)) {
                     r.mark_sent();
-                    first_small.get_or_insert(Instant::now());
+                    first_small.get_or_insert(clock::now());
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -192,7 +196,7 @@ async fn wake_up_lands_within_2ms_of_the_analytic_time() {
     for _ in 0..7 {
         limiter.try_reserve(one()).unwrap().mark_sent();
     }
-    let start = Instant::now();
+    let start = clock::now();
     for k in 1..=10u32 {
         let mut r = limiter.reserve(one()).await.unwrap();
         r.mark_sent();
@@ -228,12 +232,12 @@ async fn dropping_a_waiting_reserve_leaves_the_queue_and_lets_the_next_go() {
         async move {
             let mut r = limiter.reserve(Cost::call(10, 0)).await.unwrap();
             r.mark_sent();
-            Instant::now()
+            clock::now()
         }
     });
     tokio::task::yield_now().await;
     assert_eq!(limiter.snapshot().queued, 2);
-    let start = Instant::now();
+    let start = clock::now();
     tokio::time::sleep(Duration::from_secs(6)).await; // 10 tokens refilled
     big.abort();
     let _ = big.await;
@@ -354,7 +358,7 @@ async fn sent_and_dropped_keeps_the_charge_settle_reconciles() {
         actual,
     );
     assert_eq!(level(&limiter), -150.0);
-    let start = Instant::now();
+    let start = clock::now();
     limiter
         .reserve(Cost::call(50, 0))
         .await
@@ -396,7 +400,7 @@ async fn burst_seconds_enforces_60_rpm_as_one_per_second() {
             .with_burst(Burst::Seconds(1))
             .with_adaptive(false),
     );
-    let start = Instant::now();
+    let start = clock::now();
     let mut at = Vec::new();
     for _ in 0..4 {
         limiter.reserve(one()).await.unwrap().mark_sent();
@@ -414,7 +418,7 @@ async fn a_429_slows_the_refill_for_every_caller_of_the_model() {
     adaptive.feedback(Feedback::RateLimited { retry_after: None });
     assert!(adaptive.snapshot().rate_factor < 1.0);
     let other_caller = adaptive.clone();
-    let start = Instant::now();
+    let start = clock::now();
     other_caller.reserve(one()).await.unwrap().mark_sent();
     assert!(
         start.elapsed() > Duration::from_secs(1),
@@ -433,7 +437,7 @@ async fn retry_after_pauses_the_model_for_everyone() {
         limiter.try_reserve(one()),
         Err(TryReserveError::WouldWait { .. })
     ));
-    let start = Instant::now();
+    let start = clock::now();
     limiter.reserve(one()).await.unwrap().mark_sent();
     assert_eq!(start.elapsed(), Duration::from_secs(7));
 }
@@ -464,7 +468,7 @@ async fn a_day_of_greedy_traffic_admits_exactly_the_analytic_bound() {
         tpm: 0,
         ..Limits::default()
     });
-    let start = Instant::now();
+    let start = clock::now();
     let mut admitted = 0u64;
     while start.elapsed() < Duration::from_secs(24 * 3600) {
         limiter.reserve(one()).await.unwrap().mark_sent();
@@ -525,8 +529,8 @@ mod admission {
         let pool = Arc::new(Semaphore::new(1));
         let admission =
             Admission::new(Arc::new(limiter.clone())).with(SemaphoreResource::new(pool.clone(), 1));
-        let job = tokio::spawn(async move { admission.admit(one()).await.map(|_| Instant::now()) });
-        let start = Instant::now();
+        let job = tokio::spawn(async move { admission.admit(one()).await.map(|_| clock::now()) });
+        let start = clock::now();
         tokio::time::sleep(Duration::from_secs(30)).await;
         assert_eq!(
             pool.available_permits(),
@@ -565,7 +569,7 @@ mod fallback {
         assert_eq!((first.model_id.as_str(), first.position), ("m0", 0));
         first.reservation.release();
         limiters[0].try_reserve(one()).unwrap().mark_sent(); // m0 now empty
-        let start = Instant::now();
+        let start = clock::now();
         let second = chain.reserve(one()).await.unwrap();
         assert_eq!(second.model_id, "m1", "a busy candidate is skipped at once");
         assert_eq!(start.elapsed(), Duration::ZERO);
@@ -588,7 +592,7 @@ mod fallback {
         for l in &limiters {
             l.try_reserve(one()).unwrap().mark_sent();
         }
-        let start = Instant::now();
+        let start = clock::now();
         let grant = chain.reserve(one()).await.unwrap();
         assert_eq!(grant.model_id, "m1");
         assert_eq!(start.elapsed(), Duration::from_secs(60));
@@ -599,7 +603,7 @@ mod fallback {
         let (chain, _) = chain(&[10, 10]);
         chain.cooldown("m0", Some(Duration::from_secs(9)));
         chain.cooldown("m1", Some(Duration::from_secs(4)));
-        let start = Instant::now();
+        let start = clock::now();
         let grant = chain.reserve(one()).await.unwrap();
         assert_eq!(
             (grant.model_id.as_str(), start.elapsed()),
@@ -695,7 +699,7 @@ async fn provider_reporting_nothing_left_without_a_limit_waits_for_our_refill_no
         dimension: Dimension::Tokens,
         reset_in: Duration::from_secs(30),
     });
-    let start = Instant::now();
+    let start = clock::now();
     // The provider's bucket is full again in 30 s; 10 tokens have refilled in 0.6 s.
     limiter
         .reserve(Cost::call(10, 0))
@@ -718,7 +722,7 @@ fn reported(limit: Option<u64>, remaining: u64, reset_in: Duration) -> Feedback 
 
 /// When each of `n` callers, queued at once, is granted.
 async fn grant_times(limiter: &TokenBucketRateLimiter, n: usize) -> Vec<Duration> {
-    let start = Instant::now();
+    let start = clock::now();
     let times = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for _ in 0..n {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures::future::join_all;
-use tollgate::catalog::{KnownProviders, ModelEntry, ModelKind};
+use tollgate::catalog::{CatalogError, KnownProviders, ModelEntry, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::{Catalog, Conversation, Error, Models, SamplingParams};
 use tollgate_integration_tests::{KeyedProvider, RecordingStore};
@@ -139,12 +139,38 @@ async fn missing_credential_fails_the_call_naming_the_id_and_no_secret() {
     assert!(!format!("{err} {err:?} {models:?}").contains("sk-should-not-appear"));
 }
 
-#[tokio::test]
-async fn model_whose_provider_is_not_linked_says_which_crate_to_add() {
-    let catalog = Catalog::from_toml_str(
+#[test]
+fn catalog_naming_a_provider_whose_crate_is_not_linked_fails_at_load_saying_which_crate_to_add() {
+    // `tollgate-openai` is not a dependency of this test binary: its key is unknown here.
+    let err = Catalog::from_toml_str(
         "[models.gpt]\nprovider = \"openai\"\ncredential = \"openai-main\"\nmax_output_tokens = 100\n",
     )
-    .unwrap();
+    .unwrap_err();
+    assert!(matches!(err, CatalogError::UnknownProvider { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("`tollgate-openai`") && message.contains("use tollgate_openai as _;"),
+        "the error says what to add: {message}"
+    );
+    assert!(
+        message.contains("fake (tollgate-fake)"),
+        "the error lists what is linked, with the crate each provider registered from: {message}"
+    );
+}
+
+#[tokio::test]
+async fn model_whose_provider_is_known_but_not_registered_says_which_crate_to_add() {
+    // A key passed in `KnownProviders` passes the catalog; calling it without the
+    // provider in the registry says what to add.
+    let catalog = Catalog::builder()
+        .known_providers(KnownProviders::linked().with("openai", "tollgate-openai", true))
+        .model(
+            ModelEntry::new("gpt", "openai", "gpt-1")
+                .with_output_tokens(100, 10)
+                .with_credential("openai-main"),
+        )
+        .build()
+        .unwrap();
     let models = Models::builder().catalog(catalog).build().unwrap();
     let err = models.chat("gpt").await.unwrap_err();
     assert!(matches!(err, Error::ProviderNotLinked { .. }), "{err}");

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tollgate::clock;
+
 use tollgate::catalog::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price};
 use tollgate::pipeline::{
     DefaultEstimator, MemoryRecorder, Outcome, PipelineConfig, RetryPolicy, TokenEstimator,
@@ -101,7 +102,7 @@ async fn embeddings_1000_texts_at_max_batch_96_reserve_11_requests() {
     // would have waited for the refill.
     let s = setup(embed_entry(11, 96));
     let client = s.models.embeddings("e").await.unwrap();
-    let start = Instant::now();
+    let start = clock::now();
     let vectors = client
         .embed_batch(&texts(1000), EmbeddingPurpose::Document)
         .await
@@ -128,7 +129,7 @@ async fn one_text_per_request_model_is_paced_at_its_rpm() {
     // (the bucket's burst), the other 6 one every 10 s.
     let s = setup(embed_entry(6, 1));
     let client = s.models.embeddings("e").await.unwrap();
-    let start = Instant::now();
+    let start = clock::now();
     let vectors = client
         .embed_batch(&texts(12), EmbeddingPurpose::Document)
         .await
@@ -253,7 +254,7 @@ async fn decision_questions_each_reserve_a_request() {
         .into();
         s.fake.decide("d", weights);
     }
-    let start = Instant::now();
+    let start = clock::now();
     let decision = s
         .models
         .decision("d")

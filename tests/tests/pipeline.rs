@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use tokio::time::Instant;
 use tollgate::catalog::{Limits, ModelEntry, Price, RateWindow};
+use tollgate::clock;
 use tollgate::pipeline::{
     BreakerConfig, CallRecord, JsonLinesRecorder, MemoryRecorder, Outcome, PipelineConfig,
     RetryPolicy,
@@ -140,7 +140,7 @@ async fn rate_limited_twice_then_success_returns_the_success_with_spaced_retries
     );
     s.fake
         .reply("m", FakeReply::text("finally").with_usage(usage(10, 2)));
-    let start = Instant::now();
+    let start = clock::now();
     let answer = s.send(&ask("hi")).await.unwrap();
     assert_eq!(answer.text(), "finally");
     let attempts = s.recorder.attempts();
@@ -227,7 +227,7 @@ async fn attempt_deadline_passing_is_a_timeout() {
         .reply_any(FakeReply::text("too late"))
         .with_latency(Duration::from_secs(30));
     let job = s.models.for_job(JobContext::new("j", 0));
-    let start = Instant::now();
+    let start = clock::now();
     let err = job
         .chat("m")
         .await
@@ -268,7 +268,7 @@ async fn quota_exhausted_fails_at_once_and_is_never_retried() {
     s.fake
         .fail("m", Fault::QuotaExhausted)
         .reply("m", FakeReply::text("ok"));
-    let start = Instant::now();
+    let start = clock::now();
     let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(matches!(err, Error::QuotaExhausted { .. }), "{err}");
     assert_eq!((s.fake.calls("m"), start.elapsed()), (1, Duration::ZERO));
@@ -612,7 +612,7 @@ async fn retry_after_beyond_the_cap_fails_with_the_wait() {
         },
     );
     s.fake.reply("m", FakeReply::text("ok"));
-    let start = Instant::now();
+    let start = clock::now();
     let err = s.send(&ask("hi")).await.unwrap_err();
     match err {
         Error::Provider(e @ ProviderError::RateLimited { .. }) => {
@@ -686,7 +686,7 @@ async fn ten_jobs_refused_together_do_not_retry_together() {
     for _ in 0..10 {
         s.fake.reply_any(FakeReply::text("ok"));
     }
-    let start = Instant::now();
+    let start = clock::now();
     let tasks: Vec<_> = (0..10)
         .map(|i| {
             let models = s.models.for_job(JobContext::new(format!("job-{i}"), 3));
@@ -847,7 +847,7 @@ mod fallback_chain {
             .chat_with_fallbacks("m", FallbackOptions::default())
             .await
             .unwrap();
-        let start = Instant::now();
+        let start = clock::now();
         assert_eq!(
             chat.single_response(&ask("hi")).await.unwrap().text(),
             "from n"
@@ -893,7 +893,7 @@ mod fallback_chain {
             .chat_with_fallbacks("m", FallbackOptions::default())
             .await
             .unwrap();
-        let start = Instant::now();
+        let start = clock::now();
         assert_eq!(
             chat.single_response(&ask("hi")).await.unwrap().text(),
             "from n"
@@ -985,7 +985,7 @@ async fn call_deadline_bounds_the_whole_call_retries_included() {
             },
         );
     }
-    let start = Instant::now();
+    let start = clock::now();
     let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::Provider(ProviderError::RateLimited { .. })),
@@ -1005,7 +1005,7 @@ async fn call_deadline_bounds_the_whole_call_retries_included() {
     s.fake
         .reply_any(FakeReply::text("late"))
         .with_latency(Duration::from_secs(20));
-    let start = Instant::now();
+    let start = clock::now();
     let err = s.send(&ask("hi")).await.unwrap_err();
     assert!(
         matches!(err, Error::Provider(ProviderError::Timeout { .. })),
@@ -1086,7 +1086,7 @@ async fn reset_headers_with_nothing_left_wait_one_refill_or_for_a_fixed_windows_
             .reply_any(FakeReply::text("one"))
             .reply_any(FakeReply::text("two"));
         s.send(&ask("hi")).await.unwrap();
-        let start = Instant::now();
+        let start = clock::now();
         s.send(&ask("again")).await.unwrap();
         assert_eq!(start.elapsed(), expected, "{window:?}");
     }
@@ -1165,7 +1165,7 @@ async fn limit_headers_reach_the_limiter_through_the_pipeline() {
         .find(|(d, _, _)| *d == Dimension::Requests)
         .unwrap();
     assert_eq!(requests.2, 30, "{snapshot:?}");
-    let start = Instant::now();
+    let start = clock::now();
     s.send(&ask("hi")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(2));
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tollgate::catalog::Limits;
+use tollgate::clock;
 use tollgate::limit::{
     Burst, Cost, LimiterConfig, Priority, TokenBucketRateLimiter, TryReserveError,
 };
@@ -108,7 +109,7 @@ fn ready_in(r: Result<tollgate::limit::Reservation, TryReserveError>) -> Duratio
 async fn interactive_is_granted_before_queued_batch() {
     let limiter = one_per_second(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let one = Cost::call(0, 0);
     let mut tasks = vec![
@@ -138,7 +139,7 @@ async fn interactive_is_granted_before_queued_batch() {
 async fn reserve_and_try_reserve_are_the_default_class() {
     let limiter = one_per_second(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let one = Cost::call(0, 0);
     let batch = waiter(&limiter, &log, start, "batch", Priority::Batch, one).await;
@@ -161,7 +162,7 @@ async fn reserve_and_try_reserve_are_the_default_class() {
 async fn fifo_within_a_class() {
     let limiter = one_per_second(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let one = Cost::call(0, 0);
     let order = [
@@ -219,7 +220,7 @@ fn saturate_interactive(
 async fn aging_promotes_a_starving_batch_waiter() {
     let limiter = one_per_second(secs(10));
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let batch = waiter(
         &limiter,
@@ -246,7 +247,7 @@ async fn aging_promotes_a_starving_batch_waiter() {
 async fn without_aging_a_saturating_higher_class_starves_batch() {
     let limiter = one_per_second(Duration::MAX);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let batch = waiter(
         &limiter,
@@ -273,7 +274,7 @@ async fn aging_wakes_the_driver_when_a_promoted_waiter_fits_before_the_head() {
     // then, not after the head.
     let limiter = sixty_tokens(secs(5));
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(tokens(60)).unwrap().mark_sent();
     let batch = waiter(&limiter, &log, start, "batch", Priority::Batch, tokens(3)).await;
     tokio::time::sleep(secs(1)).await;
@@ -298,7 +299,7 @@ async fn a_promoted_head_keeps_the_lead_over_a_younger_promoted_waiter() {
     // second later. Both are promoted in time; the older goes first, as FIFO would.
     let limiter = sixty_tokens(secs(5));
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(tokens(60)).unwrap().mark_sent();
     let big = waiter(
         &limiter,
@@ -321,7 +322,7 @@ async fn a_promoted_head_keeps_the_lead_over_a_younger_promoted_waiter() {
 async fn zero_aging_is_fifo_across_classes() {
     let limiter = one_per_second(Duration::ZERO);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let one = Cost::call(0, 0);
     let mut tasks = Vec::new();
@@ -344,7 +345,7 @@ async fn zero_aging_is_fifo_across_classes() {
 async fn try_reserve_at_higher_class_passes_lower_waiters_only() {
     let limiter = sixty_tokens(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(tokens(50)).unwrap().mark_sent(); // level 10
     let batch = waiter(&limiter, &log, start, "batch", Priority::Batch, tokens(30)).await;
 
@@ -395,7 +396,7 @@ async fn try_reserve_at_higher_class_passes_lower_waiters_only() {
 async fn try_reserve_does_not_pass_a_promoted_waiter() {
     let limiter = sixty_tokens(secs(5));
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(tokens(50)).unwrap().mark_sent(); // level 10
     let batch = waiter(&limiter, &log, start, "batch", Priority::Batch, tokens(30)).await;
     tokio::time::sleep(secs(4)).await; // level 14; the batch waiter is not promoted yet
@@ -414,7 +415,7 @@ async fn try_reserve_does_not_pass_a_promoted_waiter() {
 async fn cancelled_waiter_of_any_class_gives_back_and_next_goes() {
     let limiter = one_per_second(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(Cost::call(0, 0)).unwrap().mark_sent();
     let one = Cost::call(0, 0);
     let i1 = waiter(&limiter, &log, start, "i1", Priority::Interactive, one).await;
@@ -444,7 +445,7 @@ async fn cancelled_waiter_of_any_class_gives_back_and_next_goes() {
     // head lets the small one go at once.
     let limiter = sixty_tokens(LimiterConfig::DEFAULT_AGING);
     let log = Log::default();
-    let start = Instant::now();
+    let start = clock::now();
     limiter.try_reserve(tokens(50)).unwrap().mark_sent(); // level 10
     let big = waiter(
         &limiter,

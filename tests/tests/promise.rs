@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 use tollgate::catalog::{Deployment, Limits, ModelEntry};
+use tollgate::clock;
 use tollgate::limit::{
     Admission, Cost, InProcessLimiters, LimiterBackend, LimiterConfig, LimiterFactory, Priority,
     SemaphoreResource,
@@ -147,7 +147,7 @@ fn limiter_backend_for_an_unknown_model_fails_naming_it() {
 
 /// Sends `n` calls at once and returns when each finished, in seconds from the start.
 async fn burst(s: &Setup, model_id: &str, n: usize) -> Vec<u64> {
-    let start = Instant::now();
+    let start = clock::now();
     let chat = s.models.chat(model_id).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..n {
@@ -155,7 +155,7 @@ async fn burst(s: &Setup, model_id: &str, n: usize) -> Vec<u64> {
         let request = ask(model_id, &format!("call {i}"));
         tasks.push(tokio::spawn(async move {
             chat.single_response(&request).await.unwrap();
-            Instant::now().duration_since(start).as_secs()
+            clock::now().duration_since(start).as_secs()
         }));
     }
     let mut done = Vec::new();
@@ -210,7 +210,7 @@ async fn a_429_cools_only_that_deployment_and_the_retry_goes_to_another_at_once(
         },
     );
     let chat = s.models.chat("m").await.unwrap();
-    let start = Instant::now();
+    let start = clock::now();
     chat.single_response(&ask("m", "first")).await.unwrap();
     // The retry did not wait out key a's 30 s: key b was free.
     assert!(
@@ -313,7 +313,7 @@ async fn a_job_carrying_an_admission_grant_uses_it_instead_of_reserving_twice() 
     let grant = admission.admit(Cost::call(10, 10)).await.unwrap();
     assert_eq!(semaphore.available_permits(), 0);
     let job = JobContext::new("job", 2).with_admitted(grant);
-    let start = Instant::now();
+    let start = clock::now();
     s.models
         .for_job(job)
         .chat("m")
@@ -359,7 +359,7 @@ async fn jobs_carry_a_priority_that_the_pipeline_reserves_at() {
     assert_eq!(job.priority(), Priority::Interactive);
     assert_eq!(JobContext::new("j", 0).priority(), Priority::Default);
     let urgent = s.models.for_job(job).chat("m").await.unwrap();
-    let start = Instant::now();
+    let start = clock::now();
     urgent.single_response(&ask("m", "now")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(60));
 }

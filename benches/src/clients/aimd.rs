@@ -7,6 +7,8 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tollgate::clock;
+
 use tokio::time::Instant;
 
 use super::deficit::{self, DeficitBucket};
@@ -47,7 +49,7 @@ impl AimdPacer {
     pub fn new(published_per_second: f64) -> Self {
         AimdPacer {
             published: published_per_second,
-            epoch: Instant::now(),
+            epoch: clock::now(),
             state: Mutex::new(State {
                 bucket: DeficitBucket::new(
                     published_per_second,

@@ -11,8 +11,10 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tollgate::clock;
+
 use tokio::time::Instant;
-use tollgate_fake::sim::{SimLimits, SimRequest};
+use tollgate_sim::{SimLimits, SimRequest};
 
 /// The script's `seconds_to_pause_after_rate_limit_error`.
 pub const PAUSE_AFTER_RATE_LIMIT: Duration = Duration::from_secs(15);
@@ -50,7 +52,7 @@ impl CookbookPacer {
         ];
         CookbookPacer {
             per_minute,
-            epoch: Instant::now(),
+            epoch: clock::now(),
             state: Mutex::new(State {
                 available: per_minute,
                 last_update: 0.0,

@@ -11,6 +11,8 @@
 use std::fmt;
 use std::sync::Mutex;
 
+use tollgate::clock;
+
 use tokio::time::Instant;
 
 use super::deficit::{self, DeficitBucket};
@@ -66,7 +68,7 @@ impl CubicPacer {
     /// The SDK's starting state: bucket off, rates at the minimum.
     pub fn new() -> Self {
         CubicPacer {
-            epoch: Instant::now(),
+            epoch: clock::now(),
             state: Mutex::new(State {
                 enabled: false,
                 bucket: DeficitBucket::new(MIN_FILL_RATE, MIN_CAPACITY, 0.0),

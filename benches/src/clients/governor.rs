@@ -12,7 +12,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use tokio::time::Instant;
-use tollgate_fake::sim::{SimCapacity, SimCharge, SimDimension, SimLimits, SimRequest};
+use tollgate::clock;
+use tollgate_sim::{SimCapacity, SimCharge, SimDimension, SimLimits, SimRequest};
 
 /// governor's clock trait over tokio's clock: time since creation.
 #[derive(Debug, Clone, Copy)]
@@ -24,7 +25,7 @@ impl TokioClock {
     /// A clock starting now.
     pub fn new() -> Self {
         TokioClock {
-            epoch: Instant::now(),
+            epoch: clock::now(),
         }
     }
 }

@@ -31,7 +31,7 @@ use tollgate::limit::{
     AccountingRule, Burst, Cost, CostDelta, Feedback, LimiterConfig, OutputAccounting, Reservation,
     TokenBucketRateLimiter,
 };
-use tollgate_fake::sim::{
+use tollgate_sim::{
     OutputCharge, SimAnswer, SimCapacity, SimLimits, SimProvider, SimRefusal, SimRequest, SimRng,
 };
 

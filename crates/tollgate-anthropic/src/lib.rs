@@ -17,7 +17,7 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
-//! 1. [`AnthropicProvider::build`](tollgate::provider::ClientProvider::build) (once per
+//! 1. [`AnthropicProvider::build`](tollgate::provider::Provider::build) (once per
 //!    `Models`, on first use) makes the kit's [`tollgate::http::HttpClient`];
 //! 2. each call, the transport encodes the request ([`codec::encode_request`]; more than
 //!    four cache marks fail here, before anything is sent) and the kit's endpoint sends it

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tollgate::http::{Auth, Endpoint, Framing, HttpClient, RateLimitHeaders, Reset};
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{Dimension, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, ANTHROPIC_VERSION, EncodeOptions, StreamDecoder};
@@ -18,12 +18,12 @@ use crate::options::AnthropicOptions;
 pub struct AnthropicProvider;
 
 #[tollgate::async_trait]
-impl ClientProvider for AnthropicProvider {
+impl Provider for AnthropicProvider {
     fn key(&self) -> &'static str {
         crate::KEY
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(AnthropicClients {
             http: HttpClient::new(context)?,
         }))
@@ -79,7 +79,7 @@ const fn rate_limit(
     }
 }
 
-impl ProviderClients for AnthropicClients {
+impl ProviderTransports for AnthropicClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let options = AnthropicOptions::from_model(model)?;
         let mut endpoint = self

@@ -12,7 +12,7 @@ use aws_smithy_types::event_stream::RawMessage;
 use futures::StreamExt;
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::wire::{decode_events, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
@@ -29,7 +29,7 @@ const KEY: &str = crate::ANTHROPIC_BEDROCK;
 pub struct AnthropicBedrockProvider;
 
 #[tollgate::async_trait]
-impl ClientProvider for AnthropicBedrockProvider {
+impl Provider for AnthropicBedrockProvider {
     fn key(&self) -> &'static str {
         KEY
     }
@@ -39,7 +39,7 @@ impl ClientProvider for AnthropicBedrockProvider {
         false
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(Clients {
             context: context.clone(),
         }))
@@ -51,7 +51,7 @@ struct Clients {
     context: ProviderContext,
 }
 
-impl ProviderClients for Clients {
+impl ProviderTransports for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(AnthropicBedrockChat {
             aws: BedrockClient::new(model, &self.context)?,

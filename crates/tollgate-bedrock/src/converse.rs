@@ -5,7 +5,7 @@ use std::sync::Arc;
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_types::event_stream::RawMessage;
 use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::wire::{decode_events, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
@@ -23,7 +23,7 @@ const DEFAULT_MAX_TOKENS: u64 = 4096;
 pub struct BedrockConverseProvider;
 
 #[tollgate::async_trait]
-impl ClientProvider for BedrockConverseProvider {
+impl Provider for BedrockConverseProvider {
     fn key(&self) -> &'static str {
         KEY
     }
@@ -33,7 +33,7 @@ impl ClientProvider for BedrockConverseProvider {
         false
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(Clients {
             context: context.clone(),
         }))
@@ -45,7 +45,7 @@ struct Clients {
     context: ProviderContext,
 }
 
-impl ProviderClients for Clients {
+impl ProviderTransports for Clients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(ConverseChat {
             aws: BedrockClient::new(model, &self.context)?,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tokio::time::Instant;
+use tollgate::clock;
 use tollgate::pipeline::{
     DefaultEstimator, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
@@ -103,7 +103,7 @@ async fn through_tollgate_run(prompts: &[String], dir: &std::path::Path) -> Outc
     std::fs::write(&input, lines.join("\n") + "\n").expect("batch written");
     let output = dir.join("out.jsonl");
     let _ = std::fs::remove_file(&output);
-    let started = Instant::now();
+    let started = clock::now();
     let status = tokio::task::spawn_blocking({
         let (catalog, input, output) = (catalog.clone(), input.clone(), output.clone());
         move || {
@@ -160,7 +160,7 @@ async fn through_cookbook(prompts: &[String], fraction: f64) -> Outcome {
     let succeeded = Arc::new(AtomicU64::new(0));
     let wake = Arc::new(Notify::new());
     let n = prompts.len();
-    let started = Instant::now();
+    let started = clock::now();
     let mut next = 0;
     while (finished.load(Ordering::SeqCst) as usize) < n {
         let retry = retries.lock().unwrap().pop_front();

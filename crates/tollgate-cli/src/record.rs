@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
 use serde::Serialize;
-use tollgate::pipeline::{AttemptRecord, CallRecord, Outcome, Recorder, wall_clock_now};
+use tollgate::clock;
+use tollgate::pipeline::{AttemptRecord, CallRecord, Outcome, Recorder};
 
 /// Records as the command keeps them.
 #[derive(Debug, Default)]
@@ -76,7 +77,7 @@ impl CliRecorder {
 
     fn write<T: Serialize>(&self, kind: &str, record: &T) {
         let Some(file) = &self.file else { return };
-        let at_ms = wall_clock_now()
+        let at_ms = clock::wall_now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);

@@ -26,6 +26,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tollgate::catalog::ModelKind;
+use tollgate::clock;
 use tollgate::limit::{Admission, Cost};
 use tollgate::pipeline::{
     CallRecord, DefaultEstimator, FallbackOptions, Outcome, TokenEstimator, error_kind,
@@ -246,7 +247,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     );
     let ticker = tokio::spawn(progress(shared.clone(), bar.clone(), entry.limits));
 
-    let started = Instant::now();
+    let started = clock::now();
     let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
     let mut tasks = JoinSet::new();
     let mut not_sent = 0usize;
@@ -316,7 +317,7 @@ async fn one(shared: &Shared, item: Item, mut stop: StopLevel) -> bool {
     if let Some(cap) = &shared.cap {
         job = job.with_spend_cap(cap.clone());
     }
-    let started = Instant::now();
+    let started = clock::now();
     if shared.preadmit
         && let Body::Chat(request) = &item.body
         && let Ok(limiter) = shared.models.limiter(&shared.model_id)
@@ -492,7 +493,7 @@ async fn progress(shared: Arc<Shared>, bar: ProgressBar, limits: tollgate::catal
     let limiter = shared.models.limiter(&shared.model_id).ok().cloned();
     loop {
         bar.tick();
-        let now = Instant::now();
+        let now = clock::now();
         let (done, cost) = {
             let t = shared.tally.lock().unwrap_or_else(|e| e.into_inner());
             (t.succeeded + t.failed.values().sum::<u64>(), t.cost_usd)

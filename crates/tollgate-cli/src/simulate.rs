@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::time::Instant;
 use tollgate::catalog::ModelEntry;
+use tollgate::clock;
 use tollgate::pipeline::{DefaultEstimator, NoRecorder, TokenEstimator};
 use tollgate::{Catalog, Conversation, Models, SamplingParams};
 use tollgate_sim::provider::sim_config_for;
@@ -156,7 +157,7 @@ async fn run_one(
     let waiting = Arc::new(AtomicI64::new(0));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let outcomes = Arc::new(Mutex::new((0u64, 0u64)));
-    let start = Instant::now();
+    let start = clock::now();
     let end = start + Duration::from_secs(args.duration);
     let chat = models.chat(&model.id).await?;
     let mut tasks = Vec::new();
@@ -171,8 +172,8 @@ async fn run_one(
             outcomes.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            while Instant::now() < end {
-                let t0 = Instant::now();
+            while clock::now() < end {
+                let t0 = clock::now();
                 let ok = match strategy {
                     Strategy::Tollgate => chat.single_response(&request).await.is_ok(),
                     Strategy::Naive => naive(&sim, sim_request, &waiting).await,
@@ -195,7 +196,7 @@ async fn run_one(
     }
     let limiter = models.limiter(&model.id)?.clone();
     let mut samples = Vec::new();
-    while Instant::now() < end {
+    while clock::now() < end {
         tokio::time::sleep(SAMPLE).await;
         let stats = sim.stats();
         let queue = match strategy {
@@ -271,7 +272,7 @@ impl Cookbook {
         ];
         Cookbook {
             per_minute,
-            epoch: Instant::now(),
+            epoch: clock::now(),
             state: Mutex::new((per_minute, 0.0, None)),
         }
     }

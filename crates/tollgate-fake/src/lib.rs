@@ -43,8 +43,6 @@
 #![forbid(unsafe_code)]
 
 mod script;
-/// A simulated provider that enforces rate limits exactly, for benchmarks and pacing tests.
-pub mod sim;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -56,7 +54,7 @@ use tollgate::catalog::{Catalog, ModelEntry};
 use tollgate::pipeline::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
 };
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{
     DecisionRequest, DecisionWeights, Dimension, EmbeddingPurpose, Error, LlmRequest, LlmResponse,
     ReplayCache, ResponseStream, Result, StreamEvent, Usage, compute_cache_key,
@@ -377,7 +375,7 @@ fn option_error(model: &ModelEntry, field: &str, reason: &str) -> Error {
 }
 
 #[tollgate::async_trait]
-impl ClientProvider for FakeProvider {
+impl Provider for FakeProvider {
     fn key(&self) -> &'static str {
         KEY
     }
@@ -386,9 +384,9 @@ impl ClientProvider for FakeProvider {
         false
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         self.load_options(context.catalog())?;
-        Ok(Arc::new(FakeClients {
+        Ok(Arc::new(FakeTransports {
             provider: self.clone(),
             embedding_width: context.catalog().embedding_width(),
         }))
@@ -396,12 +394,12 @@ impl ClientProvider for FakeProvider {
 }
 
 #[derive(Debug)]
-struct FakeClients {
+struct FakeTransports {
     provider: FakeProvider,
     embedding_width: Option<u64>,
 }
 
-impl ProviderClients for FakeClients {
+impl ProviderTransports for FakeTransports {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(FakeChat {
             provider: self.provider.clone(),

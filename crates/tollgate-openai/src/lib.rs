@@ -23,7 +23,7 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
-//! 1. [`OpenAiProvider::build`](tollgate::provider::ClientProvider::build) (once per
+//! 1. [`OpenAiProvider::build`](tollgate::provider::Provider::build) (once per
 //!    `Models`) makes the kit's [`tollgate::http::HttpClient`];
 //! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
 //!    sends it once, with the API key from the credential store when the model names one;

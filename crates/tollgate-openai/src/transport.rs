@@ -9,7 +9,7 @@ use tollgate::pipeline::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Signals, TiktokenEstimator,
     TokenEstimator,
 };
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, EncodeOptions, StreamDecoder};
@@ -34,7 +34,7 @@ impl OpenAiProvider {
 }
 
 #[tollgate::async_trait]
-impl ClientProvider for OpenAiProvider {
+impl Provider for OpenAiProvider {
     fn key(&self) -> &'static str {
         self.key
     }
@@ -44,7 +44,7 @@ impl ClientProvider for OpenAiProvider {
         self.key == crate::KEY
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(OpenAiClients {
             key: self.key,
             http: HttpClient::new(context)?,
@@ -101,7 +101,7 @@ impl OpenAiClients {
     }
 }
 
-impl ProviderClients for OpenAiClients {
+impl ProviderTransports for OpenAiClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         Ok(Arc::new(OpenAiChat {
             endpoint: self.endpoint(model)?,

@@ -30,8 +30,8 @@
 #![deny(missing_docs)]
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -40,28 +40,13 @@ use tokio::time::Instant;
 use tollgate::limit::{
     BucketLedger, Burst, Cost, CostDelta, Feedback, LimiterBackend, LimiterConfig, LimiterFactory,
     LimiterSnapshot, MAX_PROVIDER_PAUSE, Priority, Reservation, TokenBucketRateLimiter,
-    TryReserveError, throttle,
+    TryReserveError,
 };
 use tollgate::{Dimension, Error, Result};
 
-/// The script's source, with the throttle's constants filled in.
-static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
-    let us = |d: Duration| d.as_micros().to_string();
-    let src = include_str!("limiter.lua")
-        .replace("@HOLDOFF_US@", &us(throttle::DECREASE_HOLDOFF))
-        .replace("@RECOVERY_US@", &us(throttle::RECOVERY_DELAY))
-        .replace(
-            "@RATE_LIMITED_BETA@",
-            &throttle::RATE_LIMITED_BETA.to_string(),
-        )
-        .replace("@OVERLOADED_BETA@", &throttle::OVERLOADED_BETA.to_string())
-        .replace("@MIN_RATE_FACTOR@", &throttle::MIN_RATE_FACTOR.to_string())
-        .replace(
-            "@APPROACH_PER_SECOND@",
-            &throttle::APPROACH_PER_SECOND.to_string(),
-        );
-    redis::Script::new(&src)
-});
+mod script;
+
+use script::SCRIPT;
 
 /// How long a settle's id is remembered, so that a retried settle is applied once.
 const SETTLE_ID_TTL_MS: u64 = 10 * 60 * 1000;
@@ -70,122 +55,10 @@ const FACTOR_ONE_MICRO: u64 = 1_000_000;
 /// How often a settle or feedback call is tried before it is given up (logged).
 const SETTLE_ATTEMPTS: u32 = 8;
 
-/// Which clock the buckets refill by.
-#[derive(Debug, Clone, Copy, Default)]
-pub enum RedisClock {
-    /// Redis `TIME`, read inside the script: one clock for every process, immune to
-    /// client clock skew. The production setting.
-    #[default]
-    Server,
-    /// The tokio clock, as microseconds since `epoch`, passed to the script: for tests on
-    /// tokio's paused clock. Every process sharing the keys must use the same epoch, so
-    /// this is for one test process only. Disables the call timeout (a paused clock
-    /// would fire it while a reply is on its way).
-    Tokio {
-        /// The instant that is 0 µs.
-        epoch: Instant,
-    },
-}
+mod config;
 
-/// What to do when Redis cannot be reached or does not answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FailurePolicy {
-    /// Fail the reservation with [`Error::LimiterUnavailable`] (names Redis and the
-    /// model); nothing is sent unreserved. The default.
-    #[default]
-    FailClosed,
-    /// Reserve from an in-process limiter at `limit / expected_processes` until Redis
-    /// answers again. Opt-in: if more processes than expected run, the provider sees
-    /// more than its limit.
-    LocalFallback {
-        /// How many processes share the quota.
-        expected_processes: u32,
-    },
-}
-
-/// Where and how the buckets live in Redis.
-#[derive(Debug, Clone)]
-pub struct RedisConfig {
-    /// The Redis URL, e.g. `redis://127.0.0.1:6379/`.
-    pub url: String,
-    /// The key prefix (default `tollgate`): keys are `{prefix}:{<model>}:lim`.
-    pub key_prefix: String,
-    /// What to do when Redis is unreachable.
-    pub failure_policy: FailurePolicy,
-    /// The clock.
-    pub clock: RedisClock,
-    /// How long one script call may take before it counts as a failure (default 1 s;
-    /// not applied on [`RedisClock::Tokio`]).
-    pub call_timeout: Duration,
-}
-
-impl RedisConfig {
-    /// Defaults for `url`: prefix `tollgate`, fail closed, Redis `TIME`, 1 s timeout.
-    pub fn new(url: impl Into<String>) -> Self {
-        RedisConfig {
-            url: url.into(),
-            key_prefix: "tollgate".into(),
-            failure_policy: FailurePolicy::FailClosed,
-            clock: RedisClock::Server,
-            call_timeout: Duration::from_secs(1),
-        }
-    }
-
-    /// Sets the key prefix.
-    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
-        self
-    }
-
-    /// Sets the failure policy.
-    pub fn with_failure_policy(mut self, policy: FailurePolicy) -> Self {
-        self.failure_policy = policy;
-        self
-    }
-
-    /// Sets the clock.
-    pub fn with_clock(mut self, clock: RedisClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Sets the call timeout.
-    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
-}
-
-/// Why a Redis call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RedisLimiterError {
-    /// The Redis client reported an error (connection refused, reset, server error).
-    #[error("redis at {url}: {source}")]
-    Redis {
-        /// The URL (without credentials).
-        url: String,
-        /// The client's error.
-        #[source]
-        source: redis::RedisError,
-    },
-    /// Redis did not answer within the call timeout.
-    #[error("redis at {url} did not answer within {timeout:?}")]
-    Timeout {
-        /// The URL (without credentials).
-        url: String,
-        /// The timeout.
-        timeout: Duration,
-    },
-    /// The script answered something it never answers.
-    #[error("redis at {url} gave an unexpected reply: {reply}")]
-    Reply {
-        /// The URL (without credentials).
-        url: String,
-        /// The reply, for the log.
-        reply: String,
-    },
-}
+pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
+use config::{key_for, shown};
 
 /// The connection, shared by every model of one [`RedisLimiters`].
 struct Conn {
@@ -311,16 +184,6 @@ impl RedisLimiters {
 impl LimiterFactory for RedisLimiters {
     fn build(&self, config: &LimiterConfig) -> Result<Arc<dyn LimiterBackend>> {
         Ok(Arc::new(self.limiter(config)))
-    }
-}
-
-/// The URL without a password.
-fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -513,7 +376,7 @@ impl RedisLimiter {
         if self.inner.dims.is_empty() {
             return Ok((Reservation::unlimited(cost), None));
         }
-        let sent_at = Instant::now();
+        let sent_at = tollgate::clock::now();
         match self.book(sent_at, cost, -1).await {
             Ok(Booked::Granted { wait_us, now_us }) => {
                 let booking = Booking {
@@ -600,14 +463,6 @@ impl RedisLimiter {
     fn reservation(&self, cost: Cost) -> Reservation {
         Reservation::new(Arc::new(Ledger(self.inner.clone())), cost)
     }
-}
-
-/// The model's key: the model id is the hash tag, so every key of a model is in one
-/// Redis Cluster slot.
-fn key_for(prefix: &str, model_id: &str) -> String {
-    // A `}` in the id would end the tag early; keep the tag the whole id.
-    let tag = model_id.replace('}', "_");
-    format!("{prefix}:{{{tag}}}:lim")
 }
 
 impl Inner {
@@ -716,7 +571,7 @@ impl Inner {
             }
             let inv = match &make {
                 Sent::Settle(delta) => self.invocation(
-                    Instant::now(),
+                    tollgate::clock::now(),
                     "settle",
                     settle_id.as_deref(),
                     -1,
@@ -724,7 +579,7 @@ impl Inner {
                     |d| delta.on(d),
                 ),
                 Sent::Feedback(kind, a, b) => self.invocation(
-                    Instant::now(),
+                    tollgate::clock::now(),
                     "feedback",
                     None,
                     -1,
@@ -797,7 +652,7 @@ impl LimiterBackend for RedisLimiter {
         if self.inner.dims.is_empty() {
             return Ok(Reservation::unlimited(cost));
         }
-        match self.book(Instant::now(), cost, 0).await {
+        match self.book(tollgate::clock::now(), cost, 0).await {
             Ok(Booked::Granted { .. }) => Ok(self.reservation(cost)),
             Ok(Booked::Later { wait_us }) => Err(TryReserveError::WouldWait {
                 ready_in: Duration::from_micros(wait_us),
@@ -884,7 +739,7 @@ impl LimiterBackend for RedisLimiter {
             });
         }
         let inv = self.inner.invocation(
-            Instant::now(),
+            tollgate::clock::now(),
             "snapshot",
             None,
             -1,
@@ -929,29 +784,4 @@ impl LimiterBackend for RedisLimiter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_cluster_safe_with_the_model_as_hash_tag() {
-        assert_eq!(key_for("tollgate", "gpt-4o"), "tollgate:{gpt-4o}:lim");
-        assert_eq!(key_for("p", "a}b"), "p:{a_b}:lim");
-    }
-
-    #[test]
-    fn urls_in_errors_hide_the_password() {
-        assert_eq!(
-            shown("redis://user:secret@host:6379/0"),
-            "redis://***@host:6379/0"
-        );
-        assert_eq!(shown("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
-    }
-
-    #[test]
-    fn burst_capacity_matches_the_in_process_limiter() {
-        assert_eq!(capacity(Burst::FullMinute, 60), 60);
-        assert_eq!(capacity(Burst::Seconds(1), 60), 1);
-        assert_eq!(capacity(Burst::Seconds(1), 30), 1);
-        assert_eq!(capacity(Burst::Seconds(10), 600), 100);
-    }
-}
+mod tests;

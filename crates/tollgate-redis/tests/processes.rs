@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{fresh_prefix, redis_url};
-use tokio::time::Instant;
 use tollgate::catalog::Limits;
 use tollgate::limit::{Burst, Cost, LimiterConfig, Priority};
 use tollgate_redis::{RedisConfig, RedisLimiters};
@@ -45,7 +44,7 @@ async fn child_books_greedily() {
     let limiters = RedisLimiters::new(RedisConfig::new(url).with_key_prefix(prefix)).unwrap();
     let limiter = limiters.limiter(&config());
     let starts = Arc::new(Mutex::new(Vec::new()));
-    let begin = Instant::now();
+    let begin = tollgate::clock::now();
     let mut tasks = Vec::new();
     for _ in 0..CALLERS_PER_PROCESS {
         let limiter = limiter.clone();

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Harness, admin, fresh_prefix, redis_url};
-use tokio::time::Instant;
 use tollgate::catalog::Limits;
 use tollgate::limit::{Cost, Feedback, LimiterBackend, LimiterConfig, Priority, TryReserveError};
 use tollgate::{Dimension, Error};
@@ -34,7 +33,7 @@ fn one() -> Cost {
 fn two_processes() -> Option<(Harness, Harness)> {
     let url = redis_url()?;
     let prefix = fresh_prefix();
-    let epoch = Instant::now();
+    let epoch = tollgate::clock::now();
     let config = RedisConfig::new(url)
         .with_key_prefix(prefix)
         .with_clock(RedisClock::Tokio { epoch });
@@ -86,7 +85,7 @@ async fn fifo_across_processes_is_arrival_order_at_redis() {
     let b = p2.limiter(rpm(60));
     drain(&a, 30).await;
     drain(&b, 30).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..6 {
@@ -119,7 +118,7 @@ async fn a_429_seen_by_one_process_slows_every_process() {
     let a = p1.limiter(config.clone());
     let b = p2.limiter(config);
     drain(&b, 60).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     a.feedback(Feedback::RateLimited { retry_after: None });
     p1.flush().await;
     let snap = b.snapshot().await.unwrap();
@@ -136,7 +135,7 @@ async fn retry_after_seen_by_one_process_pauses_every_process() {
     };
     let a = p1.limiter(rpm(60));
     let b = p2.limiter(rpm(60));
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     a.feedback(Feedback::RateLimited {
         retry_after: Some(Duration::from_secs(7)),
     });
@@ -189,7 +188,7 @@ async fn keys_carry_the_model_as_hash_tag_and_expire_when_idle() {
         RedisConfig::new(url.clone())
             .with_key_prefix(prefix.clone())
             .with_clock(RedisClock::Tokio {
-                epoch: Instant::now(),
+                epoch: tollgate::clock::now(),
             }),
     );
     let l = h.limiter(rpm(60));

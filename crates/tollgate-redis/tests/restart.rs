@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Harness, PrivateRedis, admin, fresh_prefix, without_time_jumps};
-use tokio::time::Instant;
 use tollgate::catalog::Limits;
 use tollgate::limit::{Burst, Cost, LimiterBackend, LimiterConfig, Priority};
 use tollgate::{Dimension, Error};
@@ -37,7 +36,7 @@ async fn settlements_survive_a_dropped_connection_and_apply_once() {
         RedisConfig::new(server.url())
             .with_key_prefix(fresh_prefix())
             .with_clock(RedisClock::Tokio {
-                epoch: Instant::now(),
+                epoch: tollgate::clock::now(),
             }),
     );
     let l = h.limiter(rpm(10));
@@ -69,7 +68,7 @@ async fn settlements_survive_a_dropped_connection_and_apply_once() {
 /// Greedy callers for `run`, recording each booked slot's start (Redis TIME, µs).
 async fn greedy(l: &tollgate_redis::RedisLimiter, callers: usize, run: Duration) -> Vec<u64> {
     let starts = Arc::new(Mutex::new(Vec::new()));
-    let begin = Instant::now();
+    let begin = tollgate::clock::now();
     let mut tasks = Vec::new();
     for _ in 0..callers {
         let l = l.clone();
@@ -122,7 +121,7 @@ async fn redis_killed_and_restarted_mid_run_fails_closed_then_recovers_without_o
 
     server.kill();
     let mut refused = 0;
-    let down = Instant::now();
+    let down = tollgate::clock::now();
     while down.elapsed() < Duration::from_millis(500) {
         match l.reserve(one(), Priority::default()).await {
             Err(Error::LimiterUnavailable {
@@ -138,7 +137,7 @@ async fn redis_killed_and_restarted_mid_run_fails_closed_then_recovers_without_o
     assert!(refused >= 5, "{refused} refusals");
 
     server.restart();
-    let up = Instant::now();
+    let up = tollgate::clock::now();
     loop {
         match l.try_reserve(one(), Priority::default()).await {
             Ok(mut r) => {
@@ -178,7 +177,7 @@ async fn slow_redis_times_out_into_the_typed_error_and_nothing_is_taken() {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let asked = Instant::now();
+    let asked = tollgate::clock::now();
     match l.reserve(one(), Priority::default()).await {
         Err(Error::LimiterUnavailable {
             backend, model_id, ..

@@ -16,6 +16,10 @@ use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 
+use crate::{
+    SimDimension, SimHeaderStyle, SimHeaders, SimProvider, SimRefusal, SimRequest, SimReset,
+    SimStats,
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -28,10 +32,6 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tollgate::pipeline::{
     DefaultEstimator, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TokenEstimator,
-};
-use tollgate_fake::sim::{
-    SimDimension, SimHeaderStyle, SimHeaders, SimProvider, SimRefusal, SimRequest, SimReset,
-    SimStats,
 };
 
 /// Output limit assumed when a request sets none.
@@ -249,7 +249,7 @@ fn answer(
     sim: &SimProvider,
     body: &Value,
     max_tokens: u64,
-    outcome: Result<tollgate_fake::sim::SimAnswer, SimRefusal>,
+    outcome: Result<crate::SimAnswer, SimRefusal>,
 ) -> Response<Full<Bytes>> {
     match outcome {
         Ok(answer) => {

@@ -17,14 +17,34 @@
 //!    127.0.0.1 (with `retry-after` and `x-ratelimit-*` headers), so the
 //!    `openai-compatible` provider, or any other client, can be measured against it.
 //!
-//! The simulation itself ([`SimProvider`], [`SimConfig`] ...) lives in
-//! `tollgate_fake::sim` for now and is re-exported here.
+//! The simulation itself ([`SimProvider`], [`SimConfig`] ...) knows nothing of HTTP or
+//! of tollgate's request types: a call is three numbers ([`SimRequest`]), so the
+//! benchmarks measure any client strategy against it (`simulator.rs` says how a call
+//! flows through it). Tests and examples use the scripted `fake` provider
+//! (crate `tollgate-fake`) instead.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bucket;
+mod call;
+mod config;
 pub mod http;
 pub mod provider;
+mod rng;
+mod simulator;
 
+pub use bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
+pub use call::{
+    SimAnswer, SimCall, SimCharge, SimDimension, SimOutcome, SimRefusal, SimRequest, SimStats,
+};
+pub use config::{
+    OutputCharge, RetryAfter, SimCapacity, SimConfig, SimHeaderStyle, SimHeaders, SimLatency,
+    SimLimitHeader, SimLimits, SimReset, SimWindow,
+};
 pub use provider::{KEY, SimClientProvider};
-pub use tollgate_fake::sim::*;
+pub use rng::SimRng;
+pub use simulator::SimProvider;
+
+#[cfg(test)]
+mod tests;

@@ -25,17 +25,17 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::{
+    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
+    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
+};
 use futures::stream;
 use tollgate::catalog::{CatalogError, ModelEntry};
 use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{ClientProvider, ProviderClients, ProviderContext};
+use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{
     Block, Dimension, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream,
     Result, StopReason, StreamEvent, Usage,
-};
-use tollgate_fake::sim::{
-    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
-    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
 };
 
 /// The provider key.
@@ -153,7 +153,7 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
 }
 
 #[tollgate::async_trait]
-impl ClientProvider for SimClientProvider {
+impl Provider for SimClientProvider {
     fn key(&self) -> &'static str {
         KEY
     }
@@ -162,7 +162,7 @@ impl ClientProvider for SimClientProvider {
         false
     }
 
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         let mut sims = self
             .overrides
             .lock()
@@ -184,7 +184,7 @@ impl ClientProvider for SimClientProvider {
                 }
             }
         }
-        Ok(Arc::new(SimClients {
+        Ok(Arc::new(SimTransports {
             sims: Mutex::new(sims),
         }))
     }
@@ -200,20 +200,20 @@ fn sim_key(entry: &ModelEntry) -> String {
     }
 }
 
-struct SimClients {
+struct SimTransports {
     sims: Mutex<HashMap<String, SimProvider>>,
 }
 
-impl fmt::Debug for SimClients {
+impl fmt::Debug for SimTransports {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());
-        f.debug_struct("SimClients")
+        f.debug_struct("SimTransports")
             .field("providers", &sims.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
-impl ProviderClients for SimClients {
+impl ProviderTransports for SimTransports {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let sim = {
             let mut sims = self.sims.lock().unwrap_or_else(|e| e.into_inner());

@@ -172,7 +172,7 @@ pub async fn oversize_fails_at_once_from_both_forms(b: &impl Backends) {
         tpm: 1000,
         ..Limits::default()
     }));
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     match backend
         .reserve(Cost::call(900, 200), Priority::default())
         .await
@@ -206,7 +206,7 @@ pub async fn oversize_fails_at_once_from_both_forms(b: &impl Backends) {
 pub async fn waiters_are_granted_in_fifo_order(b: &impl Backends) {
     let backend = b.build(config(rpm(60)));
     drain(&backend, 60).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..5 {
@@ -234,7 +234,7 @@ pub async fn waiters_are_granted_in_fifo_order(b: &impl Backends) {
 /// close to the analytic bound overall.
 pub async fn no_60s_window_holds_more_than_limit_plus_capacity(b: &impl Backends) {
     let backend = b.build(config(rpm(30)));
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     let horizon = Duration::from_secs(150);
     let sent = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -333,7 +333,7 @@ pub async fn conservation_refunds_and_settlements_add_up(b: &impl Backends) {
 pub async fn cancelling_a_waiter_gives_its_slot_to_those_behind(b: &impl Backends) {
     let backend = b.build(config(rpm(60)));
     drain(&backend, 60).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     let log = Arc::new(Mutex::new(Vec::new()));
     let a = waiter(&backend, start, &log, 0);
     b.settled().await;
@@ -364,7 +364,7 @@ pub async fn cancelling_a_waiter_gives_its_slot_to_those_behind(b: &impl Backend
 pub async fn try_reserve_does_not_jump_the_queue(b: &impl Backends) {
     let backend = b.build(config(rpm(60)));
     drain(&backend, 60).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     let log = Arc::new(Mutex::new(Vec::new()));
     let w = waiter(&backend, start, &log, 0);
     b.settled().await;
@@ -387,7 +387,7 @@ pub async fn try_reserve_does_not_jump_the_queue(b: &impl Backends) {
 /// A provider's `retry-after` pauses the model for every caller.
 pub async fn retry_after_pauses_the_model_for_everyone(b: &impl Backends) {
     let backend = b.build(config(rpm(60)));
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     backend.feedback(Feedback::RateLimited {
         retry_after: Some(Duration::from_secs(10)),
     });
@@ -405,7 +405,7 @@ pub async fn retry_after_pauses_the_model_for_everyone(b: &impl Backends) {
 pub async fn a_429_slows_the_refill_for_every_caller(b: &impl Backends) {
     let backend = b.build(LimiterConfig::new("m", rpm(60)));
     drain(&backend, 60).await;
-    let start = Instant::now();
+    let start = tollgate::clock::now();
     backend.feedback(Feedback::RateLimited { retry_after: None });
     b.settled().await;
     let snap = backend.snapshot().await.unwrap();

@@ -224,34 +224,9 @@ impl Conversation {
         self.messages.push(Message::user(text));
     }
 
-    /// Appends the model's answer as an assistant message.
-    pub fn push_response(&mut self, response: &crate::LlmResponse) {
-        self.messages.push(Message {
-            role: Role::Assistant,
-            content: response.blocks().to_vec(),
-        });
-    }
-
     /// Adds a tool.
     pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
         self.tools.push(tool);
         self
-    }
-
-    /// The request for `model_id` with these sampling parameters.
-    pub fn request(
-        &self,
-        model_id: impl Into<String>,
-        sampling_params: crate::SamplingParams,
-    ) -> crate::Result<crate::LlmRequest> {
-        let mut messages = Vec::with_capacity(self.messages.len() + 1);
-        if !self.system.is_empty() {
-            messages.push(Message {
-                role: Role::System,
-                content: self.system.clone(),
-            });
-        }
-        messages.extend(self.messages.iter().cloned());
-        crate::LlmRequest::new(model_id, messages, self.tools.clone(), sampling_params)
     }
 }

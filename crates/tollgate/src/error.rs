@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::catalog::CatalogError;
+use crate::catalog::{CatalogError, Dimension, UnknownModel};
 use crate::credentials::CredentialError;
 
 /// Shorthand for results whose error is [`Error`].
@@ -288,6 +288,15 @@ pub enum Error {
     },
 }
 
+impl From<UnknownModel> for Error {
+    fn from(e: UnknownModel) -> Self {
+        Error::UnknownModel {
+            model_id: e.model_id,
+            known: e.known,
+        }
+    }
+}
+
 impl Error {
     /// True for the retryable set, i.e. exactly `Error::Provider(_)`.
     pub fn is_retryable(&self) -> bool {
@@ -434,43 +443,6 @@ impl ProviderRequestError {
             status,
             message: message.into(),
         }
-    }
-}
-
-/// A rate-limit dimension of a model's bucket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Dimension {
-    /// Requests per minute (`rpm`).
-    Requests,
-    /// Tokens per minute, input and output together (`tpm`).
-    Tokens,
-    /// Input tokens per minute (`input_tpm`).
-    InputTokens,
-    /// Output tokens per minute (`output_tpm`).
-    OutputTokens,
-}
-
-impl Dimension {
-    /// The catalog field that sets this dimension's limit.
-    pub fn catalog_field(self) -> &'static str {
-        match self {
-            Dimension::Requests => "rpm",
-            Dimension::Tokens => "tpm",
-            Dimension::InputTokens => "input_tpm",
-            Dimension::OutputTokens => "output_tpm",
-        }
-    }
-}
-
-impl fmt::Display for Dimension {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Dimension::Requests => "requests (rpm)",
-            Dimension::Tokens => "tokens (tpm)",
-            Dimension::InputTokens => "input tokens (input_tpm)",
-            Dimension::OutputTokens => "output tokens (output_tpm)",
-        })
     }
 }
 

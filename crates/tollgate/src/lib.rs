@@ -14,15 +14,25 @@
 //! 4. [`compute_cache_key`] names a request for the [`ReplayCache`], which the `fake`
 //!    provider (crate `tollgate-fake`) replays offline.
 //!
+//! Time is read in one place, [`clock`] (tokio's clock, paused in tests). The modules
+//! form layers with no circle (`cargo xtask core-graph` draws them): the catalog knows
+//! the providers that registered themselves, never the [`provider`] registry, which
+//! builds on the catalog.
+//!
 //! ```
+//! use tollgate::catalog::KnownProviders;
 //! use tollgate::{Catalog, Conversation, SamplingParams};
 //!
-//! let catalog = Catalog::from_toml_str(r#"
+//! // An application links the `fake` provider with `use tollgate_fake as _;`, and
+//! // `Catalog::from_toml_str` accepts its key; this crate alone links no provider, so
+//! // the key is given explicitly.
+//! let known = KnownProviders::empty().with("fake", "tollgate-fake", false);
+//! let catalog = Catalog::from_toml_str_with(r#"
 //!     [models.assistant]
 //!     provider = "fake"
 //!     max_output_tokens = 1024
 //!     rpm = 60
-//! "#)?;
+//! "#, &known)?;
 //! let request = Conversation::new()
 //!     .with_system("Be brief.")
 //!     .user("Hello?")
@@ -38,6 +48,7 @@
 pub mod cache;
 pub mod catalog;
 mod client;
+pub mod clock;
 mod conversation;
 pub mod credentials;
 mod error;
@@ -52,10 +63,12 @@ mod request;
 mod response;
 pub mod sse;
 mod stream;
+mod usage;
 pub mod wire;
 
 pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};
+pub use catalog::Dimension;
 pub use catalog::{Catalog, ModelEntry};
 pub use client::{
     Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
@@ -65,14 +78,15 @@ pub use conversation::{
     Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition,
 };
 pub use credentials::{CredentialStore, Secret};
-pub use error::{Dimension, Error, ProviderError, ProviderRequestError, Result};
+pub use error::{Error, ProviderError, ProviderRequestError, Result};
 pub use json::{Float, Json};
 pub use models::{Models, ModelsBuilder};
 pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
-pub use provider::{ClientProvider, ProviderClients, ProviderContext};
+pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
-pub use response::{LlmResponse, ResponseBody, StopReason, Usage};
+pub use response::{LlmResponse, ResponseBody, StopReason};
 pub use stream::{ResponseStream, StreamEvent};
+pub use usage::Usage;
 
 #[doc(hidden)]
 pub mod __private {

@@ -23,9 +23,9 @@ use crate::pipeline::{
     CircuitBreaker, DeploymentRuntime, FallbackChat, FallbackOptions, JobContext, ModelRuntime,
     PipelineChat, PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
 };
-use crate::provider::{ClientProvider, ProviderClients, ProviderContext, ProviderRegistry};
+use crate::provider::{Provider, ProviderContext, ProviderRegistry, ProviderTransports};
 
-type BuiltProvider = Arc<OnceCell<Arc<dyn ProviderClients>>>;
+type BuiltProvider = Arc<OnceCell<Arc<dyn ProviderTransports>>>;
 
 /// The entry point: `models.chat("claude-sonnet").await?` gives a client for that
 /// catalog model. Cheap to clone; clones share built providers, limiters and breakers.
@@ -67,7 +67,7 @@ impl fmt::Debug for Models {
 pub struct ModelsBuilder {
     catalog: Option<Catalog>,
     credentials: Option<Arc<dyn CredentialStore>>,
-    providers: Vec<Arc<dyn ClientProvider>>,
+    providers: Vec<Arc<dyn Provider>>,
     config: PipelineConfig,
     limiters: Option<Arc<dyn LimiterFactory>>,
     limiters_for: HashMap<String, Arc<dyn LimiterFactory>>,
@@ -102,7 +102,7 @@ impl ModelsBuilder {
 
     /// A provider instance to use instead of (or beside) the linked ones, e.g. a
     /// scripted `tollgate_fake::FakeProvider`.
-    pub fn provider(mut self, provider: impl ClientProvider) -> Self {
+    pub fn provider(mut self, provider: impl Provider) -> Self {
         self.providers.push(Arc::new(provider));
         self
     }
@@ -382,7 +382,7 @@ impl Models {
         &self,
         model_id: &str,
         wanted: ModelKind,
-    ) -> Result<(&ModelEntry, Arc<dyn ProviderClients>)> {
+    ) -> Result<(&ModelEntry, Arc<dyn ProviderTransports>)> {
         let entry = self.inner.catalog.get(model_id)?;
         if entry.kind != wanted {
             return Err(Error::WrongModelKind {
@@ -396,15 +396,7 @@ impl Models {
             });
         }
         let Some(provider) = self.inner.registry.get(&entry.provider) else {
-            let known = KnownProviders::linked();
-            let hint = match known.crate_name(&entry.provider) {
-                Some(krate) if krate != "(linked)" => format!(
-                    "add `{krate}` to [dependencies] and the line `use {} as _;` to the binary",
-                    krate.replace('-', "_")
-                ),
-                _ => "add the crate that registers it, or pass it with ModelsBuilder::provider"
-                    .into(),
-            };
+            let hint = KnownProviders::hint_for(&entry.provider);
             return Err(Error::ProviderNotLinked {
                 model_id: model_id.into(),
                 provider: entry.provider.clone(),

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::conversation::{Message, Role, ToolDefinition};
+use crate::conversation::{Conversation, Message, Role, ToolDefinition};
 use crate::error::{Error, Result};
 use crate::json::{Float, Json};
 
@@ -322,5 +322,26 @@ fn invalid(field: &str, reason: &str) -> Error {
     Error::InvalidRequest {
         field: field.into(),
         reason: reason.into(),
+    }
+}
+
+// Defined here, not in `conversation.rs`, so that the conversation types need nothing of
+// the request (which is built from them).
+impl Conversation {
+    /// The request for `model_id` with these sampling parameters.
+    pub fn request(
+        &self,
+        model_id: impl Into<String>,
+        sampling_params: SamplingParams,
+    ) -> Result<LlmRequest> {
+        let mut messages = Vec::with_capacity(self.messages.len() + 1);
+        if !self.system.is_empty() {
+            messages.push(Message {
+                role: Role::System,
+                content: self.system.clone(),
+            });
+        }
+        messages.extend(self.messages.iter().cloned());
+        LlmRequest::new(model_id, messages, self.tools.clone(), sampling_params)
     }
 }

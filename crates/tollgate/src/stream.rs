@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 use futures::{Stream, StreamExt};
 
 use crate::error::{Error, ProviderRequestError, Result};
-use crate::response::{LlmResponse, StopReason, Usage};
+use crate::response::{LlmResponse, StopReason};
+use crate::usage::Usage;
 
 /// One event of a streamed answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use tollgate::catalog::{Catalog, CatalogError};
+use tollgate::catalog::{Catalog, CatalogError, KnownProviders};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::http::{Auth, Endpoint, Framing, HttpClient};
 use tollgate::pipeline::Signals;
@@ -30,15 +30,20 @@ fn read_error(status: u16, body: &[u8]) -> WireError {
 }
 
 fn endpoint(server: &MockServer, key: Option<&str>) -> Endpoint {
-    // A first-party key, so that the catalog takes it; the kit knows no provider.
-    let mut model = ModelEntry::new("m", "openai-compatible", "toy-1").with_output_tokens(100, 10);
+    // The core links no provider: the catalog is told about this one.
+    let mut model = ModelEntry::new("m", "toy", "toy-1").with_output_tokens(100, 10);
     let store = MemoryCredentialStore::new();
     if let Some(key) = key {
         model = model.with_credential("toy-key");
         store.insert("toy-key", key);
     }
-    let catalog = Catalog::builder().model(model.clone()).build().unwrap();
-    let context = ProviderContext::new("openai-compatible", Arc::new(catalog), Arc::new(store));
+    let known = KnownProviders::empty().with("toy", "toy-provider", false);
+    let catalog = Catalog::builder()
+        .known_providers(known)
+        .model(model.clone())
+        .build()
+        .unwrap();
+    let context = ProviderContext::new("toy", Arc::new(catalog), Arc::new(store));
     HttpClient::new(&context)
         .unwrap()
         .endpoint(&model, server.uri(), read_error)
@@ -168,7 +173,7 @@ async fn a_model_without_a_credential_can_be_refused() {
     let server = MockServer::start().await;
     let err = endpoint(&server, None).require_credential().unwrap_err();
     assert!(
-        matches!(err, Error::Catalog(CatalogError::MissingCredential { ref provider, .. }) if provider == "openai-compatible"),
+        matches!(err, Error::Catalog(CatalogError::MissingCredential { ref provider, .. }) if provider == "toy"),
         "{err:?}"
     );
 }

@@ -1,7 +1,9 @@
-//! Lists the provider keys registered in this binary, one per line.
+//! Lists the provider keys registered in this binary, one per line, each with the crate
+//! that registered it and whether its models need a credential (as the catalog sees them).
 //!
 //! It depends on provider crates only, and links each with the documented one-liner.
-//! If the linker dropped a provider's registration, its key would be missing here.
+//! If the linker dropped a provider's registration, its key would be missing here; if the
+//! registry and the catalog disagreed on what is linked, it fails.
 
 use tollgate_anthropic as _;
 use tollgate_bedrock as _;
@@ -16,7 +18,19 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let known = tollgate_fake::tollgate::catalog::KnownProviders::linked();
     for key in registry.keys() {
-        println!("{key}");
+        let (Some(krate), Some(credential)) =
+            (known.crate_name(key), known.requires_credential(key))
+        else {
+            eprintln!("`{key}` is in the registry but the catalog does not know it");
+            std::process::exit(1);
+        };
+        let credential = if credential {
+            "credential"
+        } else {
+            "no-credential"
+        };
+        println!("{key} {krate} {credential}");
     }
 }

@@ -1,4 +1,5 @@
-//! Runs the link-check binary and checks that every linked provider is listed.
+//! Runs the link-check binary and checks that every linked provider is listed, with the
+//! crate its registration names.
 
 #[test]
 fn binary_depending_only_on_provider_crates_lists_them() {
@@ -17,12 +18,12 @@ fn binary_depending_only_on_provider_crates_lists_them() {
     assert_eq!(
         keys,
         [
-            "anthropic-bedrock",
-            "anthropic-direct",
-            "bedrock-converse",
-            "fake",
-            "openai",
-            "openai-compatible"
+            "anthropic-bedrock tollgate-bedrock no-credential",
+            "anthropic-direct tollgate-anthropic credential",
+            "bedrock-converse tollgate-bedrock no-credential",
+            "fake tollgate-fake no-credential",
+            "openai tollgate-openai credential",
+            "openai-compatible tollgate-openai no-credential"
         ]
     );
 }

@@ -17,25 +17,16 @@
 //! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
 //!   status and `error.type` (never by message text); the core decides what it means.
 
-/// The `anthropic-version` header value this codec speaks.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-/// The most prompt-cache breakpoints Anthropic accepts in one request.
-pub const MAX_CACHE_MARKS: usize = 4;
-
-/// Anthropic's sampling temperature ceiling (tollgate's neutral range goes to 2).
-pub const MAX_TEMPERATURE: f64 = 1.0;
-
-/// `max_tokens` when neither the request nor the catalog sets an output limit.
-pub const DEFAULT_MAX_TOKENS: u64 = 4096;
-
 mod errors;
 mod request;
 mod response;
 mod stream;
 
 pub use errors::{read_error, read_stream_error};
-pub use request::{EncodeOptions, encode_request};
+pub use request::{
+    ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, EncodeOptions, MAX_CACHE_MARKS, MAX_TEMPERATURE,
+    encode_request,
+};
 pub use response::{decode_response, stop_reason};
 pub use stream::StreamDecoder;
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).

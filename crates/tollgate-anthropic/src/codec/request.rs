@@ -1,9 +1,20 @@
 //! Request bodies: [`encode_request`] and its options.
 
-use super::{MAX_CACHE_MARKS, MAX_TEMPERATURE};
 use serde_json::{Map, Value, json};
 use tollgate::wire::ToolChoice;
 use tollgate::{Block, CacheMark, Error, ImageSource, LlmRequest, Result, Role};
+
+/// The `anthropic-version` header value this codec speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The most prompt-cache breakpoints Anthropic accepts in one request.
+pub const MAX_CACHE_MARKS: usize = 4;
+
+/// Anthropic's sampling temperature ceiling (tollgate's neutral range goes to 2).
+pub const MAX_TEMPERATURE: f64 = 1.0;
+
+/// `max_tokens` when neither the request nor the catalog sets an output limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// The wire form of `tool_choice`; `None` for the default (nothing sent).
 fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {

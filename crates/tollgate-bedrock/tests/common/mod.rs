@@ -12,7 +12,7 @@ use serde_json::Value;
 use tollgate::catalog::{Limits, ModelEntry};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{PipelineConfig, RetryPolicy};
-use tollgate::provider::ClientProvider;
+use tollgate::provider::Provider;
 use tollgate::{
     Catalog, Conversation, Error, JobContext, LlmRequest, Models, SamplingParams, StreamEvent,
 };
@@ -51,7 +51,7 @@ pub fn entry(id: &str, provider: &str, name: &str, endpoint: &str) -> ModelEntry
 
 /// `Models` over `entries(server_uri)`, retrying with tiny real-time delays.
 pub async fn setup_with(
-    provider: impl ClientProvider,
+    provider: impl Provider,
     entries: impl FnOnce(&str) -> Vec<ModelEntry>,
 ) -> Setup {
     let server = MockServer::start().await;

@@ -1,9 +1,18 @@
 //! Error bodies: [`read_error`] and [`read_stream_error`] into a neutral [`WireError`].
 
-use super::QUOTA_CODES;
-
 use serde_json::Value;
 use tollgate::wire::WireError;
+
+/// The error `type`/`code` values that mean the account is out of money or quota: never
+/// retried.
+pub const QUOTA_CODES: &[&str] = &[
+    "insufficient_quota",
+    "billing_hard_limit_reached",
+    "credit_balance_exhausted",
+    "organization_spend_limit_exceeded",
+    "project_spend_limit_exceeded",
+    "organization_usage_limit_exceeded",
+];
 
 /// The error object, wherever the server put it: OpenAI's `{"error":{…}}`, vLLM's
 /// top-level `{"object":"error","message",…}`, or `{"error":"text"}`.

@@ -18,17 +18,6 @@
 //!   status, `error.type` and `error.code` (never by message text); the core decides
 //!   what it means.
 
-/// The error `type`/`code` values that mean the account is out of money or quota: never
-/// retried.
-pub const QUOTA_CODES: &[&str] = &[
-    "insufficient_quota",
-    "billing_hard_limit_reached",
-    "credit_balance_exhausted",
-    "organization_spend_limit_exceeded",
-    "project_spend_limit_exceeded",
-    "organization_usage_limit_exceeded",
-];
-
 mod decision;
 mod embeddings;
 mod errors;
@@ -38,7 +27,7 @@ mod stream;
 
 pub use decision::{decode_decision, encode_decision};
 pub use embeddings::{decode_embeddings, encode_embeddings};
-pub use errors::{read_error, read_stream_error};
+pub use errors::{QUOTA_CODES, read_error, read_stream_error};
 pub use request::{EncodeOptions, encode_request};
 pub use response::{WireUsage, decode_response, stop_reason};
 pub use stream::StreamDecoder;

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tollgate::limit::{LimiterBackend, LimiterConfig};
 use tollgate_redis::{RedisClock, RedisConfig, RedisLimiter, RedisLimiters};
 use tollgate_testkit::limiter::Backends;
@@ -55,7 +54,7 @@ impl Harness {
             RedisConfig::new(url)
                 .with_key_prefix(fresh_prefix())
                 .with_clock(RedisClock::Tokio {
-                    epoch: Instant::now(),
+                    epoch: tollgate::clock::now(),
                 }),
         ))
     }

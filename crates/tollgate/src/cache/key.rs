@@ -1,3 +1,6 @@
+//! [`CacheKey`]: a request named by sha256 over its canonical form, the caller's
+//! activation key and a sequence number.
+
 use std::fmt;
 
 use serde::Serialize;

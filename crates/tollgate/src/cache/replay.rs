@@ -1,3 +1,6 @@
+//! The replay cache: canonical response bytes by [`crate::CacheKey`], in memory or in a
+//! directory, so a recorded run can be replayed offline.
+
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! One model's catalog entry.
 
 use super::{CatalogError, KnownProviders};
-use crate::response::Usage;
+use crate::usage::Usage;
 
 /// What a model serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -321,6 +321,7 @@ impl ModelEntry {
                 model_id: self.id.clone(),
                 provider: self.provider.clone(),
                 known: known.list(),
+                hint: KnownProviders::hint_for(&self.provider),
             });
         };
         let mut names = std::collections::HashSet::new();

@@ -1,3 +1,5 @@
+//! What can be wrong with a catalog, and a model id it does not have.
+
 /// A catalog mistake, naming the model and the field to fix.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -35,17 +37,19 @@ pub enum CatalogError {
         /// What is wrong and what is accepted.
         reason: String,
     },
-    /// The model names a provider key that is neither first-party nor linked.
+    /// The model names a provider key that no linked crate registers.
     #[error(
-        "catalog model `{model_id}`: field `provider` names unknown provider `{provider}`; known providers: {known}"
+        "catalog model `{model_id}`: field `provider` names `{provider}`, which no crate linked into this binary registers; linked providers: {known}; {hint}"
     )]
     UnknownProvider {
         /// The model id.
         model_id: String,
         /// The key given.
         provider: String,
-        /// The known keys.
+        /// The known keys, each with the crate that registers it.
         known: String,
+        /// What to add.
+        hint: String,
     },
     /// `default_output_tokens` is above `max_output_tokens`.
     #[error(
@@ -112,4 +116,14 @@ pub enum CatalogError {
         /// Why not, and what would fix it.
         reason: String,
     },
+}
+
+/// A model id that is not in the catalog; becomes [`crate::Error::UnknownModel`] with `?`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model `{model_id}` is not in the catalog; known models: {known}")]
+pub struct UnknownModel {
+    /// What was asked for.
+    pub model_id: String,
+    /// The catalog's model ids, comma-separated.
+    pub known: String,
 }

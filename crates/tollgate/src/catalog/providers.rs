@@ -1,65 +1,51 @@
-//! Which provider keys a catalog may name, and whether each needs a credential.
+//! Which provider keys a catalog may name: those linked into the binary, each with the
+//! crate that registers it and whether its models need a credential.
+//!
+//! Nothing here is a hard-coded table. Every provider crate's `register_provider!`
+//! submits a [`LinkedProvider`] next to its plug-in, carrying the crate's own name, so
+//! the catalog learns what is linked from the providers themselves and never asks the
+//! provider registry (which depends on the catalog, not the other way round).
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// What the catalog needs to know about a provider key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderInfo {
     /// The key models name in `provider = "…"`.
     pub key: &'static str,
-    /// The crate that implements it (for "add this crate" messages).
+    /// The crate that registers it (for "add this crate" messages).
     pub crate_name: &'static str,
     /// Whether models of this provider must name a `credential`.
     pub requires_credential: bool,
 }
 
-/// The first-party provider keys. Listing a key here lets a catalog name it before its
-/// crate is linked; calling such a model then says which crate to add.
-///
-/// `openai-compatible` servers (vLLM, Ollama, llama.cpp) often need no key; Bedrock falls
-/// back to the AWS default credential chain.
-pub const FIRST_PARTY_PROVIDERS: &[ProviderInfo] = &[
-    ProviderInfo {
-        key: "fake",
-        crate_name: "tollgate-fake",
-        requires_credential: false,
-    },
-    ProviderInfo {
-        key: "sim",
-        crate_name: "tollgate-sim",
-        requires_credential: false,
-    },
-    ProviderInfo {
-        key: "anthropic-direct",
-        crate_name: "tollgate-anthropic",
-        requires_credential: true,
-    },
-    ProviderInfo {
-        key: "openai",
-        crate_name: "tollgate-openai",
-        requires_credential: true,
-    },
-    ProviderInfo {
-        key: "openai-compatible",
-        crate_name: "tollgate-openai",
-        requires_credential: false,
-    },
-    ProviderInfo {
-        key: "bedrock-converse",
-        crate_name: "tollgate-bedrock",
-        requires_credential: false,
-    },
-    ProviderInfo {
-        key: "anthropic-bedrock",
-        crate_name: "tollgate-bedrock",
-        requires_credential: false,
-    },
-    ProviderInfo {
-        key: "gemini",
-        crate_name: "tollgate-gemini",
-        requires_credential: true,
-    },
-];
+/// A provider linked into this binary, as the catalog sees it; submitted by
+/// [`crate::register_provider!`] in the provider's crate. `describe` is a function so that
+/// the key and the credential rule come from the provider itself.
+pub struct LinkedProvider {
+    describe: fn() -> ProviderInfo,
+}
+
+impl LinkedProvider {
+    /// A linked provider described by `describe`.
+    pub const fn new(describe: fn() -> ProviderInfo) -> Self {
+        LinkedProvider { describe }
+    }
+
+    /// The provider's key, crate and credential rule.
+    pub fn info(&self) -> ProviderInfo {
+        (self.describe)()
+    }
+}
+
+impl fmt::Debug for LinkedProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LinkedProvider").field(&self.info()).finish()
+    }
+}
+
+inventory::collect!(LinkedProvider);
 
 /// The provider keys a catalog is checked against.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,18 +65,14 @@ impl KnownProviders {
         Self::default()
     }
 
-    /// The first-party keys plus every provider linked into this binary.
+    /// Every provider linked into this binary, as each registered itself.
     pub fn linked() -> Self {
-        let mut known = Self::empty();
-        for info in FIRST_PARTY_PROVIDERS {
-            known = known.with(info.key, info.crate_name, info.requires_credential);
-        }
-        for provider in crate::provider::linked_providers() {
-            if !known.contains(provider.key()) {
-                known = known.with(provider.key(), "(linked)", provider.requires_credential());
-            }
-        }
-        known
+        inventory::iter::<LinkedProvider>
+            .into_iter()
+            .map(LinkedProvider::info)
+            .fold(Self::empty(), |known, info| {
+                known.with(info.key, info.crate_name, info.requires_credential)
+            })
     }
 
     /// Adds (or replaces) a key.
@@ -120,13 +102,35 @@ impl KnownProviders {
         self.by_key.get(key).map(|i| i.requires_credential)
     }
 
-    /// The crate that implements `key`, if known.
+    /// The crate that registers `key`, if known.
     pub fn crate_name(&self, key: &str) -> Option<&str> {
         self.by_key.get(key).map(|i| i.crate_name.as_str())
     }
 
-    /// Every known key, comma-separated.
+    /// Every known key with its crate, e.g. `fake (tollgate-fake), sim (tollgate-sim)`;
+    /// `(none)` when no provider is known.
     pub fn list(&self) -> String {
-        self.by_key.keys().cloned().collect::<Vec<_>>().join(", ")
+        if self.by_key.is_empty() {
+            return "(none)".into();
+        }
+        self.by_key
+            .iter()
+            .map(|(key, info)| format!("{key} ({})", info.crate_name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What to add for an unknown `key`: its crate, linked with one line. First-party
+    /// crates are named `tollgate-<name>` after their provider, so the key's first word
+    /// gives the likely crate; `docs/catalog.md` lists which crate registers which key.
+    pub fn hint_for(key: &str) -> String {
+        let name = key.split('-').next().unwrap_or(key);
+        format!(
+            "add the crate that registers `{key}` to [dependencies] and link it with \
+             `use <crate> as _;` (first-party crates are named `tollgate-<name>`, here \
+             likely `tollgate-{name}` with `use tollgate_{name} as _;`; docs/catalog.md lists \
+             which crate registers which key), or pass the provider to \
+             `ModelsBuilder::provider` and its key in `KnownProviders`"
+        )
     }
 }

@@ -1,5 +1,7 @@
+//! Catalog loading and validation: every mistake named with its model and field.
+
 use super::*;
-use crate::response::Usage;
+use crate::usage::Usage;
 
 const GOOD: &str = r#"
 [embeddings]
@@ -42,8 +44,29 @@ provider = "fake"
 max_output_tokens = 100
 "#;
 
+/// The first-party keys as their crates register them. No provider crate is linked into
+/// the core's own tests, so the catalog is checked against this explicit set.
+fn known() -> KnownProviders {
+    [
+        ("fake", "tollgate-fake", false),
+        ("anthropic-direct", "tollgate-anthropic", true),
+        ("openai", "tollgate-openai", true),
+        ("openai-compatible", "tollgate-openai", false),
+        ("bedrock-converse", "tollgate-bedrock", false),
+    ]
+    .into_iter()
+    .fold(
+        KnownProviders::empty(),
+        |known, (key, krate, credential)| known.with(key, krate, credential),
+    )
+}
+
+fn load(text: &str) -> Result<Catalog, CatalogError> {
+    Catalog::from_toml_str_with(text, &known())
+}
+
 fn err(text: &str) -> String {
-    Catalog::from_toml_str(text)
+    load(text)
         .expect_err("catalog must be rejected")
         .to_string()
 }
@@ -61,7 +84,7 @@ fn assert_names(message: &str, model: &str, field: &str) {
 
 #[test]
 fn catalog_loads_a_valid_file_with_every_field() {
-    let catalog = Catalog::from_toml_str(GOOD).unwrap();
+    let catalog = load(GOOD).unwrap();
     let sonnet = catalog.model("claude-sonnet").unwrap();
     assert_eq!(sonnet.name, "claude-sonnet-4-5");
     assert_eq!(
@@ -89,7 +112,24 @@ fn catalog_rejects_unknown_provider_key() {
     let m = err("[models.x]\nprovider = \"antropic\"\nmax_output_tokens = 10\n");
     assert_names(&m, "x", "provider");
     assert!(
-        m.contains("antropic") && m.contains("anthropic-direct"),
+        m.contains("antropic") && m.contains("anthropic-direct (tollgate-anthropic)"),
+        "the error lists the known keys with their crates: {m}"
+    );
+    assert!(
+        m.contains("`tollgate-antropic`") && m.contains("use tollgate_antropic as _;"),
+        "the error says what to add, after the first-party naming convention: {m}"
+    );
+}
+
+#[test]
+fn catalog_linked_providers_in_the_core_alone_are_none_and_the_error_says_so() {
+    // The core links no provider crate: a catalog naming one fails at load, saying so.
+    let e = Catalog::from_toml_str("[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n")
+        .unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, CatalogError::UnknownProvider { .. }), "{m}");
+    assert!(
+        m.contains("linked providers: (none)") && m.contains("`tollgate-fake`"),
         "{m}"
     );
 }
@@ -138,10 +178,7 @@ fn catalog_rejects_missing_credential_for_provider_that_needs_one() {
     let m = err("[models.x]\nprovider = \"anthropic-direct\"\nmax_output_tokens = 10\n");
     assert_names(&m, "x", "credential");
     // Providers that can run without a key are accepted without one.
-    Catalog::from_toml_str(
-        "[models.x]\nprovider = \"openai-compatible\"\nmax_output_tokens = 10\n",
-    )
-    .unwrap();
+    load("[models.x]\nprovider = \"openai-compatible\"\nmax_output_tokens = 10\n").unwrap();
 }
 
 #[test]
@@ -198,7 +235,7 @@ fn catalog_rejects_embedding_model_that_cannot_reach_the_width() {
         "native_width = 3072\ntruncation_safe = true\n",
         "dimensions_param = true\n",
     ] {
-        Catalog::from_toml_str(&format!("{base}{ok}")).unwrap();
+        load(&format!("{base}{ok}")).unwrap();
     }
 }
 
@@ -217,13 +254,14 @@ fn catalog_requires_max_output_tokens_for_chat_models() {
 
 #[test]
 fn catalog_reports_toml_syntax_errors() {
-    let e = Catalog::from_toml_str("[models.x\nprovider=").unwrap_err();
+    let e = load("[models.x\nprovider=").unwrap_err();
     assert!(matches!(e, CatalogError::Syntax { .. }), "{e}");
 }
 
 #[test]
 fn catalog_built_in_code_runs_the_same_checks() {
     let e = Catalog::builder()
+        .known_providers(known())
         .model(ModelEntry::new("x", "fake", "x").with_output_tokens(10, 20))
         .build()
         .unwrap_err();
@@ -270,7 +308,7 @@ fn price_counts_each_kind_of_token_once() {
 #[test]
 fn catalog_accepts_burst_seconds_from_1_to_60_only() {
     let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
-    let ok = Catalog::from_toml_str(&format!("{base}burst_seconds = 1\n")).unwrap();
+    let ok = load(&format!("{base}burst_seconds = 1\n")).unwrap();
     assert_eq!(ok.model("x").unwrap().burst_seconds, Some(1));
     for bad in ["0", "61", "-1", "\"1s\""] {
         let m = err(&format!("{base}burst_seconds = {bad}\n"));
@@ -281,18 +319,18 @@ fn catalog_accepts_burst_seconds_from_1_to_60_only() {
 #[test]
 fn catalog_window_is_continuous_by_default_or_fixed_and_a_typo_names_model_and_field() {
     let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
-    let default = Catalog::from_toml_str(base).unwrap();
+    let default = load(base).unwrap();
     assert_eq!(default.model("x").unwrap().window, RateWindow::Continuous);
     for (text, window) in [
         ("continuous", RateWindow::Continuous),
         ("fixed", RateWindow::Fixed),
     ] {
-        let c = Catalog::from_toml_str(&format!("{base}window = \"{text}\"\n")).unwrap();
+        let c = load(&format!("{base}window = \"{text}\"\n")).unwrap();
         assert_eq!(c.model("x").unwrap().window, window);
         assert_eq!(window.as_str(), text);
     }
     for bad in ["\"fixd\"", "\"Fixed\"", "1"] {
-        let e = Catalog::from_toml_str(&format!("{base}window = {bad}\n")).unwrap_err();
+        let e = load(&format!("{base}window = {bad}\n")).unwrap_err();
         assert!(
             matches!(&e, CatalogError::InvalidField { model_id, field, .. } if model_id == "x" && field == "window"),
             "{e}"

@@ -35,7 +35,7 @@ pub enum Auth {
 /// Reads an error answer's status and body into a [`WireError`] (the codec's part).
 pub type ReadError = fn(status: u16, body: &[u8]) -> WireError;
 
-/// One HTTP client per provider, made once in `ClientProvider::build`: tollgate's connect
+/// One HTTP client per provider, made once in `Provider::build`: tollgate's connect
 /// timeout, no proxy from the environment (tollgate reads none) and no retries (the
 /// pipeline is the one place that retries).
 #[derive(Debug, Clone)]

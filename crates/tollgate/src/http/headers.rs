@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 
-use crate::error::Dimension;
-use crate::pipeline::{Signals, parse_retry_after, wall_clock_now};
+use crate::catalog::Dimension;
+use crate::clock::wall_now;
+use crate::pipeline::{Signals, parse_retry_after};
 
 /// Header `name` as text, if present and readable.
 pub fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -19,7 +20,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     parse_retry_after(
         header(headers, "retry-after-ms"),
         header(headers, "retry-after"),
-        wall_clock_now(),
+        wall_now(),
     )
 }
 
@@ -70,10 +71,9 @@ pub fn read_signals(headers: &HeaderMap, rate_limits: &[RateLimitHeaders], signa
             .flatten()
             .map(str::trim);
         let reset_in = reset.and_then(|v| match h.reset_format {
-            Reset::Rfc3339 => humantime::parse_rfc3339_weak(v).ok().map(|at| {
-                at.duration_since(wall_clock_now())
-                    .unwrap_or(Duration::ZERO)
-            }),
+            Reset::Rfc3339 => humantime::parse_rfc3339_weak(v)
+                .ok()
+                .map(|at| at.duration_since(wall_now()).unwrap_or(Duration::ZERO)),
             Reset::GoDuration => parse_go_duration(v),
             Reset::Seconds => v
                 .parse::<f64>()

@@ -40,7 +40,7 @@
 //! struct Chat { endpoint: Endpoint }
 //!
 //! impl Chat {
-//!     // In `ProviderClients::chat`, with the `HttpClient` made in `ClientProvider::build`.
+//!     // In `ProviderTransports::chat`, with the `HttpClient` made in `Provider::build`.
 //!     fn new(http: &HttpClient, model: &ModelEntry) -> Self {
 //!         Chat { endpoint: http.endpoint(model, "http://127.0.0.1:11434", read_error) }
 //!     }

@@ -1,7 +1,7 @@
 //! What a call costs the limiter, and how a provider counts it afterwards.
 
-use crate::error::Dimension;
-use crate::response::Usage;
+use crate::catalog::Dimension;
+use crate::usage::Usage;
 
 /// What one call reserves: one request, its input tokens and its output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

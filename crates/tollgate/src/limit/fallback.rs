@@ -10,6 +10,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::clock;
+
 use tokio::time::Instant;
 
 use super::{Cost, LimiterBackend, Priority, Reservation, TokenBucketRateLimiter, TryReserveError};
@@ -120,7 +122,7 @@ impl FallbackChain {
     /// Puts `model_id` in cooldown after a 429: for `retry_after`, or the default.
     pub fn cooldown(&self, model_id: &str, retry_after: Option<Duration>) {
         if let Some(c) = self.candidates.iter().find(|c| c.model_id == model_id) {
-            let until = Instant::now() + retry_after.unwrap_or(self.default_cooldown);
+            let until = clock::now() + retry_after.unwrap_or(self.default_cooldown);
             let mut slot = c.cooldown_until.lock().unwrap_or_else(|e| e.into_inner());
             *slot = Some(slot.map_or(until, |u| u.max(until)));
         }
@@ -128,7 +130,7 @@ impl FallbackChain {
 
     /// How long `model_id` stays in cooldown, if it is cooling now.
     pub fn cooldown_remaining(&self, model_id: &str) -> Option<Duration> {
-        let now = Instant::now();
+        let now = clock::now();
         self.candidates
             .iter()
             .find(|c| c.model_id == model_id)
@@ -140,7 +142,7 @@ impl FallbackChain {
     pub fn in_cooldown(&self, model_id: &str) -> bool {
         self.candidates
             .iter()
-            .any(|c| c.model_id == model_id && c.cooling(Instant::now()).is_some())
+            .any(|c| c.model_id == model_id && c.cooling(clock::now()).is_some())
     }
 
     /// Reserves `cost` on the first candidate that can serve it now; only the last
@@ -154,7 +156,7 @@ impl FallbackChain {
     /// [`FallbackChain::reserve`] at a priority class.
     pub async fn reserve_with(&self, cost: Cost, priority: Priority) -> Result<FallbackGrant> {
         loop {
-            let now = Instant::now();
+            let now = clock::now();
             let mut too_large = None;
             let mut busy = Vec::new();
             for (i, c) in self.candidates.iter().enumerate() {

@@ -3,7 +3,9 @@
 //!
 //! All state lives behind one mutex and changes in one place ([`State::grant_ready`]
 //! grants; the other methods only refill, take or give back). Waiters queue in a
-//! [`WaitQueue`]: one FIFO queue per [`Priority`] class. One *driver* task per limiter
+//! [`WaitQueue`] (`queue.rs`): one FIFO queue per [`Priority`] class, and each waiter's
+//! slot, changed only through the queue's methods. The [`Reserve`] future (`reserve.rs`)
+//! joins, picks up or leaves through them. One *driver* task per limiter
 //! sleeps until the instant the head waiter's cost will have refilled, grants it (and
 //! whoever goes next, while they fit), and sleeps again; waiters are woken only when
 //! granted, so a grant costs exactly one wake-up. The driver exists only while someone
@@ -26,282 +28,25 @@
 //! higher class, or a promoted one), but may go ahead of lower-class waiters if the cost
 //! fits now: that is what a class is for.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::bucket::{Bucket, units};
-use super::cost::{AccountingRule, Cost, CostDelta};
+use super::config::{Burst, DIMENSIONS, LimiterConfig, MAX_PROVIDER_PAUSE};
+use super::cost::{Cost, CostDelta};
 use super::priority::Priority;
+use super::queue::WaitQueue;
+use super::reservation::{BucketLedger, Reservation, TryReserveError};
+use super::reserve::Reserve;
 use super::throttle::{AdaptiveThrottle, Feedback, SendMark};
-use crate::catalog::{Limits, ModelEntry, RateWindow};
-use crate::error::{Dimension, Error, Result};
-use crate::response::Usage;
-
-const DIMENSIONS: [Dimension; 4] = [
-    Dimension::Requests,
-    Dimension::Tokens,
-    Dimension::InputTokens,
-    Dimension::OutputTokens,
-];
-
-/// The longest pause a provider's `retry-after` can impose on a whole model.
-pub const MAX_PROVIDER_PAUSE: Duration = Duration::from_secs(60);
-
-/// How large a bucket is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Burst {
-    /// A full minute's limit (the default): `rpm = 60` allows 60 at once.
-    #[default]
-    FullMinute,
-    /// `n` seconds of refill, at least one whole unit: for providers that enforce
-    /// `60 rpm` as one request per second, use `Burst::Seconds(1)`.
-    Seconds(u32),
-}
-
-impl Burst {
-    fn capacity(self, limit: u64) -> u64 {
-        match self {
-            Burst::FullMinute => limit,
-            Burst::Seconds(s) => (u128::from(limit) * u128::from(s.min(60)) / 60)
-                .max(1)
-                .try_into()
-                .unwrap_or(u64::MAX),
-        }
-    }
-}
-
-/// A limiter's configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimiterConfig {
-    /// The model id, for errors.
-    pub model_id: String,
-    /// Per-minute limits (0 = unlimited).
-    pub limits: Limits,
-    /// Bucket size.
-    pub burst: Burst,
-    /// Whether 429s and 529s slow the refill ([`super::throttle`]).
-    pub adaptive: bool,
-    /// Aging: a waiter that has waited this long ranks above every [`Priority`] class
-    /// (promoted waiters go in arrival order), so no class starves. Default
-    /// [`LimiterConfig::DEFAULT_AGING`] (30 s); zero makes the queue plain FIFO across classes;
-    /// [`Duration::MAX`] turns aging off.
-    pub aging: Duration,
-    /// How the provider refills: decides how long a rate-limit header saying nothing is
-    /// left holds the model back ([`Feedback::Reported`]).
-    pub window: RateWindow,
-}
-
-impl LimiterConfig {
-    /// How long a waiter waits before it is promoted above every class (the default of
-    /// [`LimiterConfig::aging`]).
-    pub const DEFAULT_AGING: Duration = Duration::from_secs(30);
-
-    /// Limits for `model_id` with a full-minute burst and the adaptive throttle on.
-    pub fn new(model_id: impl Into<String>, limits: Limits) -> Self {
-        LimiterConfig {
-            model_id: model_id.into(),
-            limits,
-            burst: Burst::FullMinute,
-            adaptive: true,
-            aging: Self::DEFAULT_AGING,
-            window: RateWindow::Continuous,
-        }
-    }
-
-    /// The configuration a catalog entry describes.
-    pub fn for_model(model: &ModelEntry) -> Self {
-        let burst = model.burst_seconds.map_or(Burst::FullMinute, |s| {
-            Burst::Seconds(u32::try_from(s).unwrap_or(60))
-        });
-        LimiterConfig {
-            burst,
-            window: model.window,
-            ..Self::new(model.id.clone(), model.limits)
-        }
-    }
-
-    /// Sets the burst.
-    pub fn with_burst(mut self, burst: Burst) -> Self {
-        self.burst = burst;
-        self
-    }
-
-    /// Switches the adaptive throttle on or off.
-    pub fn with_adaptive(mut self, adaptive: bool) -> Self {
-        self.adaptive = adaptive;
-        self
-    }
-
-    /// Sets the aging bound ([`LimiterConfig::aging`]).
-    pub fn with_aging(mut self, aging: Duration) -> Self {
-        self.aging = aging;
-        self
-    }
-
-    /// Sets how the provider refills its limits.
-    pub fn with_window(mut self, window: RateWindow) -> Self {
-        self.window = window;
-        self
-    }
-}
-
-/// Why [`TokenBucketRateLimiter::try_reserve`] (or `try_reserve_with`) did not reserve.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TryReserveError {
-    /// The cost is larger than a whole bucket: it can never be reserved.
-    #[error(transparent)]
-    TooLarge(Error),
-    /// Not now; the earliest time it could be, if nothing else changes.
-    #[error("the bucket cannot serve this cost now; earliest in {ready_in:?}")]
-    WouldWait {
-        /// How long until it could fit, counting the waiters that would go before it.
-        ready_in: Duration,
-    },
-}
-
-impl From<TryReserveError> for Error {
-    fn from(e: TryReserveError) -> Self {
-        match e {
-            TryReserveError::TooLarge(e) => e,
-            TryReserveError::WouldWait { ready_in } => {
-                Error::Provider(crate::ProviderError::RateLimited {
-                    retry_after: Some(ready_in),
-                })
-            }
-        }
-    }
-}
-
-/// Gives capacity back to (or takes more from) whatever issued a [`Reservation`]. The
-/// seam that lets a shared backend (e.g. Redis) issue reservations too.
-pub trait BucketLedger: Send + Sync {
-    /// Applies a correction: negative amounts give capacity back, positive take more.
-    fn adjust(&self, delta: CostDelta);
-
-    /// Gives all of `cost` back (a reservation dropped before its request was sent).
-    /// The default adjusts by [`CostDelta::refund`]; a ledger may do it faster.
-    fn refund(&self, cost: &Cost) {
-        self.adjust(CostDelta::refund(cost));
-    }
-}
-
-/// Capacity held for one call.
-///
-/// - dropped before [`Reservation::mark_sent`]: everything is given back;
-/// - [`Reservation::settle`] after the answer: reconciled with what the provider counts;
-/// - dropped after sending without settling: the charge stays (the provider counted it).
-#[must_use = "a reservation gives its capacity back when dropped"]
-pub struct Reservation {
-    ledger: Option<Arc<dyn BucketLedger>>,
-    cost: Cost,
-    sent: bool,
-}
-
-impl Reservation {
-    /// A reservation issued by `ledger` for `cost`.
-    pub fn new(ledger: Arc<dyn BucketLedger>, cost: Cost) -> Self {
-        Reservation {
-            ledger: Some(ledger),
-            cost,
-            sent: false,
-        }
-    }
-
-    /// A reservation that holds nothing (an unlimited model).
-    pub fn unlimited(cost: Cost) -> Self {
-        Reservation {
-            ledger: None,
-            cost,
-            sent: false,
-        }
-    }
-
-    /// What was reserved.
-    pub fn cost(&self) -> Cost {
-        self.cost
-    }
-
-    /// Records that the request left: from now on, dropping keeps the charge.
-    pub fn mark_sent(&mut self) {
-        self.sent = true;
-    }
-
-    /// Whether [`Reservation::mark_sent`] was called.
-    pub fn is_sent(&self) -> bool {
-        self.sent
-    }
-
-    /// Reconciles the reservation with what the provider counts for `usage`.
-    pub fn settle(mut self, usage: &Usage, rule: AccountingRule) {
-        if let Some(ledger) = self.ledger.take() {
-            let delta = rule.delta(&self.cost, usage);
-            if !delta.is_zero() {
-                ledger.adjust(delta);
-            }
-        }
-    }
-
-    /// Settles at exactly `counted` (e.g. a rejected request: its request counts, its
-    /// tokens do not).
-    pub fn settle_counted(mut self, counted: Cost) {
-        if let Some(ledger) = self.ledger.take() {
-            let delta = CostDelta::between(&counted, &self.cost);
-            if !delta.is_zero() {
-                ledger.adjust(delta);
-            }
-        }
-    }
-
-    /// Changes what the reservation holds to `cost`, taking the difference from (or
-    /// giving it back to) the buckets at once. A grant made ahead of the call (an
-    /// [`super::Admission`], a fallback pick) becomes the call's own this way; taking
-    /// more than is left runs the bucket into debt, paid back by later refill.
-    pub fn resize(&mut self, cost: Cost) {
-        if let Some(ledger) = &self.ledger {
-            let delta = CostDelta::between(&cost, &self.cost);
-            if !delta.is_zero() {
-                ledger.adjust(delta);
-            }
-        }
-        self.cost = cost;
-    }
-
-    /// Gives everything back now (the request was not sent).
-    pub fn release(mut self) {
-        if let Some(ledger) = self.ledger.take() {
-            ledger.refund(&self.cost);
-        }
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if let Some(ledger) = self.ledger.take()
-            && !self.sent
-        {
-            ledger.refund(&self.cost);
-        }
-    }
-}
-
-impl fmt::Debug for Reservation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reservation")
-            .field("cost", &self.cost)
-            .field("sent", &self.sent)
-            .field("limited", &self.ledger.is_some())
-            .finish()
-    }
-}
+use crate::catalog::{Dimension, ModelEntry, RateWindow};
+use crate::clock;
+use crate::error::{Error, Result};
 
 /// A point-in-time view of a limiter, for tests, benchmarks and dashboards.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,159 +73,18 @@ pub struct TokenBucketRateLimiter {
     shared: Arc<Shared>,
 }
 
-struct Shared {
-    model_id: String,
+pub(super) struct Shared {
+    pub(super) model_id: String,
     epoch: Instant,
     state: Mutex<State>,
     /// Tells the driver that the head's deadline may have moved.
-    notify: Notify,
+    pub(super) notify: Notify,
 }
 
-struct Slot {
-    cost: Cost,
-    granted: bool,
-    waker: Option<Waker>,
-}
-
-/// The waiters, one FIFO queue per [`Priority`] class, each entry with its arrival time
-/// (ns since the limiter's epoch). Its methods are the only way the order changes; they
-/// implement the order described in the module docs.
-#[derive(Debug)]
-struct WaitQueue {
-    /// Per class, lowest first: (waiter id, arrival ns), in arrival order.
-    classes: [VecDeque<(u64, u64)>; 3],
-    len: usize,
-    aging_ns: u64,
-}
-
-impl WaitQueue {
-    fn new(aging: Duration) -> Self {
-        WaitQueue {
-            classes: Default::default(),
-            len: 0,
-            aging_ns: u64::try_from(aging.as_nanos()).unwrap_or(u64::MAX),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Waiters per class, lowest first.
-    fn counts(&self) -> [usize; 3] {
-        self.classes.each_ref().map(VecDeque::len)
-    }
-
-    /// Adds waiter `id` of class `priority`, arrived at `now`, at the back of its class.
-    fn push(&mut self, id: u64, priority: Priority, now: u64) {
-        self.classes[priority.index()].push_back((id, now));
-        self.len += 1;
-    }
-
-    /// Removes waiter `id` of class `priority`; false if it was not queued.
-    fn remove(&mut self, id: u64, priority: Priority) -> bool {
-        let class = &mut self.classes[priority.index()];
-        let Some(i) = class.iter().position(|(x, _)| *x == id) else {
-            return false;
-        };
-        class.remove(i);
-        self.len -= 1;
-        true
-    }
-
-    /// Whether a waiter that arrived at `arrived` is promoted at `now`.
-    fn promoted(&self, arrived: u64, now: u64) -> bool {
-        now.saturating_sub(arrived) >= self.aging_ns
-    }
-
-    /// The class whose first waiter goes first at `now` (see the module docs).
-    fn head_class(&self, now: u64) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        // Each class's first waiter is its oldest: the oldest promoted waiter is one of
-        // them. Highest class first, so that a tie goes to the higher class.
-        let mut oldest: Option<(usize, u64)> = None;
-        for (c, class) in self.classes.iter().enumerate().rev() {
-            if let Some(&(_, arrived)) = class.front()
-                && self.promoted(arrived, now)
-                && oldest.is_none_or(|(_, at)| arrived < at)
-            {
-                oldest = Some((c, arrived));
-            }
-        }
-        if let Some((c, _)) = oldest {
-            return Some(c);
-        }
-        self.classes.iter().rposition(|class| !class.is_empty())
-    }
-
-    /// The waiter that goes first at `now`.
-    fn front(&self, now: u64) -> Option<u64> {
-        let c = self.head_class(now)?;
-        self.classes[c].front().map(|(id, _)| *id)
-    }
-
-    /// Removes and returns the waiter that goes first at `now`.
-    fn pop_front(&mut self, now: u64) -> Option<u64> {
-        let c = self.head_class(now)?;
-        let (id, _) = self.classes[c].pop_front()?;
-        self.len -= 1;
-        Some(id)
-    }
-
-    /// Whether a newcomer of class `priority` arriving at `now` would have to let
-    /// someone go first: a waiter of its own or a higher class, or a promoted one.
-    fn blocks(&self, priority: Priority, now: u64) -> bool {
-        if self.len == 0 {
-            return false;
-        }
-        let p = priority.index();
-        self.classes[p..].iter().any(|c| !c.is_empty())
-            || self.classes[..p]
-                .iter()
-                .any(|c| c.front().is_some_and(|(_, at)| self.promoted(*at, now)))
-    }
-
-    /// The waiters that would go before a newcomer of class `priority` arriving at `now`
-    /// (those [`WaitQueue::blocks`] counts), if nothing else changed.
-    fn ahead_of(&self, priority: Priority, now: u64) -> impl Iterator<Item = u64> + '_ {
-        let p = priority.index();
-        let higher = self.classes[p..].iter().flatten();
-        // Within a class the promoted waiters are the oldest: a prefix.
-        let promoted = self.classes[..p]
-            .iter()
-            .flat_map(move |c| c.iter().take_while(move |(_, at)| self.promoted(*at, now)));
-        higher.chain(promoted).map(|(id, _)| *id)
-    }
-
-    /// When the head may change by time alone: the first instant a lower class's first
-    /// waiter is promoted while the head is not. `None` if no such instant comes.
-    fn next_promotion(&self, now: u64) -> Option<u64> {
-        let c = self.head_class(now)?;
-        let &(_, head_arrived) = self.classes[c].front()?;
-        if self.promoted(head_arrived, now) {
-            // The oldest promoted waiter keeps the lead: anyone promoted later is younger.
-            return None;
-        }
-        self.classes[..c]
-            .iter()
-            .filter_map(|class| class.front())
-            .map(|(_, at)| at.saturating_add(self.aging_ns))
-            .min()
-    }
-}
-
-struct State {
+pub(super) struct State {
     buckets: [Option<Bucket>; 4],
-    queue: WaitQueue,
-    slots: HashMap<u64, Slot>,
-    next_id: u64,
-    driver_running: bool,
+    pub(super) queue: WaitQueue,
+    pub(super) driver_running: bool,
     paused_until_ns: u64,
     throttle: AdaptiveThrottle,
     grants: u64,
@@ -506,7 +110,7 @@ impl fmt::Debug for TokenBucketRateLimiter {
 impl TokenBucketRateLimiter {
     /// A limiter with full buckets.
     pub fn new(config: LimiterConfig) -> Self {
-        let epoch = Instant::now();
+        let epoch = clock::now();
         let l = config.limits;
         let bucket = |limit: u64| {
             (limit > 0).then(|| {
@@ -525,8 +129,6 @@ impl TokenBucketRateLimiter {
                 bucket(l.output_tpm),
             ],
             queue: WaitQueue::new(config.aging),
-            slots: HashMap::new(),
-            next_id: 0,
             driver_running: false,
             paused_until_ns: 0,
             throttle: AdaptiveThrottle::new(config.adaptive),
@@ -604,12 +206,7 @@ impl TokenBucketRateLimiter {
     /// Cancellation-safe: dropping the future leaves the queue, and if it had already
     /// been granted, gives the capacity back.
     pub fn reserve_with(&self, cost: Cost, priority: Priority) -> Reserve {
-        Reserve {
-            shared: Some(self.shared.clone()),
-            cost,
-            priority,
-            id: None,
-        }
+        Reserve::new(self.shared.clone(), cost, priority)
     }
 
     /// Tells the limiter what a provider's answer said (success, 429, 529, remaining).
@@ -675,7 +272,7 @@ impl TokenBucketRateLimiter {
     pub fn send_mark(&self) -> SendMark {
         let grants = self.shared.lock().grants;
         SendMark {
-            at: Instant::now(),
+            at: clock::now(),
             grants,
         }
     }
@@ -709,25 +306,25 @@ impl TokenBucketRateLimiter {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn now_ns(&self) -> u64 {
+    pub(super) fn now_ns(&self) -> u64 {
         u64::try_from(
-            Instant::now()
+            clock::now()
                 .saturating_duration_since(self.epoch)
                 .as_nanos(),
         )
         .unwrap_or(u64::MAX)
     }
 
-    fn instant_at(&self, ns: u64) -> Instant {
+    pub(super) fn instant_at(&self, ns: u64) -> Instant {
         self.epoch + Duration::from_nanos(ns)
     }
 
     /// Grants whoever fits now, wakes them, and tells the driver to look again.
-    fn kick(&self, mut state: MutexGuard<'_, State>) {
+    pub(super) fn kick(&self, mut state: MutexGuard<'_, State>) {
         if state.queue.is_empty() {
             return; // nobody waits, and no driver needs a new deadline
         }
@@ -884,7 +481,7 @@ impl State {
         // already waits for it, and no pause is needed.
     }
 
-    fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {
+    pub(super) fn check_size(&self, model_id: &str, cost: &Cost) -> Result<()> {
         for (d, bucket) in DIMENSIONS.iter().zip(&self.buckets) {
             if let Some(bucket) = bucket
                 && bucket.too_large(cost.on(*d))
@@ -910,7 +507,7 @@ impl State {
     /// newcomer of class `priority`, no pause holds and `cost` fits every bucket, takes it
     /// and counts the grant. A cost that fits is never too large for a bucket, so the
     /// size check is left to the slow path.
-    fn take_if_ready(&mut self, cost: &Cost, priority: Priority, now: u64) -> bool {
+    pub(super) fn take_if_ready(&mut self, cost: &Cost, priority: Priority, now: u64) -> bool {
         let units = DIMENSIONS.map(|d| units(cost.on(d)));
         let mut fits = !self.queue.blocks(priority, now) && now >= self.paused_until_ns;
         for (bucket, units) in self.buckets.iter_mut().zip(units) {
@@ -961,49 +558,38 @@ impl State {
     /// now: after the waiters that would go before it.
     fn queued_wait_ns(&self, cost: &Cost, priority: Priority, now: u64) -> u64 {
         let mut total = *cost;
-        for id in self.queue.ahead_of(priority, now) {
-            if let Some(slot) = self.slots.get(&id) {
-                total.requests += slot.cost.requests;
-                total.input_tokens += slot.cost.input_tokens;
-                total.output_tokens += slot.cost.output_tokens;
-            }
+        for ahead in self.queue.costs_ahead_of(priority, now) {
+            total.requests += ahead.requests;
+            total.input_tokens += ahead.input_tokens;
+            total.output_tokens += ahead.output_tokens;
         }
         self.wait_ns(&total, now)
     }
 
     /// The one place that grants: pops the head waiter while it fits, in the queue's
     /// order, and returns their wakers (to be woken after the lock is released).
-    fn grant_ready(&mut self, now: u64) -> Vec<Waker> {
+    pub(super) fn grant_ready(&mut self, now: u64) -> Vec<Waker> {
         let mut wakers = Vec::new();
         if self.queue.is_empty() {
             return wakers;
         }
         self.refill(now);
-        while let Some(id) = self.queue.front(now) {
-            let Some(cost) = self.slots.get(&id).map(|s| s.cost) else {
-                self.queue.pop_front(now);
-                continue;
-            };
+        while let Some((_, cost)) = self.queue.head(now) {
             if !self.fits(&cost, now) {
                 break;
             }
             self.take(&cost);
-            self.queue.pop_front(now);
+            self.queue.grant_head(now, &mut wakers);
             self.grants += 1;
             self.waited += 1;
-            if let Some(slot) = self.slots.get_mut(&id) {
-                slot.granted = true;
-                wakers.extend(slot.waker.take());
-            }
         }
         wakers
     }
 
     /// When the driver must look again: when the head waiter will fit, or earlier if
     /// aging changes the head before then; `None` if nobody waits.
-    fn head_deadline(&self, now: u64) -> Option<u64> {
-        let id = self.queue.front(now)?;
-        let cost = self.slots.get(&id)?.cost;
+    pub(super) fn head_deadline(&self, now: u64) -> Option<u64> {
+        let (_, cost) = self.queue.head(now)?;
         let fits_at = now.saturating_add(self.wait_ns(&cost, now).max(1));
         Some(
             self.queue
@@ -1013,167 +599,8 @@ impl State {
     }
 }
 
-/// The driver: sleeps until the head waiter fits, grants, repeats; exits when nobody waits.
-async fn drive(weak: Weak<Shared>) {
-    loop {
-        let Some(shared) = weak.upgrade() else { return };
-        let (wakers, deadline) = {
-            let mut state = shared.lock();
-            let now = shared.now_ns();
-            let wakers = state.grant_ready(now);
-            let deadline = state.head_deadline(now);
-            if deadline.is_none() {
-                state.driver_running = false;
-            }
-            (wakers, deadline)
-        };
-        wakers.into_iter().for_each(Waker::wake);
-        let Some(deadline) = deadline else { return };
-        let at = shared.instant_at(deadline);
-        let notified = shared.notify.notified();
-        tokio::select! {
-            () = tokio::time::sleep_until(at) => {}
-            () = notified => {}
-        }
-    }
-}
-
-/// The future of [`TokenBucketRateLimiter::reserve`]. Holds nothing until granted.
-#[must_use = "a reservation is only made when the future is awaited"]
-pub struct Reserve {
-    /// The limiter; `None` once the future has finished (handed on to the
-    /// [`Reservation`] when granted).
-    shared: Option<Arc<Shared>>,
-    cost: Cost,
-    priority: Priority,
-    id: Option<u64>,
-}
-
-impl fmt::Debug for Reserve {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reserve")
-            .field("cost", &self.cost)
-            .field("priority", &self.priority)
-            .field("queued", &self.id.is_some())
-            .finish()
-    }
-}
-
-impl Reserve {
-    /// Ends the future with a reservation that takes over its handle on the limiter.
-    fn granted(&mut self) -> Poll<Result<Reservation>> {
-        Poll::Ready(
-            self.shared
-                .take()
-                .map(|shared| Reservation::new(shared, self.cost))
-                .ok_or(Error::Cancelled),
-        )
-    }
-
-    /// Ends the future with `error`.
-    fn failed(&mut self, error: Error) -> Poll<Result<Reservation>> {
-        self.shared = None;
-        Poll::Ready(Err(error))
-    }
-}
-
-impl Future for Reserve {
-    type Output = Result<Reservation>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let Some(shared) = this.shared.as_ref() else {
-            return Poll::Ready(Err(Error::Cancelled));
-        };
-        let mut state = shared.lock();
-        let Some(id) = this.id else {
-            // First poll: the fast path, or join the queue.
-            let now = shared.now_ns();
-            if state.take_if_ready(&this.cost, this.priority, now) {
-                drop(state);
-                return this.granted();
-            }
-            if let Err(e) = state.check_size(&shared.model_id, &this.cost) {
-                drop(state);
-                return this.failed(e);
-            }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                drop(state);
-                return this.failed(Error::InvalidRequest {
-                    field: "runtime".into(),
-                    reason:
-                        "TokenBucketRateLimiter::reserve must be awaited inside a tokio runtime"
-                            .into(),
-                });
-            };
-            let id = state.next_id;
-            state.next_id += 1;
-            state.slots.insert(
-                id,
-                Slot {
-                    cost: this.cost,
-                    granted: false,
-                    waker: Some(cx.waker().clone()),
-                },
-            );
-            state.queue.push(id, this.priority, now);
-            this.id = Some(id);
-            if !state.driver_running {
-                state.driver_running = true;
-                runtime.spawn(drive(Arc::downgrade(shared)));
-            } else if state.queue.front(now) == Some(id) {
-                // A new head (the first waiter, or one of a higher class): its deadline
-                // is not the driver's. A newcomer that is not the head needs no nudge:
-                // it is younger than the head, so the head is promoted before it.
-                drop(state);
-                shared.notify.notify_one();
-            }
-            return Poll::Pending;
-        };
-        let Some(slot) = state.slots.get_mut(&id) else {
-            drop(state);
-            return this.failed(Error::Cancelled);
-        };
-        if slot.granted {
-            state.slots.remove(&id);
-            drop(state);
-            return this.granted();
-        }
-        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            slot.waker = Some(cx.waker().clone());
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Reserve {
-    fn drop(&mut self) {
-        // Never queued, or already finished: nothing to clean up.
-        let (Some(id), Some(shared)) = (self.id, self.shared.as_ref()) else {
-            return;
-        };
-        let mut state = shared.lock();
-        match state.slots.remove(&id) {
-            // Granted but never picked up: nothing was sent, give it all back.
-            Some(slot) if slot.granted => {
-                state.take_back(&slot.cost);
-                shared.kick(state);
-            }
-            Some(_) => {
-                let now = shared.now_ns();
-                let was_head = state.queue.front(now) == Some(id);
-                state.queue.remove(id, self.priority);
-                if was_head {
-                    shared.kick(state);
-                }
-            }
-            None => {}
-        }
-    }
-}
-
 impl State {
-    fn take_back(&mut self, cost: &Cost) {
+    pub(super) fn take_back(&mut self, cost: &Cost) {
         for (d, bucket) in DIMENSIONS.iter().zip(self.buckets.iter_mut()) {
             if let Some(bucket) = bucket {
                 bucket.give_units(units(cost.on(*d)));

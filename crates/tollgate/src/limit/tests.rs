@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
+use crate::clock;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
-use tokio::time::Instant;
 
 use super::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
+use crate::catalog::Dimension;
 use crate::catalog::Limits;
-use crate::error::Dimension;
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -44,7 +44,7 @@ fn simulate_classes(
                 .with_adaptive(false)
                 .with_aging(aging),
         );
-        let start = Instant::now();
+        let start = clock::now();
         let mut tasks = Vec::new();
         let mut at = 0;
         for (i, (delay_ms, input, output, priority)) in arrivals.into_iter().enumerate() {

@@ -99,7 +99,7 @@ pub enum Feedback {
     /// [`Feedback::Reported`] with only `remaining`.
     Remaining {
         /// Which limit.
-        dimension: crate::error::Dimension,
+        dimension: crate::catalog::Dimension,
         /// What the provider says is left.
         remaining: u64,
     },
@@ -107,7 +107,7 @@ pub enum Feedback {
     /// as [`Feedback::Reported`] with `remaining = 0` and a reset, and no limit.
     Exhausted {
         /// Which limit.
-        dimension: crate::error::Dimension,
+        dimension: crate::catalog::Dimension,
         /// When the provider says its bucket is full again.
         reset_in: Duration,
     },
@@ -124,7 +124,7 @@ pub enum Feedback {
     ///   ([`super::MAX_PROVIDER_PAUSE`]).
     Reported {
         /// Which limit.
-        dimension: crate::error::Dimension,
+        dimension: crate::catalog::Dimension,
         /// The provider's limit for this dimension, per minute, if it said.
         limit: Option<u64>,
         /// What the provider says is left, if it said.

@@ -10,6 +10,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::clock;
+
 use tokio::time::Instant;
 
 use crate::error::{Error, ProviderError, Result};
@@ -111,8 +113,8 @@ impl CircuitBreaker {
     pub fn peek(&self) -> Result<()> {
         let s = self.lock();
         match s.phase {
-            Phase::Open { until } if Instant::now() < until => {
-                Err(self.open_error(until - Instant::now()))
+            Phase::Open { until } if clock::now() < until => {
+                Err(self.open_error(until - clock::now()))
             }
             _ => Ok(()),
         }
@@ -122,7 +124,7 @@ impl CircuitBreaker {
     /// becomes it.
     pub fn check(&self) -> Result<()> {
         let mut s = self.lock();
-        let now = Instant::now();
+        let now = clock::now();
         match s.phase {
             Phase::Closed => Ok(()),
             Phase::Open { until } if now < until => Err(self.open_error(until - now)),
@@ -148,7 +150,7 @@ impl CircuitBreaker {
 
     /// Whether the circuit is open (failing fast) now.
     pub fn is_open(&self) -> bool {
-        matches!(self.lock().phase, Phase::Open { until } if Instant::now() < until)
+        matches!(self.lock().phase, Phase::Open { until } if clock::now() < until)
     }
 
     fn open_error(&self, retry_in: Duration) -> Error {
@@ -191,11 +193,11 @@ impl CircuitBreaker {
                 Phase::Closed
             }
             (Phase::HalfOpen { .. }, true) => Phase::Open {
-                until: Instant::now() + self.config.cool_off,
+                until: clock::now() + self.config.cool_off,
             },
             (_, true) if s.consecutive >= self.config.consecutive_failures || rate_tripped => {
                 Phase::Open {
-                    until: Instant::now() + self.config.cool_off,
+                    until: clock::now() + self.config.cool_off,
                 }
             }
             (Phase::Open { until }, _) => Phase::Open { until: *until },

@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 
 use futures::{Stream, StreamExt};
 
-use super::engine::{CallState, ModelRuntime, Prepared};
+use super::call::{CallState, Prepared};
+use super::engine::ModelRuntime;
 use super::job::JobContext;
 use super::shape;
 use super::transport::{ChatTransport, Signals};
@@ -16,8 +17,9 @@ use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, ProviderRequestError, Result};
 use crate::limit::{AccountingRule, Cost, Reservation};
 use crate::request::{LlmRequest, ResponseShape};
-use crate::response::{LlmResponse, StopReason, Usage};
+use crate::response::{LlmResponse, StopReason};
 use crate::stream::{ResponseStream, StreamEvent};
+use crate::usage::Usage;
 
 /// A chat client for one catalog model, running every call through the pipeline.
 #[derive(Debug)]

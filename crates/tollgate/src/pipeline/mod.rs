@@ -23,12 +23,14 @@
 //! `docs/failures.md`.
 
 mod breaker;
+mod call;
 mod chat;
+mod decision;
+mod embeddings;
 mod engine;
 mod estimate;
 mod fallback_chat;
 mod job;
-mod other;
 mod record;
 mod retry;
 mod shape;
@@ -48,12 +50,13 @@ pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
     error_kind,
 };
-pub use retry::{RetryPolicy, parse_retry_after, wall_clock_now};
+pub use retry::{RetryPolicy, parse_retry_after};
 pub use transport::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
 };
 
 pub(crate) use chat::PipelineChat;
+pub(crate) use decision::PipelineDecision;
+pub(crate) use embeddings::PipelineEmbeddings;
 pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
-pub(crate) use other::{PipelineDecision, PipelineEmbeddings};

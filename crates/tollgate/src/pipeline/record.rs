@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, ProviderError};
-use crate::response::Usage;
+use crate::usage::Usage;
 
 /// How a call or attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -111,14 +111,6 @@ impl Hasher for Fnv {
     }
 }
 
-/// The wall-clock time, for provider headers that carry dates (`retry-after` as an HTTP
-/// date, RFC 3339 reset times). The one place tollgate reads the wall clock: everything
-/// that paces or waits reads tokio's pausable clock instead, which has no date.
-#[allow(clippy::disallowed_methods)]
-pub fn wall_clock_now() -> SystemTime {
-    SystemTime::now()
-}
-
 /// Reads a provider's requested wait from its headers: `retry-after-ms` (milliseconds)
 /// first, then `retry-after` as seconds (fractions allowed) or an HTTP date, relative to
 /// `now`. Unparseable or negative values are ignored.

@@ -4,12 +4,14 @@
 use std::fmt::Debug;
 use std::sync::Mutex;
 
+use crate::catalog::Dimension;
 use crate::client::{Decision, DecisionRequest, EmbeddingPurpose};
-use crate::error::{Dimension, Result};
+use crate::error::Result;
 use crate::limit::{AccountingRule, Feedback, SendMark};
 use crate::request::LlmRequest;
-use crate::response::{LlmResponse, Usage};
+use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
+use crate::usage::Usage;
 
 use super::estimate::{DefaultEstimator, TokenEstimator};
 

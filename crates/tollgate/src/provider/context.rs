@@ -1,3 +1,5 @@
+//! What a provider is built with: the catalog, the credential store, the connect timeout.
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,25 +1,52 @@
+//! The registry: every provider linked into the binary, found through `inventory`, by key.
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::ClientProvider;
+use super::Provider;
+use crate::catalog::ProviderInfo;
 use crate::error::{Error, Result};
 
 /// One provider's entry in the `inventory` registry; made by [`crate::register_provider!`].
 pub struct ProviderRegistration {
-    make: fn() -> Arc<dyn ClientProvider>,
+    crate_name: &'static str,
+    make: fn() -> Arc<dyn Provider>,
 }
 
 impl ProviderRegistration {
-    /// A registration that makes the provider with `make` (called once per lookup).
-    pub const fn new(make: fn() -> Arc<dyn ClientProvider>) -> Self {
-        ProviderRegistration { make }
+    /// A registration, from crate `crate_name`, that makes the provider with `make`
+    /// (called once per lookup).
+    pub const fn new(crate_name: &'static str, make: fn() -> Arc<dyn Provider>) -> Self {
+        ProviderRegistration { crate_name, make }
+    }
+
+    /// The crate that registered the provider.
+    pub fn crate_name(&self) -> &'static str {
+        self.crate_name
+    }
+
+    /// A new instance of the provider.
+    pub fn provider(&self) -> Arc<dyn Provider> {
+        (self.make)()
+    }
+
+    /// What the catalog needs to know: the provider's key and credential rule, and the
+    /// crate that registered it.
+    pub fn info(&self) -> ProviderInfo {
+        let provider = self.provider();
+        ProviderInfo {
+            key: provider.key(),
+            crate_name: self.crate_name,
+            requires_credential: provider.requires_credential(),
+        }
     }
 }
 
 impl fmt::Debug for ProviderRegistration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderRegistration")
+            .field("crate_name", &self.crate_name)
             .finish_non_exhaustive()
     }
 }
@@ -29,28 +56,41 @@ inventory::collect!(ProviderRegistration);
 /// Registers a provider with the registry, from its crate:
 /// `tollgate::register_provider!(|| Arc::new(MyProvider::default()));`.
 ///
+/// Two entries are submitted: the plug-in, for the [`ProviderRegistry`], and a
+/// [`crate::catalog::LinkedProvider`], so a catalog accepts the key and an unknown key's
+/// error names the crate (the registering package's name, `CARGO_PKG_NAME`).
 /// The provider crate needs no direct dependency on `inventory`.
 #[macro_export]
 macro_rules! register_provider {
     ($make:expr) => {
-        $crate::__private::inventory::submit! {
-            $crate::provider::ProviderRegistration::new($make)
-        }
+        const _: () = {
+            fn make() -> ::std::sync::Arc<dyn $crate::provider::Provider> {
+                ($make)()
+            }
+            $crate::__private::inventory::submit! {
+                $crate::provider::ProviderRegistration::new(env!("CARGO_PKG_NAME"), make)
+            }
+            $crate::__private::inventory::submit! {
+                $crate::catalog::LinkedProvider::new(|| {
+                    $crate::provider::ProviderRegistration::new(env!("CARGO_PKG_NAME"), make).info()
+                })
+            }
+        };
     };
 }
 
 /// Every provider registered in this binary, in no particular order (duplicates kept).
-pub fn linked_providers() -> Vec<Arc<dyn ClientProvider>> {
+pub fn linked_providers() -> Vec<Arc<dyn Provider>> {
     inventory::iter::<ProviderRegistration>
         .into_iter()
-        .map(|r| (r.make)())
+        .map(ProviderRegistration::provider)
         .collect()
 }
 
 /// Providers by key: those linked into the binary, plus any given explicitly.
 #[derive(Clone, Default)]
 pub struct ProviderRegistry {
-    by_key: BTreeMap<&'static str, Arc<dyn ClientProvider>>,
+    by_key: BTreeMap<&'static str, Arc<dyn Provider>>,
 }
 
 impl ProviderRegistry {
@@ -60,9 +100,7 @@ impl ProviderRegistry {
     }
 
     /// A registry of exactly these providers; two with one key is an error.
-    pub fn from_providers(
-        providers: impl IntoIterator<Item = Arc<dyn ClientProvider>>,
-    ) -> Result<Self> {
+    pub fn from_providers(providers: impl IntoIterator<Item = Arc<dyn Provider>>) -> Result<Self> {
         let mut registry = ProviderRegistry::default();
         for provider in providers {
             let key = provider.key();
@@ -74,13 +112,13 @@ impl ProviderRegistry {
     }
 
     /// Adds a provider, replacing a linked one with the same key (e.g. a scripted fake).
-    pub fn with(mut self, provider: Arc<dyn ClientProvider>) -> Self {
+    pub fn with(mut self, provider: Arc<dyn Provider>) -> Self {
         self.by_key.insert(provider.key(), provider);
         self
     }
 
     /// The provider for `key`.
-    pub fn get(&self, key: &str) -> Option<&Arc<dyn ClientProvider>> {
+    pub fn get(&self, key: &str) -> Option<&Arc<dyn Provider>> {
         self.by_key.get(key)
     }
 
@@ -101,24 +139,24 @@ impl fmt::Debug for ProviderRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ProviderClients, ProviderContext};
+    use crate::provider::{ProviderContext, ProviderTransports};
 
     #[derive(Debug)]
     struct Named(&'static str);
 
     #[async_trait::async_trait]
-    impl ClientProvider for Named {
+    impl Provider for Named {
         fn key(&self) -> &'static str {
             self.0
         }
-        async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderClients>> {
+        async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
             Err(Error::Cancelled)
         }
     }
 
     #[test]
     fn registry_rejects_two_providers_with_one_key() {
-        let providers: Vec<Arc<dyn ClientProvider>> = vec![
+        let providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(Named("a")),
             Arc::new(Named("b")),
             Arc::new(Named("a")),
@@ -132,8 +170,7 @@ mod tests {
 
     #[test]
     fn registry_lists_keys_sorted_and_explicit_providers_replace_linked_ones() {
-        let providers: Vec<Arc<dyn ClientProvider>> =
-            vec![Arc::new(Named("b")), Arc::new(Named("a"))];
+        let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(Named("b")), Arc::new(Named("a"))];
         let registry = ProviderRegistry::from_providers(providers)
             .unwrap()
             .with(Arc::new(Named("b")));

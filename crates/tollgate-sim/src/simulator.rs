@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tollgate_fake::sim::{SimConfig, SimLimits, SimProvider, SimRefusal, SimRequest};
+//! use tollgate_sim::{SimConfig, SimLimits, SimProvider, SimRefusal, SimRequest};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -42,433 +42,20 @@
 //! # }
 //! ```
 
-mod bucket;
-mod rng;
-
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tollgate::clock;
 
-pub use bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
-pub use rng::SimRng;
-
-/// Published per-minute limits; 0 leaves a dimension unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SimLimits {
-    /// Requests per minute.
-    pub rpm: u64,
-    /// Input tokens per minute.
-    pub input_tpm: u64,
-    /// Output tokens per minute.
-    pub output_tpm: u64,
-}
-
-/// How large the provider's buckets are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SimCapacity {
-    /// A full minute's limit: `rpm = 60` allows 60 at once.
-    #[default]
-    FullMinute,
-    /// One second's worth, `limit / 60` (at least 1): `60 rpm` enforced as one a second.
-    PerSecond,
-}
-
-impl SimCapacity {
-    /// The capacity in tokens for a per-minute `limit` (the same rounding as tollgate's
-    /// `Burst::Seconds(1)`).
-    pub fn tokens(self, limit: u64) -> u64 {
-        match self {
-            SimCapacity::FullMinute => limit,
-            SimCapacity::PerSecond => (limit / 60).max(1),
-        }
-    }
-}
-
-/// How output tokens count against the output limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OutputCharge {
-    /// The output limit (`max_tokens`) is charged when the call is accepted and kept, as
-    /// OpenAI counts it.
-    #[default]
-    MaxTokens,
-    /// The output limit is charged when the call is accepted (an estimate) and the unused
-    /// part given back when it completes, as Anthropic counts output.
-    Actual,
-}
-
-/// What a 429 says about when to come back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum RetryAfter {
-    /// No `retry-after`.
-    None,
-    /// The wait until the call would fit, rounded up to whole seconds (the HTTP header's
-    /// resolution).
-    #[default]
-    WholeSeconds,
-    /// The exact wait until the call would fit.
-    Exact,
-}
-
-/// How the provider refills its limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SimWindow {
-    /// Exact continuous token buckets (Anthropic's documented behaviour).
-    #[default]
-    Continuous,
-    /// Fixed windows counted from the provider's creation: each window (a minute for
-    /// full-minute capacity) allows the capacity, and nothing refills until it turns.
-    Fixed,
-}
-
-/// Whether and how answers carry rate-limit headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SimHeaderStyle {
-    /// No rate-limit headers.
-    #[default]
-    None,
-    /// As Anthropic sends them: `anthropic-ratelimit-*-{limit,remaining,reset}`, the reset
-    /// an RFC 3339 time (whole seconds) when the bucket is full again ([`SimReset::At`]).
-    Anthropic,
-    /// As OpenAI sends them: `x-ratelimit-{limit,remaining,reset}-*`, the reset a duration
-    /// until the bucket is full again (`6m0s`, `12ms`; [`SimReset::In`]).
-    OpenAi,
-}
-
-/// When a limit is full again, as a header says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SimReset {
-    /// At this time from the provider's creation, rounded up to whole seconds (an RFC 3339
-    /// date, as Anthropic sends it).
-    At(Duration),
-    /// After this long, in whole milliseconds (a duration, as OpenAI sends it).
-    In(Duration),
-}
-
-/// One limit's rate-limit headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SimLimitHeader {
-    /// Which limit.
-    pub dimension: SimDimension,
-    /// The limit the provider enforces, per minute (`*-limit`): the published limit times
-    /// the served fraction.
-    pub limit: u64,
-    /// What is left now, in whole units (`*-remaining`).
-    pub remaining: u64,
-    /// When the bucket is full again (`*-reset`).
-    pub reset: SimReset,
-}
-
-/// The rate-limit headers of one answer (empty with [`SimHeaderStyle::None`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct SimHeaders {
-    /// One entry per limited dimension.
-    pub limits: Vec<SimLimitHeader>,
-}
-
-/// How long the simulated provider takes to answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SimLatency {
-    /// Time to first byte of an accepted call.
-    pub base: Duration,
-    /// Added per output token produced.
-    pub per_output_token: Duration,
-    /// Time to answer a refusal (429 or 529).
-    pub refusal: Duration,
-}
-
-impl Default for SimLatency {
-    /// 300 ms + 15 ms per output token; refusals at once.
-    fn default() -> Self {
-        SimLatency {
-            base: Duration::from_millis(300),
-            per_output_token: Duration::from_millis(15),
-            refusal: Duration::ZERO,
-        }
-    }
-}
-
-/// The simulated provider's behaviour.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimConfig {
-    /// The published limits.
-    pub limits: SimLimits,
-    /// Bucket size.
-    pub capacity: SimCapacity,
-    /// How output is charged.
-    pub output_charge: OutputCharge,
-    /// Whether a rate-limited call is charged too (its request and tokens, leaving at most
-    /// one bucket of debt), as some providers count rejected requests against the limit.
-    pub count_rejected: bool,
-    /// What a 429 says about when to retry.
-    pub retry_after: RetryAfter,
-    /// Answer times.
-    pub latency: SimLatency,
-    /// The fraction α of the published limits actually served, from the start (0–1,
-    /// resolved to thousandths).
-    pub served: f64,
-    /// Step changes of α: at each offset from the provider's creation, α becomes the
-    /// given value. Sorted by offset.
-    pub served_steps: Vec<(Duration, f64)>,
-    /// Probability that a call is refused as overloaded (529), independently of the rate.
-    pub overload_probability: f64,
-    /// Seed of the generator that draws overloads.
-    pub seed: u64,
-    /// Continuous buckets or fixed windows.
-    pub window: SimWindow,
-    /// Whether and how answers carry rate-limit headers ([`SimProvider::call_with_headers`]).
-    pub headers: SimHeaderStyle,
-}
-
-impl SimConfig {
-    /// `limits` with full-minute buckets, output charged at `max_tokens`, rejected calls
-    /// not counted, `retry-after` in whole seconds, 300 ms + 15 ms per output token, the
-    /// whole limit served and no overloads.
-    pub fn new(limits: SimLimits) -> Self {
-        SimConfig {
-            limits,
-            capacity: SimCapacity::FullMinute,
-            output_charge: OutputCharge::MaxTokens,
-            count_rejected: false,
-            retry_after: RetryAfter::WholeSeconds,
-            latency: SimLatency::default(),
-            served: 1.0,
-            served_steps: Vec::new(),
-            overload_probability: 0.0,
-            seed: 0,
-            window: SimWindow::Continuous,
-            headers: SimHeaderStyle::None,
-        }
-    }
-
-    /// Continuous buckets or fixed windows.
-    pub fn with_window(mut self, window: SimWindow) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// Sends rate-limit headers in `style`.
-    pub fn with_headers(mut self, style: SimHeaderStyle) -> Self {
-        self.headers = style;
-        self
-    }
-
-    /// Sets the bucket size.
-    pub fn with_capacity(mut self, capacity: SimCapacity) -> Self {
-        self.capacity = capacity;
-        self
-    }
-
-    /// Sets how output is charged.
-    pub fn with_output_charge(mut self, charge: OutputCharge) -> Self {
-        self.output_charge = charge;
-        self
-    }
-
-    /// Counts (or not) rate-limited calls against the limits.
-    pub fn with_count_rejected(mut self, count: bool) -> Self {
-        self.count_rejected = count;
-        self
-    }
-
-    /// Sets what a 429 says about when to retry.
-    pub fn with_retry_after(mut self, retry_after: RetryAfter) -> Self {
-        self.retry_after = retry_after;
-        self
-    }
-
-    /// Sets the answer times.
-    pub fn with_latency(mut self, latency: SimLatency) -> Self {
-        self.latency = latency;
-        self
-    }
-
-    /// Serves only the fraction `alpha` of the published limits.
-    pub fn with_served(mut self, alpha: f64) -> Self {
-        self.served = alpha;
-        self
-    }
-
-    /// Adds a step: from `at` after creation, the fraction `alpha` is served.
-    pub fn with_served_step(mut self, at: Duration, alpha: f64) -> Self {
-        self.served_steps.push((at, alpha));
-        self.served_steps.sort_by_key(|(at, _)| *at);
-        self
-    }
-
-    /// Refuses each call as overloaded with probability `p`, drawn from `seed`.
-    pub fn with_overloads(mut self, p: f64, seed: u64) -> Self {
-        self.overload_probability = p;
-        self.seed = seed;
-        self
-    }
-}
-
-/// One call: its input, its output limit and the output it will produce (at most the
-/// limit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SimRequest {
-    /// Input tokens.
-    pub input_tokens: u64,
-    /// The output limit asked for (`max_tokens`).
-    pub max_output: u64,
-    /// Output the call produces if accepted (capped at `max_output`).
-    pub actual_output: u64,
-}
-
-impl SimRequest {
-    /// A call; `actual_output` is capped at `max_output`.
-    pub fn new(input_tokens: u64, max_output: u64, actual_output: u64) -> Self {
-        SimRequest {
-            input_tokens,
-            max_output,
-            actual_output: actual_output.min(max_output),
-        }
-    }
-}
-
-/// One of the provider's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SimDimension {
-    /// Requests per minute.
-    Requests,
-    /// Input tokens per minute.
-    InputTokens,
-    /// Output tokens per minute.
-    OutputTokens,
-}
-
-impl SimDimension {
-    /// Every dimension, in bucket order (a dimension's discriminant is its bucket's index).
-    pub const ALL: [SimDimension; 3] = [
-        SimDimension::Requests,
-        SimDimension::InputTokens,
-        SimDimension::OutputTokens,
-    ];
-}
-
-/// What a call counts against each limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SimCharge {
-    /// Requests.
-    pub requests: u64,
-    /// Input tokens.
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-}
-
-impl SimCharge {
-    /// The amount on dimension `d`.
-    pub fn on(&self, d: SimDimension) -> u64 {
-        match d {
-            SimDimension::Requests => self.requests,
-            SimDimension::InputTokens => self.input_tokens,
-            SimDimension::OutputTokens => self.output_tokens,
-        }
-    }
-
-    /// The sum of two charges.
-    pub fn plus(&self, other: &SimCharge) -> SimCharge {
-        SimCharge {
-            requests: self.requests + other.requests,
-            input_tokens: self.input_tokens + other.input_tokens,
-            output_tokens: self.output_tokens + other.output_tokens,
-        }
-    }
-
-    fn admission(request: &SimRequest) -> SimCharge {
-        SimCharge {
-            requests: 1,
-            input_tokens: request.input_tokens,
-            output_tokens: request.max_output,
-        }
-    }
-}
-
-/// An accepted call's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SimAnswer {
-    /// The call's number in the journal.
-    pub id: u64,
-    /// Input tokens used.
-    pub input_tokens: u64,
-    /// Output tokens produced.
-    pub output_tokens: u64,
-    /// When the provider accepted it, from the provider's creation.
-    pub accepted_at: Duration,
-    /// When it finished.
-    pub finished_at: Duration,
-}
-
-/// Why a call was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SimRefusal {
-    /// HTTP 429: over a limit.
-    RateLimited {
-        /// The provider's `retry-after`.
-        retry_after: Option<Duration>,
-    },
-    /// HTTP 529: overloaded, unrelated to the caller's rate.
-    Overloaded,
-}
-
-/// What happened to a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SimOutcome {
-    /// Accepted and answered (or still answering).
-    Accepted,
-    /// Refused with a 429.
-    RateLimited {
-        /// The first limit it did not fit.
-        dimension: SimDimension,
-        /// Whether it is larger than that bucket can ever hold.
-        oversize: bool,
-    },
-    /// Refused with a 529.
-    Overloaded,
-}
-
-/// One call, as the provider saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SimCall {
-    /// Its number, from 0.
-    pub id: u64,
-    /// When it arrived, from the provider's creation.
-    pub at: Duration,
-    /// What was asked.
-    pub request: SimRequest,
-    /// What happened.
-    pub outcome: SimOutcome,
-    /// What it counts against the limits: for an accepted call, the final charge once it
-    /// completed (the admission charge until then); for a refused one, what was charged
-    /// (nothing unless [`SimConfig::count_rejected`]).
-    pub charged: SimCharge,
-    /// When an accepted call finished.
-    pub completed_at: Option<Duration>,
-}
-
-/// Counters over every call so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SimStats {
-    /// Calls received.
-    pub calls: u64,
-    /// Calls accepted.
-    pub accepted: u64,
-    /// Accepted calls that have finished.
-    pub completed: u64,
-    /// 429s.
-    pub rate_limited: u64,
-    /// Of those, calls larger than a bucket.
-    pub oversize: u64,
-    /// 529s.
-    pub overloaded: u64,
-    /// What accepted calls count against the limits (final charges where completed).
-    pub accepted_charge: SimCharge,
-    /// What rate-limited calls were charged (only with [`SimConfig::count_rejected`]).
-    pub wasted_charge: SimCharge,
-}
+use crate::bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
+use crate::rng::SimRng;
+use crate::{
+    OutputCharge, RetryAfter, SimAnswer, SimCall, SimCharge, SimConfig, SimDimension,
+    SimHeaderStyle, SimHeaders, SimLimitHeader, SimOutcome, SimRefusal, SimRequest, SimReset,
+    SimStats, SimWindow,
+};
 
 /// The simulated provider. Cheap to clone; clones share the buckets and the journal.
 #[derive(Clone)]
@@ -538,7 +125,7 @@ impl SimProvider {
         SimProvider {
             shared: Arc::new(Shared {
                 config,
-                epoch: Instant::now(),
+                epoch: clock::now(),
                 state: Mutex::new(state),
             }),
         }
@@ -556,7 +143,7 @@ impl SimProvider {
 
     /// Time since creation, on tokio's clock.
     pub fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.shared.epoch)
+        clock::now().saturating_duration_since(self.shared.epoch)
     }
 
     /// The capacity of each limited dimension at the whole published limit (0 where
@@ -615,7 +202,7 @@ impl SimProvider {
         self.lock().stats
     }
 
-    /// Makes one call: refused at once (after [`SimLatency::refusal`]) with a 529 or a
+    /// Makes one call: refused at once (after [`SimLatency::refusal`](crate::SimLatency::refusal)) with a 529 or a
     /// 429, or accepted and answered after the simulated answer time.
     ///
     /// The answer's bookkeeping (the output refund under [`OutputCharge::Actual`], the
@@ -704,7 +291,7 @@ impl SimProvider {
     }
 
     fn now_ns(&self) -> u64 {
-        nanos(Instant::now().saturating_duration_since(self.shared.epoch))
+        nanos(clock::now().saturating_duration_since(self.shared.epoch))
     }
 }
 
@@ -840,6 +427,3 @@ impl SimState {
         Err(SimRefusal::RateLimited { retry_after })
     }
 }
-
-#[cfg(test)]
-mod tests;

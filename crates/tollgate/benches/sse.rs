@@ -1,7 +1,7 @@
 //! SSE parsing throughput: `tollgate::sse` against the `eventsource-stream` crate
 //! (BENCHMARKS.md §4), on corpora made here, in four chunkings.
 //!
-//! Run: `cargo bench -p tollgate-anthropic --bench sse` (add `-- --quick` for fewer
+//! Run: `cargo bench -p tollgate --bench sse` (add `-- --quick` for fewer
 //! repetitions). Prints one markdown table: MB/s and events/s for each parser, the
 //! ours/baseline speed ratio, whether the events were identical, and the linearity of
 //! each parser (time for the 8 MiB line over time for the 1 MiB line, at 1,460-byte
@@ -210,7 +210,7 @@ fn write_section(tables: &str) {
         "## SSE parsing\n\n\
          `tollgate::sse` (the core crate's server-sent-events parser, used by the provider crates) \
          against the `eventsource-stream` crate 0.2.3 (BENCHMARKS.md §4), measured in the same run by \
-         `cargo bench -p tollgate-anthropic --bench sse`. Corpora are made by the benchmark; each cell is \
+         `cargo bench -p tollgate --bench sse`. Corpora are made by the benchmark; each cell is \
          the best of repeated runs within 0.3 s. Ratio is the baseline's time over ours (above 1: ours is \
          faster). \"same events\" compares every event (name, data, id, retry) of the two parsers. Baseline \
          cells marked \"not run\" would re-read the partial line on every chunk for ~10^11 bytes or more: \

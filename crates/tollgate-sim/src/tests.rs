@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tollgate::clock;
 
-use super::*;
+use crate::*;
 
 fn rpm(n: u64) -> SimLimits {
     SimLimits {
@@ -74,7 +74,7 @@ async fn sim_answer_takes_base_plus_per_token_and_actual_output_refunds_the_rest
         })
         .with_output_charge(OutputCharge::Actual),
     );
-    let start = Instant::now();
+    let start = clock::now();
     let answer = p.call(SimRequest::new(100, 800, 20)).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(300 + 15 * 20));
     assert_eq!(answer.output_tokens, 20);

@@ -1,0 +1,140 @@
+//! The [`Catalog`]: loaded from TOML or built in code, and validated either way.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{CatalogError, KnownProviders, ModelEntry, UnknownModel, parse};
+
+/// A validated set of models, and the deployment's embedding width.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalog {
+    models: BTreeMap<String, ModelEntry>,
+    embedding_width: Option<u64>,
+}
+
+impl Catalog {
+    /// Parses and validates TOML, accepting the key of every provider linked into this
+    /// binary ([`KnownProviders::linked`]).
+    pub fn from_toml_str(text: &str) -> Result<Self, CatalogError> {
+        Self::from_toml_str_with(text, &KnownProviders::linked())
+    }
+
+    /// Parses and validates TOML against an explicit set of provider keys.
+    pub fn from_toml_str_with(text: &str, known: &KnownProviders) -> Result<Self, CatalogError> {
+        let (models, width) = parse::parse_catalog(text)?;
+        validate(models, width, known)
+    }
+
+    /// Reads, parses and validates a TOML file.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, CatalogError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Starts a catalog built in code; [`CatalogBuilder::build`] runs the same checks.
+    pub fn builder() -> CatalogBuilder {
+        CatalogBuilder::default()
+    }
+
+    /// The entry for `model_id`.
+    pub fn model(&self, model_id: &str) -> Option<&ModelEntry> {
+        self.models.get(model_id)
+    }
+
+    /// The entry for `model_id`, or [`UnknownModel`] listing the known ids (which `?`
+    /// turns into [`crate::Error::UnknownModel`]).
+    pub fn get(&self, model_id: &str) -> Result<&ModelEntry, UnknownModel> {
+        self.models.get(model_id).ok_or_else(|| UnknownModel {
+            model_id: model_id.into(),
+            known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Every entry, by id.
+    pub fn models(&self) -> impl Iterator<Item = &ModelEntry> {
+        self.models.values()
+    }
+
+    /// The width every embedding has in this deployment (`[embeddings] width`).
+    pub fn embedding_width(&self) -> Option<u64> {
+        self.embedding_width
+    }
+}
+
+/// Builds a [`Catalog`] in code.
+#[derive(Debug, Default)]
+pub struct CatalogBuilder {
+    models: Vec<ModelEntry>,
+    embedding_width: Option<u64>,
+    known: Option<KnownProviders>,
+}
+
+impl CatalogBuilder {
+    /// Adds a model.
+    pub fn model(mut self, entry: ModelEntry) -> Self {
+        self.models.push(entry);
+        self
+    }
+
+    /// Sets the deployment's embedding width.
+    pub fn embedding_width(mut self, width: u64) -> Self {
+        self.embedding_width = Some(width);
+        self
+    }
+
+    /// Validates against these provider keys instead of the linked ones.
+    pub fn known_providers(mut self, known: KnownProviders) -> Self {
+        self.known = Some(known);
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<Catalog, CatalogError> {
+        let known = self.known.unwrap_or_else(KnownProviders::linked);
+        validate(self.models, self.embedding_width, &known)
+    }
+}
+
+fn validate(
+    entries: Vec<ModelEntry>,
+    embedding_width: Option<u64>,
+    known: &KnownProviders,
+) -> Result<Catalog, CatalogError> {
+    if embedding_width == Some(0) {
+        return Err(CatalogError::InvalidSection {
+            field: "embeddings.width".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    let mut models = BTreeMap::new();
+    for entry in entries {
+        if models.contains_key(&entry.id) {
+            return Err(CatalogError::DuplicateModel { model_id: entry.id });
+        }
+        models.insert(entry.id.clone(), entry);
+    }
+    for entry in models.values() {
+        entry.validate_alone(known, embedding_width)?;
+        for fallback in &entry.fallbacks {
+            if fallback == &entry.id {
+                return Err(CatalogError::SelfFallback {
+                    model_id: entry.id.clone(),
+                });
+            }
+            if !models.contains_key(fallback) {
+                return Err(CatalogError::UnknownFallback {
+                    model_id: entry.id.clone(),
+                    fallback: fallback.clone(),
+                });
+            }
+        }
+    }
+    Ok(Catalog {
+        models,
+        embedding_width,
+    })
+}

@@ -1,0 +1,591 @@
+//! One call's attempts: prepare (circuit, spend cap, reservation), send, classify, retry
+//! or not, settle, record. [`CallState`] carries the call across its attempts.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock;
+
+use tokio::time::Instant;
+
+use super::job::{JobContext, SpendHold};
+use super::record::{AttemptRecord, CallRecord, Outcome};
+use super::retry::Jitter;
+use super::transport::Signals;
+use crate::catalog::ModelEntry;
+use crate::error::{Error, ProviderError, Result};
+use crate::limit::{
+    AccountingRule, Cost, DEFAULT_FALLBACK_COOLDOWN, Feedback, Reservation, SendMark,
+};
+use crate::usage::Usage;
+
+use super::engine::{ModelRuntime, worst_case_usd};
+
+/// Resources an admission took with a reservation, held for one attempt.
+type Guards = Vec<Box<dyn std::any::Any + Send>>;
+
+static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One attempt's holdings: the reservation and the spend hold.
+pub(crate) struct Prepared {
+    /// The deployment the attempt goes to (index into the model's deployments).
+    pub(crate) deployment: usize,
+    reservation: Reservation,
+    /// When it was sent, for reading its answer's rate-limit headers as of then.
+    mark: Option<SendMark>,
+    hold: SpendHold,
+    sent_at: Instant,
+    worst_usd: f64,
+    /// Other resources an [`crate::limit::Admission`] took with the reservation, held
+    /// until the attempt ends.
+    _guards: Guards,
+}
+
+/// One call's state across its attempts.
+pub(crate) struct CallState {
+    rt: Arc<ModelRuntime>,
+    job: Option<JobContext>,
+    operation: &'static str,
+    call_id: u64,
+    jitter: Jitter,
+    started: Instant,
+    attempts: u32,
+    retries: u32,
+    usage: Usage,
+    cost_usd: f64,
+    pub(crate) time_to_first_token: Option<Duration>,
+    span: tracing::Span,
+    finished: bool,
+    /// In a fallback chain a 429 moves the call to another model instead of waiting.
+    pub(crate) rate_limited_is_final: bool,
+    /// A reservation made before the call (the one a fallback chain picked the model
+    /// with): the first attempt uses it instead of reserving again.
+    pregranted: Option<(usize, Reservation)>,
+    /// Whether an attempt of this call has met a 429: its retries' 429s are no new
+    /// signal for the throttle.
+    rate_limited_before: bool,
+}
+
+impl CallState {
+    pub(crate) fn new(
+        rt: Arc<ModelRuntime>,
+        job: Option<JobContext>,
+        operation: &'static str,
+    ) -> Self {
+        let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+        let jitter = Jitter::new(
+            rt.config.retry.jitter_seed,
+            job.as_ref().map_or("", |j| j.id()),
+            &rt.entry.id,
+            0,
+        );
+        let span = tracing::info_span!(
+            "gen_ai.call",
+            otel.name = %format!("{operation} {}", rt.entry.name),
+            gen_ai.operation.name = operation,
+            gen_ai.provider.name = %rt.entry.provider,
+            gen_ai.request.model = %rt.entry.name,
+            tollgate.model_id = %rt.entry.id,
+            tollgate.job_id = job.as_ref().map(|j| j.id()),
+            gen_ai.request.max_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
+            tollgate.attempts = tracing::field::Empty,
+            tollgate.cost_usd = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        CallState {
+            rt,
+            job,
+            operation,
+            call_id,
+            jitter,
+            started: clock::now(),
+            attempts: 0,
+            retries: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            time_to_first_token: None,
+            span,
+            finished: false,
+            rate_limited_is_final: false,
+            pregranted: None,
+            rate_limited_before: false,
+        }
+    }
+
+    /// Salts the retry jitter with what the call sends, so that with
+    /// [`super::RetryPolicy::jitter_seed`] set its retry times are the same on every run
+    /// (whatever order concurrent calls were made in).
+    pub(crate) fn with_content<H: std::hash::Hash + ?Sized>(mut self, content: &H) -> Self {
+        self.jitter = Jitter::new(
+            self.rt.config.retry.jitter_seed,
+            self.job.as_ref().map_or("", |j| j.id()),
+            &self.rt.entry.id,
+            super::retry::content_hash(content),
+        );
+        self
+    }
+
+    /// Makes the first attempt use `reservation` on deployment `.0` (taken when the call
+    /// was routed here).
+    pub(crate) fn with_reservation(mut self, reservation: Option<(usize, Reservation)>) -> Self {
+        self.pregranted = reservation;
+        self
+    }
+
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    pub(crate) fn entry(&self) -> &ModelEntry {
+        &self.rt.entry
+    }
+
+    /// Starts the next HTTP request of a call that sends several (embeddings batches,
+    /// decision questions): without a job, each request has the policy's own retry
+    /// budget; a job's budget stays shared.
+    pub(crate) fn next_request(&mut self) {
+        self.retries = 0;
+    }
+
+    /// Checks the circuit, holds the worst case on the spend cap, reserves on the
+    /// limiter. Nothing has been sent when this fails.
+    pub(crate) async fn prepare(&mut self, cost: Cost) -> Result<Prepared> {
+        // Fail fast while open; the probe slot is taken only once the bucket grants.
+        self.rt.breaker.peek()?;
+        let worst_usd = worst_case_usd(self.rt.entry.price.as_ref(), &cost);
+        let mut hold = match self.job.as_ref().and_then(JobContext::spend_cap) {
+            Some(cap) => cap.hold(worst_usd)?,
+            None => SpendHold::none(),
+        };
+        let (deployment, mut reservation, guards) = self.reserve(cost).await?;
+        let mark = self.rt.deployments[deployment].limiter.send_mark();
+        // The circuit may have opened while we waited; dropping the reservation unsent
+        // gives it back.
+        self.rt.breaker.check()?;
+        reservation.mark_sent();
+        hold.mark_sent();
+        self.attempts += 1;
+        Ok(Prepared {
+            deployment,
+            reservation,
+            mark,
+            hold,
+            sent_at: clock::now(),
+            worst_usd,
+            _guards: guards,
+        })
+    }
+
+    /// The attempt's deployment and reservation: the one the call was routed with, else
+    /// a grant the job waited for, else through the job's admission, else on the
+    /// deployment that can serve soonest, at the job's priority.
+    async fn reserve(&mut self, cost: Cost) -> Result<(usize, Reservation, Guards)> {
+        if let Some((i, mut reservation)) = self.pregranted.take() {
+            reservation.resize(cost);
+            return Ok((i, reservation, Vec::new()));
+        }
+        let priority = self
+            .job
+            .as_ref()
+            .map(JobContext::priority)
+            .unwrap_or_default();
+        if let Some(job) = &self.job {
+            for (i, d) in self.rt.deployments.iter().enumerate() {
+                let id = d.limiter.model_id();
+                if let Some(grant) = job.take_admitted(id) {
+                    let (mut reservation, guards) = grant.into_parts();
+                    reservation.resize(cost);
+                    return Ok((i, reservation, guards));
+                }
+                if let Some(admission) = job.admission_for(id) {
+                    let admission = admission.clone();
+                    let (reservation, guards) =
+                        admission.admit_with(cost, priority).await?.into_parts();
+                    let i = self.rt.deployment_of(admission.model_id()).unwrap_or(i);
+                    return Ok((i, reservation, guards));
+                }
+            }
+        }
+        let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
+        Ok((i, reservation, Vec::new()))
+    }
+
+    fn apply_signals(
+        &self,
+        deployment: usize,
+        signals: &Signals,
+        mark: Option<SendMark>,
+    ) -> Option<bool> {
+        let values = signals.take();
+        let limiter = &self.rt.deployments[deployment].limiter;
+        for feedback in values.feedback(mark) {
+            limiter.feedback(feedback);
+        }
+        values.should_retry
+    }
+
+    /// An attempt answered: settle everything at what it used.
+    pub(crate) fn succeed(
+        &mut self,
+        p: Prepared,
+        usage: &Usage,
+        rule: AccountingRule,
+        signals: &Signals,
+    ) {
+        let cost = self
+            .rt
+            .entry
+            .price
+            .map_or(0.0, |price| price.cost_usd(usage));
+        let deployment = p.deployment;
+        let p_mark = p.mark;
+        p.reservation.settle(usage, rule);
+        p.hold.settle(cost);
+        // After settling: the provider's "remaining" already counts this call.
+        self.apply_signals(deployment, signals, p_mark);
+        self.rt.deployments[deployment]
+            .limiter
+            .feedback(Feedback::Success);
+        self.rt.breaker.record(&Ok(()));
+        self.add_usage(usage, cost);
+        self.record_attempt(
+            deployment,
+            Outcome::Success,
+            *usage,
+            p.sent_at.elapsed(),
+            None,
+        );
+    }
+
+    pub(crate) fn add_usage(&mut self, usage: &Usage, cost: f64) {
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.cache_read_tokens += usage.cache_read_tokens;
+        self.usage.cache_write_tokens += usage.cache_write_tokens;
+        self.usage.cache_write_1h_tokens += usage.cache_write_1h_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+        self.cost_usd += cost;
+    }
+
+    /// An attempt failed: tell the limiter and breaker, release what was held, and
+    /// decide whether to retry (`Some(wait)`) or give up (`None`).
+    pub(crate) fn fail(
+        &mut self,
+        p: Prepared,
+        error: &Error,
+        signals: &Signals,
+    ) -> Option<Duration> {
+        let deployment = p.deployment;
+        let (should_retry, latency) = self.release_failed(p, error, signals);
+        let wait = self.retry_wait(error, should_retry);
+        self.record_attempt(
+            deployment,
+            Outcome::of(error),
+            Usage::default(),
+            latency,
+            wait,
+        );
+        wait
+    }
+
+    /// A stream broke after its first event reached the reader: never retried. The
+    /// provider did work (the reader has part of the answer), so the charge stays and the
+    /// spend-cap hold settles at the worst case; the usage the stream had reported so far
+    /// is recorded.
+    pub(crate) fn fail_final(
+        &mut self,
+        p: Prepared,
+        error: &Error,
+        signals: &Signals,
+        usage: Option<Usage>,
+    ) {
+        let deployment = p.deployment;
+        self.observe_failure(deployment, error);
+        self.apply_signals(deployment, signals, p.mark);
+        let Prepared {
+            reservation,
+            hold,
+            sent_at,
+            worst_usd,
+            ..
+        } = p;
+        drop(reservation);
+        hold.settle(worst_usd);
+        let usage = usage.unwrap_or_default();
+        let cost = self
+            .rt
+            .entry
+            .price
+            .map_or(0.0, |price| price.cost_usd(&usage));
+        self.add_usage(&usage, cost);
+        self.record_attempt(
+            deployment,
+            Outcome::of(error),
+            usage,
+            sent_at.elapsed(),
+            None,
+        );
+    }
+
+    /// Tells the throttle and the breaker what a failure says about the model; a 429
+    /// on one of several deployments also cools that deployment, so that the next
+    /// attempts go to the others.
+    fn observe_failure(&mut self, deployment: usize, error: &Error) {
+        let d = &self.rt.deployments[deployment];
+        match error {
+            Error::Provider(ProviderError::RateLimited { retry_after }) => {
+                let retry_after = *retry_after;
+                // One call refused again and again is one refusal of our rate.
+                d.limiter.feedback(if self.rate_limited_before {
+                    Feedback::RateLimitedAgain { retry_after }
+                } else {
+                    Feedback::RateLimited { retry_after }
+                });
+                self.rate_limited_before = true;
+                if self.rt.deployments.len() > 1 {
+                    d.cool(clock::now() + retry_after.unwrap_or(DEFAULT_FALLBACK_COOLDOWN));
+                }
+            }
+            Error::Provider(ProviderError::Overloaded { retry_after, .. }) => {
+                d.limiter.feedback(Feedback::Overloaded {
+                    retry_after: *retry_after,
+                });
+            }
+            _ => {}
+        }
+        self.rt.breaker.record(&Err(error));
+    }
+
+    fn release_failed(
+        &mut self,
+        p: Prepared,
+        error: &Error,
+        signals: &Signals,
+    ) -> (Option<bool>, Duration) {
+        let deployment = p.deployment;
+        self.observe_failure(deployment, error);
+        let Prepared {
+            reservation,
+            hold,
+            sent_at,
+            worst_usd,
+            mark,
+            ..
+        } = p;
+        match error {
+            // Refused before any work: the tokens were not used (the request counts).
+            Error::Provider(
+                ProviderError::RateLimited { .. } | ProviderError::Overloaded { .. },
+            )
+            | Error::ProviderRequest(_)
+            | Error::QuotaExhausted { .. }
+            | Error::ContextWindowExceeded { .. }
+            | Error::ProviderRefusal { .. } => {
+                let cost = reservation.cost();
+                reservation.settle_counted(Cost {
+                    requests: cost.requests,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                });
+                hold.settle(0.0);
+            }
+            // The provider may have done (and billed) the work: keep the charge.
+            _ => {
+                drop(reservation);
+                hold.settle(worst_usd);
+            }
+        }
+        let should_retry = self.apply_signals(deployment, signals, mark);
+        (should_retry, sent_at.elapsed())
+    }
+
+    /// Whether the model has more than one deployment and one of them is not cooling
+    /// (the one that just refused is).
+    fn another_deployment_open(&self) -> bool {
+        let now = clock::now();
+        self.rt.deployments.len() > 1
+            && self.rt.deployments.iter().any(|d| d.cooling(now).is_none())
+    }
+
+    fn retry_wait(&mut self, error: &Error, should_retry: Option<bool>) -> Option<Duration> {
+        let retryable = match should_retry {
+            Some(false) => false,
+            Some(true) => error.is_retryable() || matches!(error, Error::ProviderRequest(_)),
+            None => error.is_retryable(),
+        };
+        let chain_moves_on = self.rate_limited_is_final
+            && matches!(error, Error::Provider(ProviderError::RateLimited { .. }));
+        if !retryable || chain_moves_on {
+            return None;
+        }
+        let policy = &self.rt.config.retry;
+        let retry_after = match error {
+            // A 429's wait is the refusing deployment's: while another deployment of the
+            // model is not cooling, the retry goes there without waiting it out.
+            Error::Provider(ProviderError::RateLimited { .. })
+                if self.another_deployment_open() =>
+            {
+                None
+            }
+            Error::Provider(p) => p.retry_after(),
+            _ => None,
+        };
+        // Checked before the budget: a wait we will not honour spends no retry.
+        let wait = policy.delay(self.retries, retry_after, self.jitter.draw())?;
+        // A retry that would start past the call's deadline is not made.
+        if let Some(deadline) = self.rt.config.call_deadline
+            && self.started.elapsed() + wait >= deadline
+        {
+            return None;
+        }
+        let budget = match &self.job {
+            Some(job) => job.take_retry(),
+            None => self.retries < policy.default_retries,
+        };
+        if !budget {
+            return None;
+        }
+        self.retries += 1;
+        Some(wait)
+    }
+
+    /// Runs attempts of `send` until one answers or the failure is final.
+    pub(crate) async fn run<T, F, Fut>(
+        &mut self,
+        cost: Cost,
+        rule: AccountingRule,
+        mut send: F,
+    ) -> Result<(T, Usage)>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: Future<Output = (Result<(T, Usage)>, Signals)>,
+    {
+        loop {
+            let prepared = self.prepare(cost).await?;
+            let timeout = self.attempt_timeout();
+            let attempt = send(prepared.deployment);
+            let (result, signals) = match tokio::time::timeout(timeout, attempt).await {
+                Ok(outcome) => outcome,
+                Err(_) => (
+                    Err(ProviderError::Timeout {
+                        after: Some(timeout),
+                    }
+                    .into()),
+                    Signals::default(),
+                ),
+            };
+            // The provider key comes from the catalog, never from a codec.
+            let result = result.map_err(|e| e.with_provider(&self.entry().provider));
+            match result {
+                Ok((value, usage)) => {
+                    self.succeed(prepared, &usage, rule, &signals);
+                    return Ok((value, usage));
+                }
+                Err(error) => match self.fail(prepared, &error, &signals) {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(error),
+                },
+            }
+        }
+    }
+
+    fn record_attempt(
+        &self,
+        deployment: usize,
+        outcome: Outcome,
+        usage: Usage,
+        latency: Duration,
+        retry_in: Option<Duration>,
+    ) {
+        if let Outcome::Failed { error, .. } = &outcome {
+            tracing::debug!(parent: &self.span, attempt = self.attempts, error = %error, ?retry_in, "attempt failed");
+        }
+        self.rt.config.recorder.record_attempt(&AttemptRecord {
+            call_id: self.call_id,
+            attempt: self.attempts,
+            model_id: self.rt.entry.id.clone(),
+            deployment: self.rt.deployments[deployment].name.clone(),
+            outcome,
+            usage,
+            latency,
+            retry_in,
+        });
+    }
+
+    /// Records the call's end; called once.
+    pub(crate) fn finish(&mut self, result: Result<(), &Error>, finish_reason: Option<&str>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => Outcome::of(e),
+        };
+        let priced = self.rt.entry.price.is_some();
+        let span = &self.span;
+        span.record("gen_ai.usage.input_tokens", self.usage.total_input_tokens());
+        span.record("gen_ai.usage.output_tokens", self.usage.output_tokens);
+        span.record(
+            "gen_ai.usage.cache_read.input_tokens",
+            self.usage.cache_read_tokens,
+        );
+        span.record(
+            "gen_ai.usage.cache_creation.input_tokens",
+            self.usage.cache_write_tokens + self.usage.cache_write_1h_tokens,
+        );
+        span.record("tollgate.attempts", self.attempts);
+        if priced {
+            span.record("tollgate.cost_usd", self.cost_usd);
+        }
+        if let Some(reason) = finish_reason {
+            span.record("gen_ai.response.finish_reasons", reason);
+        }
+        if let Outcome::Failed { error, .. } = &outcome {
+            span.record("error.type", error.as_str());
+        }
+        self.rt.config.recorder.record_call(&CallRecord {
+            call_id: self.call_id,
+            job_id: self.job.as_ref().map(|j| j.id().to_owned()),
+            model_id: self.rt.entry.id.clone(),
+            model_name: self.rt.entry.name.clone(),
+            provider: self.rt.entry.provider.clone(),
+            operation: self.operation.to_owned(),
+            attempts: self.attempts,
+            usage: self.usage,
+            cost_usd: priced.then_some(self.cost_usd),
+            latency: self.started.elapsed(),
+            time_to_first_token: self.time_to_first_token,
+            outcome,
+        });
+    }
+
+    /// This attempt's deadline: the per-attempt timeout, cut to what is left of the
+    /// call's deadline.
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        let per_attempt = self.rt.config.attempt_timeout;
+        match self.rt.config.call_deadline {
+            Some(deadline) => per_attempt.min(deadline.saturating_sub(self.started.elapsed())),
+            None => per_attempt,
+        }
+    }
+
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+impl Drop for CallState {
+    fn drop(&mut self) {
+        // A call dropped before it finished was cancelled by its caller.
+        if !self.finished {
+            self.finish(Err(&Error::Cancelled), None);
+        }
+    }
+}
