@@ -278,7 +278,9 @@ async fn models_builder_runs_some_models_on_redis_and_others_in_process() {
         RedisConfig::new(url.clone()).with_key_prefix(prefix.clone()),
     )
     .unwrap();
-    let catalog = tollgate::Catalog::from_toml_str(
+    // Only the limiters are used: the catalog is told the key, no provider is linked.
+    let known = tollgate::catalog::KnownProviders::empty().with("openai", "tollgate-openai", true);
+    let catalog = tollgate::Catalog::from_toml_str_with(
         r#"
 [models.shared]
 provider = "openai"
@@ -292,6 +294,7 @@ credential = "k"
 max_output_tokens = 100
 rpm = 60
 "#,
+        &known,
     )
     .unwrap();
     let models = tollgate::Models::builder()
