@@ -234,7 +234,7 @@ impl Models {
     /// or a look. For a model with several deployments, the first deployment's (see
     /// [`Models::limiters`]).
     pub fn limiter(&self, model_id: &str) -> Result<&Arc<dyn LimiterBackend>> {
-        Ok(&self.runtime(model_id)?.limiter)
+        Ok(self.runtime(model_id)?.limiter())
     }
 
     /// Every deployment's limiter of catalog model `model_id`, in catalog order (one for
@@ -261,7 +261,7 @@ impl Models {
             .inner
             .runtimes
             .iter()
-            .map(|(id, rt)| (id.clone(), rt.limiter.clone()))
+            .map(|(id, rt)| (id.clone(), rt.limiter().clone()))
             .collect();
         FallbackChain::from_catalog(&self.inner.catalog, model_id, &limiters)
     }

@@ -13,7 +13,7 @@ use super::breaker::{BreakerConfig, CircuitBreaker};
 use super::record::{NoRecorder, Recorder};
 use super::retry::RetryPolicy;
 use crate::catalog::{ModelEntry, Price};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError};
 
 /// The most times an answer that fails its declared shape is sent back for correction.
@@ -59,8 +59,6 @@ impl Default for PipelineConfig {
 #[derive(Debug)]
 pub(crate) struct ModelRuntime {
     pub(crate) entry: ModelEntry,
-    /// The first deployment's buckets (the model's only ones when it has one).
-    pub(crate) limiter: Arc<dyn LimiterBackend>,
     /// One per deployment (at least one), in catalog order.
     pub(crate) deployments: Vec<DeploymentRuntime>,
     pub(crate) breaker: CircuitBreaker,
@@ -121,7 +119,6 @@ impl ModelRuntime {
             "a model has at least one deployment"
         );
         ModelRuntime {
-            limiter: deployments[0].limiter.clone(),
             deployments,
             breaker: CircuitBreaker::new(entry.id.clone(), config.breaker.clone()),
             entry,
@@ -136,6 +133,44 @@ impl ModelRuntime {
             .position(|d| d.limiter.model_id() == limiter_id)
     }
 
+    /// The first deployment's buckets (the model's only ones when it has one).
+    pub(crate) fn limiter(&self) -> &Arc<dyn LimiterBackend> {
+        &self.deployments[0].limiter
+    }
+
+    /// One look at every deployment: reserves `cost` now on the first not cooling that
+    /// can serve it, else says which one could soonest.
+    async fn scan(&self, cost: Cost, priority: Priority) -> Scan {
+        let now = clock::now();
+        let mut soonest: Option<(Duration, usize)> = None;
+        let mut cooling: Option<Instant> = None;
+        let mut too_large = None;
+        for (i, d) in self.deployments.iter().enumerate() {
+            if let Some(until) = d.cooling(now) {
+                cooling = Some(cooling.map_or(until, |c| c.min(until)));
+                continue;
+            }
+            match d.limiter.try_reserve(cost, priority).await {
+                Ok(r) => return Scan::Granted(i, r),
+                Err(TryReserveError::WouldWait { ready_in }) => {
+                    if soonest.is_none_or(|(s, _)| ready_in < s) {
+                        soonest = Some((ready_in, i));
+                    }
+                }
+                Err(e @ TryReserveError::TooLarge(_)) => {
+                    too_large.get_or_insert(e);
+                }
+            }
+        }
+        match (soonest, cooling, too_large) {
+            (Some((ready_in, i)), _, _) => Scan::Soonest(i, ready_in),
+            (None, Some(until), _) => Scan::Cooling(until.saturating_duration_since(now), until),
+            (None, None, Some(e)) => Scan::TooLarge(e),
+            // Every deployment exists and was looked at: one of the above applies.
+            (None, None, None) => Scan::Cooling(Duration::ZERO, now),
+        }
+    }
+
     /// Reserves `cost` now on the first deployment not cooling that can serve it, or
     /// says how soon the soonest could (without waiting).
     pub(crate) async fn try_reserve_any(
@@ -143,31 +178,12 @@ impl ModelRuntime {
         cost: Cost,
         priority: Priority,
     ) -> std::result::Result<(usize, Reservation), TryReserveError> {
-        let now = clock::now();
-        let mut soonest: Option<Duration> = None;
-        let mut too_large = None;
-        for (i, d) in self.deployments.iter().enumerate() {
-            if let Some(until) = d.cooling(now) {
-                let left = until - now;
-                soonest = Some(soonest.map_or(left, |s| s.min(left)));
-                continue;
+        match self.scan(cost, priority).await {
+            Scan::Granted(i, r) => Ok((i, r)),
+            Scan::Soonest(_, ready_in) | Scan::Cooling(ready_in, _) => {
+                Err(TryReserveError::WouldWait { ready_in })
             }
-            match d.limiter.try_reserve(cost, priority).await {
-                Ok(r) => return Ok((i, r)),
-                Err(TryReserveError::WouldWait { ready_in }) => {
-                    soonest = Some(soonest.map_or(ready_in, |s| s.min(ready_in)));
-                }
-                Err(e @ TryReserveError::TooLarge(_)) => {
-                    too_large.get_or_insert(e);
-                }
-            }
-        }
-        match (soonest, too_large) {
-            (Some(ready_in), _) => Err(TryReserveError::WouldWait { ready_in }),
-            (None, Some(e)) => Err(e),
-            (None, None) => Err(TryReserveError::WouldWait {
-                ready_in: Duration::ZERO,
-            }),
+            Scan::TooLarge(e) => Err(e),
         }
     }
 
@@ -179,46 +195,32 @@ impl ModelRuntime {
         priority: Priority,
     ) -> Result<(usize, Reservation)> {
         if self.deployments.len() == 1 {
-            return Ok((0, self.limiter.reserve(cost, priority).await?));
+            return Ok((0, self.limiter().reserve(cost, priority).await?));
         }
         loop {
-            let now = clock::now();
-            let mut best: Option<(Duration, usize)> = None;
-            let mut cooling: Option<Instant> = None;
-            let mut too_large = None;
-            for (i, d) in self.deployments.iter().enumerate() {
-                if let Some(until) = d.cooling(now) {
-                    cooling = Some(cooling.map_or(until, |c| c.min(until)));
-                    continue;
+            match self.scan(cost, priority).await {
+                Scan::Granted(i, r) => return Ok((i, r)),
+                Scan::Soonest(i, _) => {
+                    let r = self.deployments[i].limiter.reserve(cost, priority).await?;
+                    return Ok((i, r));
                 }
-                match d.limiter.try_reserve(cost, priority).await {
-                    Ok(r) => return Ok((i, r)),
-                    Err(TryReserveError::WouldWait { ready_in }) => {
-                        if best.is_none_or(|(b, _)| ready_in < b) {
-                            best = Some((ready_in, i));
-                        }
-                    }
-                    Err(TryReserveError::TooLarge(e)) => {
-                        too_large.get_or_insert(e);
-                    }
-                }
-            }
-            if let Some((_, i)) = best {
-                let r = self.deployments[i].limiter.reserve(cost, priority).await?;
-                return Ok((i, r));
-            }
-            match (cooling, too_large) {
-                (Some(until), _) => tokio::time::sleep_until(until).await,
-                (None, Some(e)) => return Err(e),
-                (None, None) => {
-                    return Err(Error::InvalidRequest {
-                        field: "deployments".into(),
-                        reason: format!("model `{}` has no deployments", self.entry.id),
-                    });
-                }
+                Scan::Cooling(_, until) => tokio::time::sleep_until(until).await,
+                Scan::TooLarge(e) => return Err(e.into()),
             }
         }
     }
+}
+
+/// What one look at a model's deployments found.
+enum Scan {
+    /// Reserved now on deployment `.0`.
+    Granted(usize, Reservation),
+    /// None can now; deployment `.0` could soonest, in `.1`.
+    Soonest(usize, Duration),
+    /// Every open one is cooling; the first cooldown ends in `.0`, at `.1`.
+    Cooling(Duration, Instant),
+    /// The cost can never fit.
+    TooLarge(TryReserveError),
 }
 
 /// The worst a call can cost: every input token at the dearest input price (a cache
