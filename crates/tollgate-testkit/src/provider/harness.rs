@@ -1,0 +1,217 @@
+//! One scripted server and the `Models` in front of it, built from a [`WireScript`]:
+//! what every check starts from.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tollgate::catalog::{Limits, Price};
+use tollgate::credentials::MemoryCredentialStore;
+use tollgate::pipeline::{MemoryRecorder, PipelineConfig, RetryPolicy};
+use tollgate::{
+    Catalog, Conversation, Dimension, Error, JobContext, LlmRequest, LlmResponse, Models,
+    SamplingParams, StreamEvent,
+};
+
+use super::script::{WireScript, WireUsage};
+use super::server::ScriptServer;
+
+/// The catalog id of the model under test.
+pub const MODEL: &str = "kit-model";
+/// The credential id the model names.
+pub const CREDENTIAL: &str = "kit-credential";
+/// The secret every check uses: it must never show anywhere.
+pub const SECRET: &str = "sk-kit-SENTINEL-7f3a9c2e-do-not-leak";
+/// The usage every scripted answer reports.
+pub const USAGE: WireUsage = WireUsage {
+    input: 12,
+    output: 4,
+};
+/// Catalog prices (USD per million tokens), so every answer has a cost.
+pub const PRICE: Price = Price {
+    input: 3.0,
+    output: 15.0,
+    cache_read: 0.3,
+    cache_write: 3.75,
+    cache_write_1h: None,
+};
+/// The requests-per-minute limit the catalog gives the model.
+pub const RPM: u64 = 1000;
+
+/// A server, the store, the recorder and `Models` for one check.
+#[allow(missing_debug_implementations)]
+pub struct Kit<'a> {
+    /// The provider's script.
+    pub script: &'a dyn WireScript,
+    /// The server the model is pointed at.
+    pub server: ScriptServer,
+    /// The credential store (holding `credential(SECRET)`).
+    pub store: Arc<MemoryCredentialStore>,
+    /// Every call and attempt.
+    pub recorder: Arc<MemoryRecorder>,
+    /// Retries with tiny real-time delays (the server does real I/O).
+    pub models: Models,
+}
+
+impl<'a> Kit<'a> {
+    /// A fresh server and `Models` for `script`.
+    pub async fn new(script: &'a dyn WireScript) -> Kit<'a> {
+        let server = ScriptServer::start().await;
+        let store =
+            Arc::new(MemoryCredentialStore::new().with(CREDENTIAL, script.credential(SECRET)));
+        let recorder = Arc::new(MemoryRecorder::new());
+        let models = models(script, server.uri(), store.clone(), recorder.clone());
+        Kit {
+            script,
+            server,
+            store,
+            recorder,
+            models,
+        }
+    }
+
+    /// The same models for a job allowed no retries.
+    pub fn no_retries(&self) -> Models {
+        self.models.for_job(JobContext::new("no-retries", 0))
+    }
+
+    /// One whole answer through `models`.
+    pub async fn ask(&self, models: &Models) -> tollgate::Result<LlmResponse> {
+        models.chat(MODEL).await?.single_response(&request()).await
+    }
+
+    /// One streamed answer through `models`: the events read, and the error that ended
+    /// it, if any.
+    pub async fn stream(&self, models: &Models) -> (Vec<StreamEvent>, Option<Error>) {
+        let chat = match models.chat(MODEL).await {
+            Ok(chat) => chat,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let mut stream = match chat.stream_response(&request()).await {
+            Ok(s) => s,
+            Err(e) => return (Vec::new(), Some(e)),
+        };
+        let mut events = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(e) => events.push(e),
+                Err(e) => return (events, Some(e)),
+            }
+        }
+        (events, None)
+    }
+
+    /// The requests-per-minute bucket's level and capacity now.
+    pub async fn requests_bucket(&self) -> (f64, u64) {
+        let snapshot = self
+            .models
+            .limiter(MODEL)
+            .expect("the model has a limiter")
+            .snapshot()
+            .await
+            .expect("the in-process limiter answers");
+        snapshot
+            .levels
+            .iter()
+            .find(|(d, _, _)| *d == Dimension::Requests)
+            .map(|(_, level, capacity)| (*level, *capacity))
+            .expect("the model has an rpm limit")
+    }
+}
+
+/// `Models` for one model of `script`'s provider at `base_url`.
+pub fn models(
+    script: &dyn WireScript,
+    base_url: &str,
+    store: Arc<MemoryCredentialStore>,
+    recorder: Arc<MemoryRecorder>,
+) -> Models {
+    let entry = script
+        .chat_model(MODEL, base_url, CREDENTIAL)
+        .with_credential(CREDENTIAL)
+        .with_output_tokens(2000, 500)
+        .with_limits(Limits {
+            rpm: RPM,
+            tpm: 10_000_000,
+            ..Limits::default()
+        })
+        .with_price(PRICE);
+    let catalog = Catalog::builder()
+        .model(entry)
+        .build()
+        .unwrap_or_else(|e| panic!("the script's model entry is not a valid catalog: {e}"));
+    script
+        .register(Models::builder())
+        .catalog(catalog)
+        .credentials_arc(store)
+        .pipeline(PipelineConfig {
+            retry: RetryPolicy {
+                base_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(2),
+                jitter_seed: Some(7),
+                ..RetryPolicy::default()
+            },
+            ..PipelineConfig::default()
+        })
+        // After `pipeline`, which would replace it.
+        .recorder(recorder)
+        .build()
+        .unwrap_or_else(|e| panic!("Models for the script's provider: {e}"))
+}
+
+/// The request every check sends.
+pub fn request() -> LlmRequest {
+    Conversation::new()
+        .user("Hello?")
+        .request(MODEL, SamplingParams::new())
+        .expect("a valid request")
+}
+
+/// The text of a stream's events, in order.
+pub fn streamed_text(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every log line and span field (at TRACE), as text.
+#[derive(Clone, Default)]
+#[allow(missing_debug_implementations)]
+pub struct Logs(Arc<Mutex<String>>);
+
+impl Logs {
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl tracing::field::Visit for Logs {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let mut text = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        text.push_str(&format!("{}={value:?}\n", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Logs {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        span.record(&mut self.clone());
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        values.record(&mut self.clone());
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        event.record(&mut self.clone());
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}

@@ -1,0 +1,102 @@
+//! What a provider crate tells the kit: how its wire format looks for each case the
+//! shared behaviours need (a good answer, a stream, each error status, quota, refusal,
+//! context overflow, rate-limit headers) and how its credential travels.
+
+use tollgate::ModelEntry;
+use tollgate::ModelsBuilder;
+
+use super::server::{Recorded, Reply};
+
+/// Token counts a scripted answer reports; the codec must decode them as
+/// `input_tokens` and `output_tokens` with nothing cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireUsage {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+/// A streamed answer as it goes over the wire, one frame per event.
+#[derive(Debug, Clone)]
+pub struct StreamScript {
+    /// The stream's `content-type`.
+    pub content_type: String,
+    /// The frames, in order (an SSE event with its blank line, an event-stream message).
+    pub frames: Vec<Vec<u8>>,
+    /// The index of the first frame that gives the reader an event (the first text):
+    /// the frames before it give nothing.
+    pub first_event: usize,
+}
+
+/// A provider's wire format, scripted for the contract kit.
+///
+/// Implement it in the provider crate's tests and run every shared behaviour with
+/// [`provider_contract_tests!`](crate::provider_contract_tests).
+pub trait WireScript: Send + Sync + 'static {
+    /// The provider key under test (e.g. `anthropic-direct`).
+    fn provider(&self) -> &'static str;
+
+    /// Adds the provider under test to `models` (e.g. `models.provider(MyProvider)`).
+    fn register(&self, models: ModelsBuilder) -> ModelsBuilder;
+
+    /// A chat model `model_id` served at `base_url`, naming the credential `credential`.
+    /// The kit sets limits, output tokens and prices itself.
+    fn chat_model(&self, model_id: &str, base_url: &str, credential: &str) -> ModelEntry;
+
+    /// What the credential store holds for an account whose secret is `secret` (the
+    /// key itself for most providers; a JSON record for AWS).
+    fn credential(&self, secret: &str) -> String {
+        secret.to_owned()
+    }
+
+    /// What identifies the credential in a request the provider sent (the key for a
+    /// key-auth provider, the access key id of a signature), if it sent one.
+    fn sent_identity(&self, request: &Recorded) -> Option<String>;
+
+    /// What [`sent_identity`](Self::sent_identity) gives for `credential(secret)`.
+    fn identity(&self, secret: &str) -> String {
+        secret.to_owned()
+    }
+
+    /// A complete answer whose text is `text`, reporting `usage`, ending normally.
+    fn answer(&self, text: &str, usage: WireUsage) -> Reply;
+
+    /// A streamed answer whose text deltas are `pieces`, reporting `usage`, ending
+    /// normally.
+    fn stream(&self, pieces: &[&str], usage: WireUsage) -> StreamScript;
+
+    /// A frame the provider sends mid-stream to say it is overloaded (or failed on its
+    /// side); `None` when its streams carry no error events.
+    fn stream_error(&self) -> Option<Vec<u8>>;
+
+    /// The provider's error answer for `status`, carrying `message`, as it sends it for
+    /// an ordinary failure of that status (not quota, not overflow).
+    fn error(&self, status: u16, message: &str) -> Reply;
+
+    /// The provider's "slow down" answer (a 429 for most), without `retry-after` (the
+    /// kit adds the header).
+    fn rate_limited(&self, message: &str) -> Reply {
+        self.error(429, message)
+    }
+
+    /// The provider's "out of quota or credit" answer.
+    fn quota_exhausted(&self, message: &str) -> Reply;
+
+    /// The provider's "the input does not fit the context window" answer (an error or
+    /// a stop reason).
+    fn context_overflow(&self) -> Reply;
+
+    /// An answer the model refused for safety reasons (a refusal stop or a content
+    /// filter).
+    fn refusal(&self, usage: WireUsage) -> Reply;
+
+    /// Headers saying the provider allows `limit` requests a minute and `remaining`
+    /// are left; empty when the provider sends no rate-limit headers.
+    fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)>;
+
+    /// Whether the provider's `x-should-retry: false` vetoes a retry.
+    fn honours_should_retry(&self) -> bool {
+        false
+    }
+}
