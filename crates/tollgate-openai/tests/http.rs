@@ -1,9 +1,11 @@
 //! The transports against a local HTTP server (wiremock on 127.0.0.1), through the
-//! pipeline (`Models`): headers, keys from the store, every finish reason and usage
-//! shape, errors by status and body, rate-limit headers, streams (retried before the
-//! first event, `StreamInterrupted` after it), embeddings and decisions.
+//! pipeline (`Models`): what is OpenAI's own (organization and project headers, every
+//! finish reason and usage shape, quota and vLLM error bodies, reset durations, `[DONE]`,
+//! streamed tool calls), embeddings and decisions. What every provider shares (errors by
+//! status, streams cut before and after their first event, keys, secrets) runs in
+//! `tests/contract.rs`, the contract kit, for both provider keys.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,8 +14,8 @@ use tollgate::catalog::{EmbeddingCapabilities, Limits, ModelEntry, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{PipelineConfig, RetryPolicy};
 use tollgate::{
-    Block, Conversation, Dimension, EmbeddingPurpose, Error, JobContext, LlmRequest, Models,
-    ProviderError, Question, ResponseShape, SamplingParams, StopReason, StreamEvent, Usage,
+    Block, Conversation, EmbeddingPurpose, Error, JobContext, LlmRequest, Models, ProviderError,
+    Question, ResponseShape, SamplingParams, StopReason, StreamEvent, Usage,
 };
 use tollgate::{Catalog, DecisionRequest, Json, ToolDefinition};
 use tollgate_openai::OpenAiProvider;
@@ -26,7 +28,6 @@ const API_KEY: &str = "sk-proj-TEST-0123456789-SECRET";
 struct Setup {
     server: MockServer,
     models: Models,
-    store: Arc<MemoryCredentialStore>,
 }
 
 fn limits() -> Limits {
@@ -106,17 +107,13 @@ async fn setup() -> Setup {
         .unwrap();
     let models = Models::builder()
         .catalog(catalog)
-        .credentials_arc(store.clone())
+        .credentials_arc(store)
         .provider(OpenAiProvider::OPENAI)
         .provider(OpenAiProvider::COMPATIBLE)
         .pipeline(pipeline())
         .build()
         .unwrap();
-    Setup {
-        server,
-        models,
-        store,
-    }
+    Setup { server, models }
 }
 
 fn ask() -> LlmRequest {
@@ -250,30 +247,6 @@ async fn a_call_sends_bearer_auth_organization_and_project_and_decodes_the_answe
     assert!(sent.get("max_tokens").is_none());
     assert!(sent.get("stream").is_none());
     assert_eq!(sent["messages"][0]["role"], "user");
-}
-
-#[tokio::test]
-async fn the_key_is_fetched_from_the_store_on_every_call_so_rotation_needs_no_rebuild() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(text_answer("ok", "stop")))
-        .mount(&s.server)
-        .await;
-    single(&s.models, "gpt", &ask()).await.unwrap();
-    s.store.insert(KEY_ID, "sk-ROTATED");
-    single(&s.models, "gpt", &ask()).await.unwrap();
-    let keys: Vec<String> = s
-        .server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.headers["authorization"].to_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(
-        keys,
-        vec![format!("Bearer {API_KEY}"), "Bearer sk-ROTATED".to_owned()]
-    );
 }
 
 #[tokio::test]
@@ -450,23 +423,6 @@ async fn usage_without_details_or_without_usage_at_all_is_read_defensively() {
 }
 
 #[tokio::test]
-async fn a_message_refusal_is_a_provider_refusal() {
-    let s = setup().await;
-    let mut body = completion(Value::Null, "stop", usage(5, 0, 5));
-    body["choices"][0]["message"]["refusal"] = json!("I can't help with that.");
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(body))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::ProviderRefusal { explanation, .. } if explanation == "I can't help with that."),
-        "{err}"
-    );
-}
-
-#[tokio::test]
 async fn tools_tool_choice_sampling_and_a_response_shape_are_sent() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
@@ -542,85 +498,6 @@ async fn status_error(status: u16, body: Value) -> Error {
 }
 
 #[tokio::test]
-async fn openai_context_length_exceeded_maps_to_context_window_exceeded() {
-    // Sent with retries allowed: the overflow is typed and final, so it is sent once.
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(error_body(
-            "invalid_request_error",
-            json!("context_length_exceeded"),
-        )))
-        .mount(&s.server)
-        .await;
-    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
-    assert!(
-        matches!(
-            &err,
-            Error::ContextWindowExceeded { model_id, needed, window: None }
-                if model_id == "gpt" && *needed > 500
-        ),
-        "{err:?}"
-    );
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
-}
-
-/// The server answers `first` once, then `then` for every later request.
-async fn once_then(server: &MockServer, first: ResponseTemplate, then: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .respond_with(first)
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(then)
-        .with_priority(2)
-        .mount(server)
-        .await;
-}
-
-#[tokio::test]
-async fn status_400_401_403_404_413_and_422_are_rejections_that_keep_their_status() {
-    for (status, kind, code) in [
-        // (400 `context_length_exceeded` is typed apart: ContextWindowExceeded.)
-        (400, "invalid_request_error", json!("invalid_value")),
-        (401, "invalid_request_error", json!("invalid_api_key")),
-        (
-            403,
-            "invalid_request_error",
-            json!("unsupported_country_region_territory"),
-        ),
-        (404, "invalid_request_error", json!("model_not_found")),
-        (413, "invalid_request_error", Value::Null),
-        (422, "invalid_request_error", Value::Null),
-    ] {
-        match status_error(status, error_body(kind, code.clone())).await {
-            Error::ProviderRequest(e) => {
-                assert_eq!(e.status, status);
-                if let Some(code) = code.as_str() {
-                    assert!(e.message.contains(code), "{}", e.message);
-                }
-            }
-            other => panic!("{status}: {other}"),
-        }
-    }
-}
-
-#[tokio::test]
-async fn status_429_rate_limit_exceeded_is_rate_limited_with_retry_after_seconds() {
-    let err = error_for(
-        ResponseTemplate::new(429)
-            .insert_header("retry-after", "3")
-            .set_body_json(error_body("requests", json!("rate_limit_exceeded"))),
-    )
-    .await;
-    assert!(
-        matches!(err, Error::Provider(ProviderError::RateLimited { retry_after: Some(d) }) if d == Duration::from_secs(3)),
-        "{err}"
-    );
-}
-
-#[tokio::test]
 async fn retry_after_ms_is_preferred_to_retry_after() {
     let err = error_for(
         ResponseTemplate::new(429)
@@ -659,27 +536,6 @@ async fn status_429_insufficient_quota_as_type_or_code_is_quota_exhausted_and_se
 }
 
 #[tokio::test]
-async fn status_500_and_503_are_server_errors_retried_then_answered() {
-    for status in [500, 503] {
-        let s = setup().await;
-        once_then(
-            &s.server,
-            ResponseTemplate::new(status).set_body_json(error_body("server_error", Value::Null)),
-            ResponseTemplate::new(200).set_body_json(text_answer("ok", "stop")),
-        )
-        .await;
-        let answer = single(&s.models, "gpt", &ask()).await.unwrap();
-        assert_eq!(answer.text(), "ok");
-        assert_eq!(s.server.received_requests().await.unwrap().len(), 2);
-        let err = status_error(status, error_body("server_error", Value::Null)).await;
-        assert!(
-            matches!(err, Error::Provider(ProviderError::Server { status: s, .. }) if s == status),
-            "{err}"
-        );
-    }
-}
-
-#[tokio::test]
 async fn a_vllm_style_top_level_error_body_is_read() {
     let err = status_error(
         400,
@@ -702,149 +558,6 @@ async fn overloaded_and_server_keep_wire_status() {
         );
         assert!(err.to_string().contains(&format!("HTTP {status}")), "{err}");
     }
-}
-
-#[tokio::test]
-async fn retry_after_on_503_is_honoured() {
-    let err = error_for(
-        ResponseTemplate::new(503)
-            .insert_header("retry-after", "1")
-            .set_body_json(error_body("server_error", Value::Null)),
-    )
-    .await;
-    assert!(
-        matches!(&err, Error::Provider(p @ ProviderError::Server { status: 503, .. }) if p.retry_after() == Some(Duration::from_secs(1))),
-        "{err}"
-    );
-    // The pipeline takes it as a floor: a policy that honours at most 100 ms gives up on
-    // a 503 asking for a second rather than retrying 0.07 s later.
-    let s = setup().await;
-    let models = Models::builder()
-        .catalog(
-            Catalog::builder()
-                .model(entry(&s.server.uri()))
-                .build()
-                .unwrap(),
-        )
-        .credentials_arc(s.store.clone())
-        .provider(OpenAiProvider::OPENAI)
-        .pipeline(PipelineConfig {
-            retry: RetryPolicy {
-                max_retry_after: Duration::from_millis(100),
-                ..pipeline().retry
-            },
-            ..pipeline()
-        })
-        .build()
-        .unwrap();
-    once_then(
-        &s.server,
-        ResponseTemplate::new(503)
-            .insert_header("retry-after", "1")
-            .set_body_json(error_body("server_error", Value::Null)),
-        ResponseTemplate::new(200).set_body_json(text_answer("ok", "stop")),
-    )
-    .await;
-    let err = single(&models, "gpt", &ask()).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Provider(ProviderError::Server { status: 503, .. })
-        ),
-        "{err}"
-    );
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
-    // A wait within the policy is waited, then retried.
-    let s = setup().await;
-    once_then(
-        &s.server,
-        ResponseTemplate::new(503)
-            .insert_header("retry-after-ms", "20")
-            .set_body_json(error_body("server_error", Value::Null)),
-        ResponseTemplate::new(200).set_body_json(text_answer("ok", "stop")),
-    )
-    .await;
-    assert_eq!(single(&s.models, "gpt", &ask()).await.unwrap().text(), "ok");
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 2);
-}
-
-#[tokio::test]
-async fn x_should_retry_false_vetoes_the_retry_of_a_500() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(500)
-                .insert_header("x-should-retry", "false")
-                .set_body_json(error_body("server_error", Value::Null)),
-        )
-        .mount(&s.server)
-        .await;
-    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
-    assert!(
-        matches!(err, Error::Provider(ProviderError::Server { .. })),
-        "{err}"
-    );
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
-}
-
-async fn level(models: &Models, id: &str, d: Dimension) -> f64 {
-    let snapshot = models.limiter(id).unwrap().snapshot().await.unwrap();
-    snapshot
-        .levels
-        .iter()
-        .find(|(dim, _, _)| *dim == d)
-        .map(|(_, level, _)| *level)
-        .unwrap()
-}
-
-#[tokio::test]
-async fn ratelimit_remaining_headers_lower_the_limiter_buckets() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .insert_header("x-ratelimit-limit-requests", "1000")
-                .insert_header("x-ratelimit-remaining-requests", "7")
-                .insert_header("x-ratelimit-reset-requests", "12ms")
-                .insert_header("x-ratelimit-remaining-tokens", "5000")
-                .insert_header("x-ratelimit-reset-tokens", "1.5s")
-                .set_body_json(text_answer("ok", "stop")),
-        )
-        .mount(&s.server)
-        .await;
-    single(&s.models, "gpt", &ask()).await.unwrap();
-    // Without the headers the buckets would be nearly full (1000 and 10 million).
-    assert!(level(&s.models, "gpt", Dimension::Requests).await <= 8.0);
-    assert!(level(&s.models, "gpt", Dimension::Tokens).await <= 1_000_000.0);
-}
-
-#[tokio::test]
-async fn limit_headers_are_read() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .insert_header("x-ratelimit-limit-requests", "100")
-                .insert_header("x-ratelimit-remaining-requests", "99")
-                .insert_header("x-ratelimit-limit-tokens", "50000")
-                .insert_header("x-ratelimit-remaining-tokens", "49000")
-                .set_body_json(text_answer("ok", "stop")),
-        )
-        .mount(&s.server)
-        .await;
-    single(&s.models, "gpt", &ask()).await.unwrap();
-    let snapshot = s.models.limiter("gpt").unwrap().snapshot().await.unwrap();
-    let capacity = |d: Dimension| {
-        snapshot
-            .levels
-            .iter()
-            .find(|(dim, _, _)| *dim == d)
-            .map(|(_, _, capacity)| *capacity)
-            .unwrap()
-    };
-    // The catalog says 1000 rpm and 10 million tpm; the provider's limits are lower.
-    assert_eq!(capacity(Dimension::Requests), 100, "{snapshot:?}");
-    assert_eq!(capacity(Dimension::Tokens), 50_000, "{snapshot:?}");
 }
 
 #[tokio::test]
@@ -1019,88 +732,6 @@ async fn a_stream_with_finish_reason_length_stops_at_max_tokens() {
     );
 }
 
-fn stream_error_chunk() -> Value {
-    json!({"error": {"message": "The server had an error", "type": "server_error", "param": null, "code": null}})
-}
-
-#[tokio::test]
-async fn an_error_chunk_before_the_first_delta_is_retried() {
-    let s = setup().await;
-    once_then(
-        &s.server,
-        sse_response(
-            &[
-                chunk(json!({"role": "assistant", "content": ""}), None),
-                stream_error_chunk(),
-            ],
-            false,
-        ),
-        sse_response(&good_stream(), true),
-    )
-    .await;
-    let (events, error) = stream_all(&s.models, "gpt").await;
-    assert!(error.is_none(), "{error:?}");
-    assert!(matches!(events.last(), Some(StreamEvent::Completed(a)) if a.text() == "Hello"));
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 2);
-}
-
-#[tokio::test]
-async fn an_error_chunk_after_the_first_delta_interrupts_the_stream_without_a_retry() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(sse_response(
-            &[chunk(json!({"content": "Hel"}), None), stream_error_chunk()],
-            false,
-        ))
-        .mount(&s.server)
-        .await;
-    let (events, error) = stream_all(&s.models, "gpt").await;
-    assert_eq!(
-        events,
-        vec![StreamEvent::TextDelta {
-            index: 0,
-            text: "Hel".into()
-        }]
-    );
-    match error {
-        Some(Error::StreamInterrupted {
-            delivered_events,
-            cause,
-            ..
-        }) => {
-            assert_eq!(delivered_events, 1);
-            assert!(
-                matches!(
-                    *cause,
-                    Error::Provider(ProviderError::Server { status: 500, .. })
-                ),
-                "{cause}"
-            );
-        }
-        other => panic!("expected StreamInterrupted, got {other:?}"),
-    }
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
-}
-
-#[tokio::test]
-async fn a_stream_dropped_midway_interrupts_the_reader() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(sse_response(
-            &[chunk(json!({"content": "Hel"}), None)],
-            false,
-        ))
-        .mount(&s.server)
-        .await;
-    let (events, error) = stream_all(&s.models, "gpt").await;
-    assert_eq!(events.len(), 1);
-    assert!(
-        matches!(&error, Some(Error::StreamInterrupted { cause, .. }) if matches!(**cause, Error::Provider(ProviderError::Server { status: 502, .. }))),
-        "{error:?}"
-    );
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 1);
-}
-
 #[tokio::test]
 async fn an_openai_stream_without_done_after_its_finish_reason_is_cut() {
     let s = setup().await;
@@ -1133,20 +764,6 @@ async fn a_compatible_stream_without_done_or_usage_completes_at_its_finish_reaso
 }
 
 #[tokio::test]
-async fn a_stream_cut_before_any_content_is_retried() {
-    let s = setup().await;
-    once_then(
-        &s.server,
-        sse_response(&[chunk(json!({"role": "assistant"}), None)], false),
-        sse_response(&good_stream(), true),
-    )
-    .await;
-    let (_, error) = stream_all(&s.models, "gpt").await;
-    assert!(error.is_none(), "{error:?}");
-    assert_eq!(s.server.received_requests().await.unwrap().len(), 2);
-}
-
-#[tokio::test]
 async fn a_stream_opened_with_a_quota_error_is_quota_exhausted() {
     let s = setup().await;
     Mock::given(method("POST"))
@@ -1161,23 +778,6 @@ async fn a_stream_opened_with_a_quota_error_is_quota_exhausted() {
         matches!(error, Some(Error::QuotaExhausted { .. })),
         "{error:?}"
     );
-}
-
-#[tokio::test]
-async fn a_connection_refused_is_a_retryable_failure_not_a_hang() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    let models = Models::builder()
-        .catalog(Catalog::builder().model(entry(&url)).build().unwrap())
-        .credentials(MemoryCredentialStore::new().with(KEY_ID, API_KEY))
-        .provider(OpenAiProvider::OPENAI)
-        .build()
-        .unwrap();
-    let err = single(&no_retries(&models), "gpt", &ask())
-        .await
-        .unwrap_err();
-    assert!(err.is_retryable(), "{err}");
 }
 
 fn embeddings_answer(request: &Request) -> ResponseTemplate {
@@ -1425,127 +1025,4 @@ async fn an_answer_without_logprobs_is_a_clear_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("logprobs"), "{err}");
-}
-
-/// Every log line and span field, as text.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<String>>);
-
-impl tracing::field::Visit for Logs {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let mut text = self.0.lock().unwrap();
-        text.push_str(&format!("{}={value:?}\n", field.name()));
-    }
-}
-
-impl tracing::Subscriber for Logs {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        span.record(&mut self.clone());
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
-        values.record(&mut self.clone());
-    }
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        event.record(&mut self.clone());
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-#[tokio::test]
-async fn the_api_key_never_appears_in_an_error_a_debug_dump_or_a_log_line() {
-    let logs = Logs::default();
-    let _guard = tracing::subscriber::set_default(logs.clone());
-    let s = setup().await;
-    // A server that echoes the key back in its error message.
-    Mock::given(method("POST"))
-        .respond_with(|request: &Request| {
-            let key = request.headers["authorization"]
-                .to_str()
-                .unwrap()
-                .to_owned();
-            ResponseTemplate::new(401).set_body_json(json!({"error": {
-                "type": "invalid_request_error", "code": "invalid_api_key",
-                "message": format!("Incorrect API key provided: {key}")}}))
-        })
-        .mount(&s.server)
-        .await;
-    let chat = s.models.chat("gpt").await.unwrap();
-    let err = chat.single_response(&ask()).await.unwrap_err();
-    let mut seen = vec![
-        err.to_string(),
-        format!("{err:?}"),
-        format!("{chat:?}"),
-        format!("{:?}", s.models),
-    ];
-    assert!(
-        matches!(&err, Error::ProviderRequest(e) if e.status == 401 && e.message.contains("[redacted]"))
-    );
-    let stream_err = chat.stream_response(&ask()).await.unwrap_err();
-    seen.push(format!("{stream_err} {stream_err:?}"));
-    let embed_err = s
-        .models
-        .embeddings("embed")
-        .await
-        .unwrap()
-        .embed("x", EmbeddingPurpose::Document)
-        .await
-        .unwrap_err();
-    seen.push(format!("{embed_err} {embed_err:?}"));
-    seen.push(logs.0.lock().unwrap().clone());
-    assert!(
-        !seen.last().unwrap().is_empty(),
-        "the subscriber saw the calls"
-    );
-    for text in seen {
-        assert!(!text.contains(API_KEY), "the key leaked into: {text}");
-    }
-}
-
-/// Regression: OpenAI mapped 529 to `Server`; DESIGN §4 says 529 is `Overloaded`, and the
-/// throttle slows down more for it.
-#[tokio::test]
-async fn openai_529_is_overloaded() {
-    let err = error_for(
-        ResponseTemplate::new(529)
-            .insert_header("retry-after", "2")
-            .set_body_json(error_body("server_error", Value::Null)),
-    )
-    .await;
-    assert!(
-        matches!(err, Error::Provider(ProviderError::Overloaded { status: 529, retry_after: Some(d) }) if d == Duration::from_secs(2)),
-        "{err:?}"
-    );
-}
-
-/// Regression: the codec named `openai` in every quota error, whichever key served it.
-#[tokio::test]
-async fn openai_compatible_quota_error_names_openai_compatible() {
-    let s = setup().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(429).set_body_json(error_body(
-            "insufficient_quota",
-            json!("insufficient_quota"),
-        )))
-        .mount(&s.server)
-        .await;
-    let request = Conversation::new()
-        .user("Hello?")
-        .request("local", SamplingParams::new())
-        .unwrap();
-    let err = single(&s.models, "local", &request).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::QuotaExhausted { provider, .. } if provider == "openai-compatible"),
-        "{err:?}"
-    );
-    let err = single(&s.models, "gpt", &ask()).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::QuotaExhausted { provider, .. } if provider == "openai"),
-        "{err:?}"
-    );
 }
