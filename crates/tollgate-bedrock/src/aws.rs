@@ -20,6 +20,7 @@ use futures::Stream;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
+use tollgate::pipeline::parse_retry_after;
 use tollgate::provider::{CredentialRef, ProviderContext};
 use tollgate::wire::{ModelOptions, WireError, redact};
 use tollgate::{Error, ModelEntry, ProviderError, Result};
@@ -127,8 +128,20 @@ impl BedrockClient {
         error: &SdkError<E, HttpResponse>,
         secrets: &[String],
     ) -> Error {
-        let status = error.raw_response().map(|r| r.status().as_u16());
-        sdk_error(error, self.connect_timeout, status, secrets)
+        let raw = error.raw_response();
+        let status = raw.map(|r| r.status().as_u16());
+        let retry_after = raw.and_then(|r| {
+            let headers = r.headers();
+            parse_retry_after(
+                headers.get("retry-after-ms"),
+                headers.get("retry-after"),
+                tollgate::clock::wall_now(),
+            )
+        });
+        with_retry_after(
+            sdk_error(error, self.connect_timeout, status, secrets),
+            retry_after,
+        )
     }
 
     pub(crate) fn model(&self) -> &ModelEntry {
@@ -188,6 +201,36 @@ impl BedrockClient {
             })
             .await;
         Ok((client, call_credentials))
+    }
+}
+
+/// `error` with the answer's `retry-after`, when it is a retryable failure without one.
+fn with_retry_after(error: Error, wait: Option<Duration>) -> Error {
+    let Some(wait) = wait else {
+        return error;
+    };
+    let retry_after = Some(wait);
+    match error {
+        Error::Provider(ProviderError::RateLimited { retry_after: None }) => {
+            ProviderError::RateLimited { retry_after }.into()
+        }
+        Error::Provider(ProviderError::Overloaded {
+            status,
+            retry_after: None,
+        }) => ProviderError::Overloaded {
+            status,
+            retry_after,
+        }
+        .into(),
+        Error::Provider(ProviderError::Server {
+            status,
+            retry_after: None,
+        }) => ProviderError::Server {
+            status,
+            retry_after,
+        }
+        .into(),
+        other => other,
     }
 }
 

@@ -220,7 +220,7 @@ async fn converse_decodes_tool_use_and_cache_usage() {
 }
 
 #[tokio::test]
-async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_mapped() {
+async fn stop_reasons_max_tokens_and_stop_sequence_are_mapped_and_guardrails_are_refusals() {
     for (wire, neutral) in [
         ("guardrail_intervened", StopReason::ContentFilter),
         ("content_filtered", StopReason::ContentFilter),
@@ -237,7 +237,14 @@ async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_m
             .unwrap()
             .single_response(&ask(MODEL))
             .await;
-        assert_eq!(reply.unwrap().stop_reason(), neutral, "{wire}");
+        // A content filter is a refusal (categorised), a stop sequence an answer.
+        match neutral {
+            StopReason::ContentFilter => assert!(
+                matches!(&reply, Err(Error::ProviderRefusal { category, .. }) if category == "content_filter"),
+                "{wire}: {reply:?}"
+            ),
+            _ => assert_eq!(reply.unwrap().stop_reason(), neutral, "{wire}"),
+        }
     }
     // `max_tokens` is MaxTokens: the pipeline re-runs a cut-off answer at the catalog's
     // ceiling, then reports it truncated.

@@ -178,12 +178,18 @@ pub fn streamed_text(events: &[StreamEvent]) -> String {
         .collect()
 }
 
-/// Every log line and span field (at TRACE), as text.
+/// Every log line and span field (at TRACE), as text, one `[target] field=value` per
+/// line; events from the `skip` target prefixes are left out.
 #[derive(Clone, Default)]
 #[allow(missing_debug_implementations)]
-pub struct Logs(Arc<Mutex<String>>);
+pub struct Logs(Arc<Mutex<String>>, Arc<Vec<&'static str>>);
 
 impl Logs {
+    /// A capture leaving out events whose target starts with one of `skip`.
+    pub fn skipping(skip: &[&'static str]) -> Logs {
+        Logs(Arc::default(), Arc::new(skip.to_vec()))
+    }
+
     /// What was logged so far.
     pub fn text(&self) -> String {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -210,6 +216,14 @@ impl tracing::Subscriber for Logs {
     }
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
+        let target = event.metadata().target();
+        if self.1.iter().any(|skip| target.starts_with(skip)) {
+            return;
+        }
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_str(&format!("[{target}] "));
         event.record(&mut self.clone());
     }
     fn enter(&self, _: &tracing::span::Id) {}

@@ -95,6 +95,13 @@ pub trait WireScript: Send + Sync + 'static {
     /// are left; empty when the provider sends no rate-limit headers.
     fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)>;
 
+    /// Log targets of third-party code the provider calls and cannot redact (e.g. an
+    /// SDK that logs a server's error message at DEBUG): the secret check skips their
+    /// lines when the server echoes the secret back. Each entry is a target prefix.
+    fn foreign_log_targets(&self) -> &[&'static str] {
+        &[]
+    }
+
     /// Whether the provider's `x-should-retry: false` vetoes a retry.
     fn honours_should_retry(&self) -> bool {
         false

@@ -189,7 +189,9 @@ impl PipelineChat {
                         max_output_tokens: limit,
                     });
                 }
-                StopReason::Refusal => return Err(refusal(&response)),
+                StopReason::Refusal | StopReason::ContentFilter => {
+                    return Err(refusal(&response));
+                }
                 _ => {}
             }
             if let Some(shape) = request.sampling_params().response_shape().cloned()
@@ -214,8 +216,12 @@ impl PipelineChat {
 }
 
 fn refusal(response: &LlmResponse) -> Error {
+    let category = match response.stop_reason() {
+        StopReason::ContentFilter => "content_filter",
+        _ => "refusal",
+    };
     Error::ProviderRefusal {
-        category: "refusal".into(),
+        category: category.into(),
         explanation: response.text(),
     }
 }

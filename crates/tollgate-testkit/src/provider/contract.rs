@@ -1,0 +1,45 @@
+//! [`provider_contract_tests!`](crate::provider_contract_tests): one test per shared
+//! behaviour in the provider crate's own test binary.
+
+/// Writes one `#[tokio::test]` per shared provider behaviour, named after it, each
+/// running that check against `$script` (an expression giving a [`WireScript`]).
+#[macro_export]
+macro_rules! provider_contract_tests {
+    ($script:expr) => {
+        $crate::provider_contract_tests!(@each $script;
+            a_good_answer_is_decoded_recorded_and_costed,
+            the_credential_is_read_from_the_store_on_every_call,
+            rate_limit_headers_set_the_limiter_buckets,
+            request_errors_keep_their_status_and_are_sent_once,
+            status_408_is_a_timeout_retried_then_answered,
+            server_errors_keep_their_status_and_are_retried_then_answered,
+            status_529_is_overloaded_and_retried,
+            status_429_is_rate_limited_with_its_retry_after,
+            retry_after_on_a_503_is_kept,
+            x_should_retry_false_vetoes_the_retry,
+            quota_exhausted_is_final_and_names_the_provider,
+            a_refusal_is_a_provider_refusal,
+            a_context_overflow_is_typed_and_names_the_model,
+            a_connection_closed_before_the_answer_is_retried,
+            a_refused_connection_is_retryable,
+            a_good_stream_reaches_the_reader_and_completes,
+            a_stream_dropped_before_its_first_event_is_retried,
+            a_stream_ended_before_its_first_event_is_retried,
+            a_stream_dropped_after_its_first_event_is_interrupted_not_resent,
+            a_stream_ended_early_after_its_first_event_is_interrupted,
+            an_error_event_before_the_first_event_is_retried,
+            an_error_event_after_the_first_event_interrupts_the_stream,
+            a_stream_answered_with_an_error_status_is_that_typed_error,
+            the_secret_never_shows_in_errors_logs_debug_or_records,
+            an_empty_stored_key_redacts_nothing,
+        );
+    };
+    (@each $script:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                $crate::provider::checks::$name(&$script).await;
+            }
+        )+
+    };
+}
