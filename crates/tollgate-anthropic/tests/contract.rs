@@ -107,8 +107,8 @@ impl WireScript for AnthropicWire {
         )
     }
 
-    fn context_overflow(&self) -> Reply {
-        Reply::json(
+    fn context_overflow(&self) -> Option<Reply> {
+        Some(Reply::json(
             200,
             &message(
                 "cut",
@@ -118,14 +118,14 @@ impl WireScript for AnthropicWire {
                     output: 1,
                 },
             ),
-        )
+        ))
     }
 
-    fn refusal(&self, usage: WireUsage) -> Reply {
+    fn refusal(&self, usage: WireUsage) -> Option<Reply> {
         let mut body = message("", "refusal", usage);
         body["stop_details"] =
             json!({"type": "refusal", "category": "cyber", "explanation": "No."});
-        Reply::json(200, &body)
+        Some(Reply::json(200, &body))
     }
 
     fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)> {

@@ -164,8 +164,8 @@ impl WireScript for AnthropicOnBedrock {
         event_stream(events.iter().map(chunk).collect(), first_event)
     }
 
-    fn context_overflow(&self) -> Reply {
-        Reply::json(
+    fn context_overflow(&self) -> Option<Reply> {
+        Some(Reply::json(
             200,
             &message(
                 "cut",
@@ -175,11 +175,11 @@ impl WireScript for AnthropicOnBedrock {
                     output: 1,
                 },
             ),
-        )
+        ))
     }
 
-    fn refusal(&self, usage: WireUsage) -> Reply {
-        Reply::json(200, &message("", "refusal", usage))
+    fn refusal(&self, usage: WireUsage) -> Option<Reply> {
+        Some(Reply::json(200, &message("", "refusal", usage)))
     }
 }
 
@@ -235,8 +235,8 @@ impl WireScript for Converse {
         event_stream(frames, first_event)
     }
 
-    fn context_overflow(&self) -> Reply {
-        Reply::json(
+    fn context_overflow(&self) -> Option<Reply> {
+        Some(Reply::json(
             200,
             &converse_answer(
                 "cut",
@@ -246,11 +246,14 @@ impl WireScript for Converse {
                     output: 1,
                 },
             ),
-        )
+        ))
     }
 
-    fn refusal(&self, usage: WireUsage) -> Reply {
-        Reply::json(200, &converse_answer("", "guardrail_intervened", usage))
+    fn refusal(&self, usage: WireUsage) -> Option<Reply> {
+        Some(Reply::json(
+            200,
+            &converse_answer("", "guardrail_intervened", usage),
+        ))
     }
 }
 

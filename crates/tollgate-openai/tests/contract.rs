@@ -118,19 +118,19 @@ impl WireScript for OpenAiWire {
         )
     }
 
-    fn context_overflow(&self) -> Reply {
-        Reply::json(
+    fn context_overflow(&self) -> Option<Reply> {
+        Some(Reply::json(
             400,
             &error_body(
                 "invalid_request_error",
                 json!("context_length_exceeded"),
                 "This model's maximum context length is 8192 tokens.",
             ),
-        )
+        ))
     }
 
-    fn refusal(&self, wire: WireUsage) -> Reply {
-        Reply::json(
+    fn refusal(&self, wire: WireUsage) -> Option<Reply> {
+        Some(Reply::json(
             200,
             &completion(
                 json!({"role": "assistant", "content": null,
@@ -138,7 +138,7 @@ impl WireScript for OpenAiWire {
                 "stop",
                 wire,
             ),
-        )
+        ))
     }
 
     fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)> {

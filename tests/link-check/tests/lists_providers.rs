@@ -22,6 +22,7 @@ fn binary_depending_only_on_provider_crates_lists_them() {
             "anthropic-direct tollgate-anthropic credential",
             "bedrock-converse tollgate-bedrock no-credential",
             "fake tollgate-fake no-credential",
+            "ollama tollgate-ollama no-credential",
             "openai tollgate-openai credential",
             "openai-compatible tollgate-openai no-credential"
         ]

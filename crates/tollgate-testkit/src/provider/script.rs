@@ -84,12 +84,12 @@ pub trait WireScript: Send + Sync + 'static {
     fn quota_exhausted(&self, message: &str) -> Reply;
 
     /// The provider's "the input does not fit the context window" answer (an error or
-    /// a stop reason).
-    fn context_overflow(&self) -> Reply;
+    /// a stop reason); `None` when the provider never says so (it truncates silently).
+    fn context_overflow(&self) -> Option<Reply>;
 
     /// An answer the model refused for safety reasons (a refusal stop or a content
-    /// filter).
-    fn refusal(&self, usage: WireUsage) -> Reply;
+    /// filter); `None` when the provider has no such answer.
+    fn refusal(&self, usage: WireUsage) -> Option<Reply>;
 
     /// Headers saying the provider allows `limit` requests a minute and `remaining`
     /// are left; empty when the provider sends no rate-limit headers.
