@@ -8,7 +8,7 @@
 //! |---|---|---|---|
 //! | `gemini` | `:batchEmbedContents` | 100 (`options.embedding_batch` lowers it) | none reported: the estimate |
 //! | `vertex`, `gemini-embedding-001` and `text-*embedding*` models | `:predict` | `gemini-embedding-001` 1, others 250 | `statistics.token_count` |
-//! | `vertex`, other models | `:embedContent` | 1 | `usageMetadata.promptTokenCount` |
+//! | `vertex`, other models; `gemini` with `embedding_api = "embed_content"` | `:embedContent` | 1 | `usageMetadata.promptTokenCount` (Vertex; none from the Gemini API: the estimate) |
 
 use tollgate::EmbeddingPurpose;
 use tollgate::pipeline::TokenEstimator;
@@ -16,7 +16,7 @@ use tollgate::pipeline::{DefaultEstimator, EmbeddingsReply, EmbeddingsTransport,
 use tollgate::{Result, Usage};
 
 use crate::codec::{self, MAX_BATCH_EMBEDDINGS};
-use crate::options::VertexEmbeddingApi;
+use crate::options::EmbeddingApi;
 use crate::transport::Endpoint;
 
 /// The most instances one Vertex `:predict` request takes for `text-embedding-*` models.
@@ -53,8 +53,8 @@ impl EmbeddingsTransport for GeminiEmbeddings {
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
         let e = &self.endpoint;
-        let (vectors, tokens) = match e.options.vertex.as_ref().map(|v| v.embedding_api) {
-            None => {
+        let (vectors, tokens) = match e.options.embedding_api {
+            EmbeddingApi::Batch => {
                 let body = codec::encode_batch_embeddings(&e.name, texts, purpose, dimensions);
                 let bytes = e.post_json("batchEmbedContents", &body, signals).await?;
                 // The Gemini API reports no usage for embeddings: settle on the estimate.
@@ -63,12 +63,12 @@ impl EmbeddingsTransport for GeminiEmbeddings {
                     Self::estimate(texts),
                 )
             }
-            Some(VertexEmbeddingApi::Predict) => {
+            EmbeddingApi::Predict => {
                 let body = codec::encode_vertex_predict(texts, purpose, dimensions);
                 let bytes = e.post_json("predict", &body, signals).await?;
                 codec::decode_vertex_predict(&bytes, texts.len())?
             }
-            Some(VertexEmbeddingApi::EmbedContent) => {
+            EmbeddingApi::EmbedContent => {
                 // `max_batch` is 1: one text, one request, one reservation.
                 let [text] = texts else {
                     return Err(tollgate::Error::InvalidRequest {
@@ -84,6 +84,12 @@ impl EmbeddingsTransport for GeminiEmbeddings {
                 let body = codec::encode_vertex_embed_content(text, purpose, dimensions);
                 let bytes = e.post_json("embedContent", &body, signals).await?;
                 let (vector, tokens) = codec::decode_embed_content(&bytes)?;
+                // The Gemini API reports no usage: settle on the estimate.
+                let tokens = if tokens == 0 {
+                    Self::estimate(texts)
+                } else {
+                    tokens
+                };
                 (vec![vector], tokens)
             }
         };
@@ -95,11 +101,11 @@ impl EmbeddingsTransport for GeminiEmbeddings {
 
     fn max_batch(&self) -> usize {
         let e = &self.endpoint;
-        let native = match e.options.vertex.as_ref().map(|v| v.embedding_api) {
-            None => MAX_BATCH_EMBEDDINGS,
-            Some(VertexEmbeddingApi::Predict) if e.name.starts_with("gemini-embedding") => 1,
-            Some(VertexEmbeddingApi::Predict) => VERTEX_PREDICT_BATCH,
-            Some(VertexEmbeddingApi::EmbedContent) => 1,
+        let native = match e.options.embedding_api {
+            EmbeddingApi::Batch => MAX_BATCH_EMBEDDINGS,
+            EmbeddingApi::Predict if e.name.starts_with("gemini-embedding") => 1,
+            EmbeddingApi::Predict => VERTEX_PREDICT_BATCH,
+            EmbeddingApi::EmbedContent => 1,
         };
         e.options.embedding_batch.map_or(native, |b| b.min(native))
     }

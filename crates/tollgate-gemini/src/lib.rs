@@ -56,7 +56,7 @@ mod transport;
 pub use auth::TokenSource;
 pub use decision::{GeminiDecision, MAX_OPTIONS};
 pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
-pub use options::{GeminiOptions, VertexEmbeddingApi, VertexPlace};
+pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
 pub use transport::{GeminiChat, GeminiProvider};
 
 /// The provider key of the Gemini API.

@@ -6,20 +6,22 @@ use tollgate::{Error, ModelEntry, Result};
 use crate::codec::{MAX_BATCH_EMBEDDINGS, MissingSignature, ThinkingConfig, ToolChoice};
 use crate::{DEFAULT_BASE_URL, VERTEX_KEY};
 
-/// Which Vertex embeddings method a model is called with.
+/// Which embeddings method a model is called with (`options.embedding_api`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VertexEmbeddingApi {
+pub enum EmbeddingApi {
+    /// `:batchEmbedContents`, up to 100 texts (the Gemini API's default).
+    Batch,
     /// `:predict` with `instances` (`gemini-embedding-001`, `text-embedding-*`,
     /// `text-multilingual-embedding-*`).
     Predict,
-    /// `:embedContent`, one text per request (newer Gemini embedding models).
+    /// `:embedContent`, one text per request (newer Gemini embedding models on Vertex).
     EmbedContent,
 }
 
-impl VertexEmbeddingApi {
-    /// The method Google's SDK uses for `model`: `:predict` for the models that still
-    /// need it, `:embedContent` for the others.
-    pub fn for_model(model: &str) -> Self {
+impl EmbeddingApi {
+    /// The method Google's SDK uses for `model` on Vertex: `:predict` for the models that
+    /// still need it, `:embedContent` for the others.
+    pub fn for_vertex_model(model: &str) -> Self {
         let legacy = [
             "gemini-embedding-001",
             "text-embedding-",
@@ -27,9 +29,9 @@ impl VertexEmbeddingApi {
             "textembedding-gecko",
         ];
         if legacy.iter().any(|p| model.starts_with(p)) {
-            VertexEmbeddingApi::Predict
+            EmbeddingApi::Predict
         } else {
-            VertexEmbeddingApi::EmbedContent
+            EmbeddingApi::EmbedContent
         }
     }
 }
@@ -44,8 +46,6 @@ pub struct VertexPlace {
     pub location: String,
     /// `quota_project`: sent as `x-goog-user-project` (bills quota to that project).
     pub quota_project: Option<String>,
-    /// `embedding_api`: `predict` or `embed_content` (default by model name).
-    pub embedding_api: VertexEmbeddingApi,
 }
 
 impl VertexPlace {
@@ -91,6 +91,10 @@ pub struct GeminiOptions {
     pub logprobs: bool,
     /// `missing_thought_signature`: `omit` (default) or `skip_validator`.
     pub missing_signature: MissingSignature,
+    /// `embedding_api`: `gemini`: `batch` (default) or `embed_content`; `vertex`:
+    /// `predict` or `embed_content` (default by model name,
+    /// [`EmbeddingApi::for_vertex_model`]).
+    pub embedding_api: EmbeddingApi,
     /// `embedding_batch`: the most texts per embeddings request.
     pub embedding_batch: Option<usize>,
     /// The Vertex project and location (`vertex` only).
@@ -107,6 +111,7 @@ const KNOWN_GEMINI: &[&str] = &[
     "cached_content",
     "logprobs",
     "missing_thought_signature",
+    "embedding_api",
     "embedding_batch",
 ];
 
@@ -163,22 +168,10 @@ impl GeminiOptions {
                 "location",
                 "a region such as `us-central1`, `us`, `eu` or `global`",
             )?;
-            let embedding_api = options
-                .parse(
-                    "embedding_api",
-                    "`predict` or `embed_content`",
-                    |v| match v {
-                        "predict" => Some(VertexEmbeddingApi::Predict),
-                        "embed_content" => Some(VertexEmbeddingApi::EmbedContent),
-                        _ => None,
-                    },
-                )?
-                .unwrap_or_else(|| VertexEmbeddingApi::for_model(&model_name(model)));
             Some(VertexPlace {
                 project,
                 location,
                 quota_project: options.text("quota_project", "a project id", is_id)?,
-                embedding_api,
             })
         } else {
             None
@@ -207,6 +200,24 @@ impl GeminiOptions {
                     .then_some(upper)
             },
         )?;
+        let embedding_api = match options.parse(
+            "embedding_api",
+            if vertex {
+                "`predict` or `embed_content`"
+            } else {
+                "`batch` or `embed_content`"
+            },
+            |v| match v {
+                "batch" if !vertex => Some(EmbeddingApi::Batch),
+                "predict" if vertex => Some(EmbeddingApi::Predict),
+                "embed_content" => Some(EmbeddingApi::EmbedContent),
+                _ => None,
+            },
+        )? {
+            Some(api) => api,
+            None if vertex => EmbeddingApi::for_vertex_model(&model_name(model)),
+            None => EmbeddingApi::Batch,
+        };
         let batch = options.whole("embedding_batch", 1)?;
         if !vertex && batch.is_some_and(|b| b > MAX_BATCH_EMBEDDINGS as u64) {
             return Err(options.error(
@@ -240,6 +251,7 @@ impl GeminiOptions {
                     },
                 )?
                 .unwrap_or_default(),
+            embedding_api,
             embedding_batch: batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
             vertex: place,
         })
