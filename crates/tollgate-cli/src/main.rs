@@ -13,6 +13,7 @@
 use tollgate_anthropic as _;
 use tollgate_bedrock as _;
 use tollgate_fake as _;
+use tollgate_gemini as _;
 use tollgate_openai as _;
 use tollgate_sim as _;
 

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tollgate::catalog::{Catalog, CatalogError, KnownProviders};
 use tollgate::credentials::MemoryCredentialStore;
-use tollgate::http::{Auth, Endpoint, Framing, HttpClient};
+use tollgate::http::{Auth, Endpoint, Framing, HttpClient, SecretSource};
 use tollgate::pipeline::Signals;
 use tollgate::provider::ProviderContext;
 use tollgate::wire::{EventDecoder, WireError};
@@ -84,6 +84,49 @@ async fn the_key_goes_as_a_bearer_token_by_default() {
         .post_json("/", &json!({}), &Signals::default())
         .await
         .unwrap();
+}
+
+/// Mints a numbered token per request, as an OAuth token source would.
+#[derive(Debug, Default)]
+struct Minted(std::sync::atomic::AtomicU32);
+
+#[tollgate::async_trait]
+impl SecretSource for Minted {
+    async fn secret(&self) -> tollgate::Result<tollgate::credentials::Secret> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(tollgate::credentials::Secret::new(format!("minted-{n}")))
+    }
+    fn id(&self) -> &str {
+        "minted"
+    }
+}
+
+#[tokio::test]
+async fn a_secret_source_replaces_the_stored_key_per_request_and_is_redacted() {
+    let server = MockServer::start().await;
+    Mock::given(header("authorization", "Bearer minted-0"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{}"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(header("authorization", "Bearer minted-1"))
+        .respond_with(ResponseTemplate::new(403).set_body_string("token minted-1 denied"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let endpoint = endpoint(&server, Some(KEY)).secret_source(Arc::new(Minted::default()));
+    endpoint
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap();
+    let err = endpoint
+        .post_json("/", &json!({}), &Signals::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ProviderRequest(e) if e.status == 403 && e.message == "token [redacted] denied"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]

@@ -22,9 +22,11 @@ fn binary_depending_only_on_provider_crates_lists_them() {
             "anthropic-direct tollgate-anthropic credential",
             "bedrock-converse tollgate-bedrock no-credential",
             "fake tollgate-fake no-credential",
+            "gemini tollgate-gemini credential",
             "ollama tollgate-ollama no-credential",
             "openai tollgate-openai credential",
-            "openai-compatible tollgate-openai no-credential"
+            "openai-compatible tollgate-openai no-credential",
+            "vertex tollgate-gemini no-credential"
         ]
     );
 }

@@ -1,6 +1,8 @@
 //! The send-once endpoint: one model's address, credential and fixed headers; sends a
 //! JSON body once and turns an error answer into the one verdict.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -9,6 +11,7 @@ use reqwest::header::HeaderValue;
 use super::headers::{RateLimitHeaders, read_signals, retry_after};
 use super::stream::Framing;
 use crate::catalog::{CatalogError, ModelEntry};
+use crate::credentials::Secret;
 use crate::error::{Error, ProviderError, ProviderRequestError, Result};
 use crate::pipeline::Signals;
 use crate::provider::{CredentialRef, ProviderContext};
@@ -30,6 +33,19 @@ pub enum Auth {
     Bearer,
     /// `NAME: KEY`, e.g. `x-api-key`.
     Header(&'static str),
+}
+
+/// Makes the secret an [`Endpoint`] sends, for a provider whose secret is not the stored
+/// credential itself: e.g. an OAuth access token minted (and cached, and refreshed) from
+/// a service-account key in the credential store. Asked once per request; the secret is
+/// sent as [`Auth`] says, marked sensitive, and redacted from error messages like a key.
+#[async_trait::async_trait]
+pub trait SecretSource: Send + Sync + fmt::Debug {
+    /// The secret to send with the next request.
+    async fn secret(&self) -> Result<Secret>;
+
+    /// What to call it in an error (a credential id, never the secret).
+    fn id(&self) -> &str;
 }
 
 /// Reads an error answer's status and body into a [`WireError`] (the codec's part).
@@ -78,6 +94,7 @@ impl HttpClient {
             model_id: model.id.clone(),
             base_url: base_url.into(),
             credential: self.context.credential_ref(model),
+            source: None,
             auth: Auth::Bearer,
             headers: Vec::new(),
             rate_limits: &[],
@@ -97,6 +114,7 @@ pub struct Endpoint {
     model_id: String,
     base_url: String,
     credential: Option<CredentialRef>,
+    source: Option<Arc<dyn SecretSource>>,
     auth: Auth,
     headers: Vec<(&'static str, String)>,
     rate_limits: &'static [RateLimitHeaders],
@@ -130,6 +148,12 @@ impl Endpoint {
         self
     }
 
+    /// Sends the secret `source` makes instead of the model's stored credential.
+    pub fn secret_source(mut self, source: Arc<dyn SecretSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
     /// Fails unless the model names a credential.
     pub fn require_credential(self) -> Result<Self> {
         match self.credential {
@@ -150,16 +174,17 @@ impl Endpoint {
         accept: &str,
         signals: &Signals,
     ) -> Result<reqwest::Response> {
-        let secret = match &self.credential {
-            Some(c) => Some(c.secret().await?),
-            None => None,
+        let (secret, id) = match (&self.source, &self.credential) {
+            (Some(s), _) => (Some(s.secret().await?), s.id()),
+            (None, Some(c)) => (Some(c.secret().await?), c.id()),
+            (None, None) => (None, ""),
         };
         let mut request = self
             .http
             .post(format!("{}{path}", self.base_url))
             .header("accept", accept)
             .json(body);
-        if let (Some(secret), Some(credential)) = (&secret, &self.credential) {
+        if let Some(secret) = &secret {
             let (name, value) = match self.auth {
                 Auth::Bearer => (
                     "authorization",
@@ -170,8 +195,7 @@ impl Endpoint {
             let mut value = HeaderValue::from_str(&value).map_err(|_| Error::InvalidRequest {
                 field: "credential".into(),
                 reason: format!(
-                    "`{}` holds characters an HTTP header cannot carry; store the API key alone",
-                    credential.id()
+                    "`{id}` holds characters an HTTP header cannot carry; store the API key alone"
                 ),
             })?;
             value.set_sensitive(true);

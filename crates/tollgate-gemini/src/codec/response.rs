@@ -1,0 +1,307 @@
+//! Response bodies: [`decode_response`], usage, finish reasons and prompt blocks.
+
+use serde::Deserialize;
+use serde_json::Value;
+use tollgate::{
+    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
+};
+
+use super::request::SYNTHETIC_ID_PREFIX;
+
+/// The wire `usageMetadata`. Every field optional (and absent on some chunks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireUsage {
+    #[serde(default)]
+    prompt_token_count: Option<u64>,
+    #[serde(default)]
+    cached_content_token_count: Option<u64>,
+    #[serde(default)]
+    candidates_token_count: Option<u64>,
+    #[serde(default)]
+    tool_use_prompt_token_count: Option<u64>,
+    #[serde(default)]
+    thoughts_token_count: Option<u64>,
+}
+
+impl WireUsage {
+    /// In tollgate's convention (PROTOCOLS.md §6.A.4): `promptTokenCount` includes the
+    /// cached tokens, so input = prompt − cached + tool-use prompt, cache reads = cached;
+    /// thoughts are not inside `candidatesTokenCount`, so output = candidates + thoughts.
+    /// Gemini reports no cache writes (an explicit cache is made by a separate call).
+    pub fn neutral(&self) -> Usage {
+        let prompt = self.prompt_token_count.unwrap_or(0);
+        let cached = self.cached_content_token_count.unwrap_or(0).min(prompt);
+        Usage {
+            input_tokens: prompt - cached + self.tool_use_prompt_token_count.unwrap_or(0),
+            cache_read_tokens: cached,
+            output_tokens: self.candidates_token_count.unwrap_or(0)
+                + self.thoughts_token_count.unwrap_or(0),
+            ..Usage::default()
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireResponse {
+    #[serde(default)]
+    pub(super) candidates: Vec<WireCandidate>,
+    #[serde(default)]
+    pub(super) prompt_feedback: Option<WirePromptFeedback>,
+    #[serde(default)]
+    pub(super) usage_metadata: Option<WireUsage>,
+    #[serde(default)]
+    pub(super) model_version: Option<String>,
+    /// A mid-stream error chunk carries only this.
+    #[serde(default)]
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WirePromptFeedback {
+    #[serde(default)]
+    pub(super) block_reason: Option<String>,
+    #[serde(default)]
+    pub(super) block_reason_message: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WireCandidate {
+    #[serde(default)]
+    pub(super) content: Option<WireContent>,
+    #[serde(default)]
+    pub(super) finish_reason: Option<String>,
+    #[serde(default)]
+    pub(super) finish_message: Option<String>,
+    #[serde(default)]
+    pub(super) index: Option<u64>,
+    #[serde(default)]
+    pub(super) logprobs_result: Option<super::decision::WireLogprobsResult>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireContent {
+    #[serde(default)]
+    pub(super) parts: Vec<WirePart>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WirePart {
+    #[serde(default)]
+    pub(super) text: Option<String>,
+    #[serde(default)]
+    pub(super) thought: Option<bool>,
+    #[serde(default)]
+    pub(super) thought_signature: Option<String>,
+    #[serde(default)]
+    pub(super) function_call: Option<WireFunctionCall>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct WireFunctionCall {
+    #[serde(default)]
+    pub(super) id: Option<String>,
+    #[serde(default)]
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) args: Option<Value>,
+}
+
+pub(super) fn malformed(what: impl Into<String>) -> Error {
+    ProviderRequestError::new(
+        200,
+        format!("Gemini sent a malformed answer: {}", what.into()),
+    )
+    .into()
+}
+
+/// The finish reasons that mean a content filter stopped the answer; each becomes
+/// [`Error::ProviderRefusal`] with the reason, lower-cased, as its category.
+pub const REFUSAL_REASONS: &[&str] = &[
+    "SAFETY",
+    "RECITATION",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+];
+
+/// The finish reasons that mean the model's output was not a valid answer (a call it
+/// could not form, a call to a tool it was not given, too many calls): the answer fails
+/// as [`Error::ShapeInvalid`].
+pub const INVALID_OUTPUT_REASONS: &[&str] = &[
+    "MALFORMED_FUNCTION_CALL",
+    "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS",
+];
+
+/// What a finish reason means: a stop reason, or the error the answer fails with.
+/// `tool_calls` says whether the answer holds `functionCall` parts (Gemini ends a tool
+/// call with `STOP`; there is no tool-call finish reason).
+///
+/// | `finishReason` | outcome |
+/// |---|---|
+/// | `STOP` with a function call | [`StopReason::ToolUse`] |
+/// | `STOP` (natural end or stop sequence; Gemini does not tell them apart) | [`StopReason::EndTurn`] |
+/// | `MAX_TOKENS` | [`StopReason::MaxTokens`] (the pipeline re-runs it at the ceiling) |
+/// | [`REFUSAL_REASONS`] | [`Error::ProviderRefusal`] `{category: reason in lower case, explanation: finishMessage}` |
+/// | [`INVALID_OUTPUT_REASONS`] | [`Error::ShapeInvalid`] |
+/// | `LANGUAGE`, `OTHER`, `NO_IMAGE`, `IMAGE_OTHER`, unspecified, unknown | [`tollgate::ProviderRequestError`] (status 200; not retried) |
+pub fn finish_reason(reason: &str, tool_calls: bool, message: Option<&str>) -> Result<StopReason> {
+    let message = message.unwrap_or_default();
+    match reason {
+        "STOP" if tool_calls => Ok(StopReason::ToolUse),
+        "STOP" => Ok(StopReason::EndTurn),
+        "MAX_TOKENS" => Ok(StopReason::MaxTokens),
+        r if REFUSAL_REASONS.contains(&r) => Err(Error::ProviderRefusal {
+            category: r.to_ascii_lowercase(),
+            explanation: message.to_owned(),
+        }),
+        r if INVALID_OUTPUT_REASONS.contains(&r) => Err(Error::ShapeInvalid {
+            errors: vec![if message.is_empty() {
+                format!("the model's output was not a valid answer (finishReason {r})")
+            } else {
+                format!("the model's output was not a valid answer (finishReason {r}): {message}")
+            }],
+        }),
+        r => Err(ProviderRequestError::new(
+            200,
+            format!("Gemini ended the answer with finishReason {r}: {message}"),
+        )
+        .into()),
+    }
+}
+
+/// The refusal for a blocked prompt (`promptFeedback.blockReason`, no candidates).
+pub(super) fn prompt_blocked(feedback: &WirePromptFeedback) -> Option<Error> {
+    let reason = feedback.block_reason.as_deref()?;
+    if reason == "BLOCK_REASON_UNSPECIFIED" {
+        return None;
+    }
+    Some(Error::ProviderRefusal {
+        category: reason.to_ascii_lowercase(),
+        explanation: format!(
+            "the prompt was blocked (promptFeedback.blockReason {reason}){}",
+            feedback
+                .block_reason_message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// Turns the parts of one answer into blocks, in order. A thought part becomes a
+/// thinking block (with its signature); a signature on any other part becomes an
+/// empty-text thinking block just before that part's block, so that
+/// [`super::encode_request`] can put it back where it came from. A function call
+/// without an `id` gets one made up from `next_call` ([`SYNTHETIC_ID_PREFIX`]).
+#[derive(Debug, Default)]
+pub(super) struct PartsToBlocks {
+    pub(super) blocks: Vec<Block>,
+    pub(super) tool_calls: bool,
+    next_call: usize,
+}
+
+impl PartsToBlocks {
+    /// Adds one part; returns the index of the block it added text to (for deltas), and
+    /// whether that block is thinking. With `merge_text`, text continues the last block
+    /// of its kind (a stream's text arrives over many chunks).
+    pub(super) fn push(&mut self, part: WirePart, merge_text: bool) -> Option<(usize, bool)> {
+        let thought = part.thought.unwrap_or(false);
+        let mut signature = part.thought_signature;
+        if !thought && let Some(signature) = signature.take() {
+            self.blocks.push(Block::Thinking {
+                text: String::new(),
+                signature: Some(signature),
+                cache: None,
+            });
+        }
+        if let Some(call) = part.function_call {
+            self.tool_calls = true;
+            let id = call
+                .id
+                .filter(|i| !i.is_empty())
+                .unwrap_or_else(|| format!("{SYNTHETIC_ID_PREFIX}{}", self.next_call));
+            self.next_call += 1;
+            let args = match call.args {
+                Some(Value::Object(map)) => Value::Object(map),
+                _ => Value::Object(Default::default()),
+            };
+            self.blocks.push(Block::ToolUse {
+                id,
+                name: call.name,
+                input: Json::new(args),
+                cache: None,
+            });
+            return None;
+        }
+        let text = part.text?;
+        let last = self.blocks.len().checked_sub(1);
+        if thought {
+            if merge_text
+                && let Some(Block::Thinking {
+                    text: all,
+                    signature: none @ None,
+                    ..
+                }) = self.blocks.last_mut()
+                && !all.is_empty()
+            {
+                all.push_str(&text);
+                *none = signature;
+                return last.map(|i| (i, true));
+            }
+            self.blocks.push(Block::Thinking {
+                text,
+                signature,
+                cache: None,
+            });
+            return Some((self.blocks.len() - 1, true));
+        }
+        if text.is_empty() {
+            return None;
+        }
+        if merge_text && let Some(Block::Text { text: all, .. }) = self.blocks.last_mut() {
+            all.push_str(&text);
+            return last.map(|i| (i, false));
+        }
+        self.blocks.push(Block::text(text));
+        Some((self.blocks.len() - 1, false))
+    }
+}
+
+/// Decodes a (non-streamed) `GenerateContentResponse`: the first candidate. A blocked
+/// prompt or a filtered answer is [`Error::ProviderRefusal`]; see [`finish_reason`].
+pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    let response: WireResponse =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let usage = response.usage_metadata.unwrap_or_default().neutral();
+    let Some(candidate) = response.candidates.into_iter().next() else {
+        if let Some(refusal) = response.prompt_feedback.as_ref().and_then(prompt_blocked) {
+            return Err(refusal);
+        }
+        return Err(malformed("no candidates and no promptFeedback.blockReason"));
+    };
+    let mut parts = PartsToBlocks::default();
+    for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+        parts.push(part, true);
+    }
+    let reason = candidate.finish_reason.as_deref().unwrap_or("STOP");
+    let stop_reason = finish_reason(
+        reason,
+        parts.tool_calls,
+        candidate.finish_message.as_deref(),
+    )?;
+    LlmResponse::new(ResponseBody {
+        model: response.model_version.unwrap_or_default(),
+        content: parts.blocks,
+        stop_reason,
+        usage,
+    })
+}

@@ -1,0 +1,77 @@
+//! The `gemini` and `vertex` providers for tollgate: Google's Gemini models through the
+//! Gemini API (`generativelanguage.googleapis.com`, an API key) and through Vertex AI
+//! (`{location}-aiplatform.googleapis.com`, OAuth), with one codec: chat (streamed or
+//! not), tools, thought signatures, embeddings, and a decision client over logprobs.
+//!
+//! Link it with one line, `use tollgate_gemini as _;`, and name it in the catalog:
+//!
+//! ```toml
+//! [models.flash]
+//! provider = "gemini"
+//! name = "gemini-2.5-flash"
+//! credential = "gemini-main"        # the API key's id in the credential store
+//! rpm = 1000
+//! input_tpm = 1000000               # Gemini's TPM counts input tokens only
+//! max_output_tokens = 65536
+//! [models.flash.options]
+//! thinking_budget = 1024            # tokens; 0 off, -1 automatic
+//!
+//! [models.flash-vertex]
+//! provider = "vertex"
+//! name = "gemini-2.5-flash"
+//! credential = "vertex-sa"          # a service-account key (JSON); without it, ADC
+//! [models.flash-vertex.options]
+//! project = "my-project"            # required, never defaulted
+//! location = "global"               # required: a region, `us`, `eu` or `global`
+//! ```
+//!
+//! How a call flows through this crate (the pipeline in `tollgate` does everything
+//! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
+//!
+//! 1. [`GeminiProvider::build`](tollgate::provider::Provider::build) (once per `Models`)
+//!    makes the kit's [`tollgate::http::HttpClient`] and, for `vertex`, the token source
+//!    ([`auth`]);
+//! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
+//!    POSTs it once to `…/models/{model}:generateContent` (or
+//!    `:streamGenerateContent?alt=sse`), with `x-goog-api-key` from the credential store
+//!    (`gemini`) or a bearer token (`vertex`);
+//! 3. an error answer (a `google.rpc.Status`) is read by [`codec::read_error`] (its
+//!    `RetryInfo` wait, its per-day `QuotaFailure`) and judged by the core's one verdict;
+//! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
+//!    [`codec::StreamDecoder`].
+//!
+//! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
+//! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod codec;
+mod decision;
+mod embeddings;
+mod options;
+mod transport;
+
+pub use auth::TokenSource;
+pub use decision::{GeminiDecision, MAX_OPTIONS};
+pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
+pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
+pub use transport::{GeminiChat, GeminiProvider};
+
+/// The provider key of the Gemini API.
+pub const KEY: &str = "gemini";
+
+/// The provider key of Gemini on Vertex AI.
+pub const VERTEX_KEY: &str = "vertex";
+
+/// The Gemini API's address (without the version).
+pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+
+tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
+// Without Google's auth crate `vertex` could not authenticate: not registered.
+#[cfg(feature = "vertex")]
+tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
+
+/// Re-exported so that binaries depending only on this crate can name tollgate's types.
+pub use tollgate;

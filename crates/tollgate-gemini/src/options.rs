@@ -1,0 +1,291 @@
+//! A model's `[models.ID.options]`, read and checked when its transport is made.
+
+use tollgate::wire::ModelOptions;
+use tollgate::{Error, ModelEntry, Result};
+
+use crate::codec::{MAX_BATCH_EMBEDDINGS, MissingSignature, ThinkingConfig, ToolChoice};
+use crate::{DEFAULT_BASE_URL, VERTEX_KEY};
+
+/// Which embeddings method a model is called with (`options.embedding_api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingApi {
+    /// `:batchEmbedContents`, up to 100 texts (the Gemini API's default).
+    Batch,
+    /// `:predict` with `instances` (`gemini-embedding-001`, `text-embedding-*`,
+    /// `text-multilingual-embedding-*`).
+    Predict,
+    /// `:embedContent`, one text per request (newer Gemini embedding models on Vertex).
+    EmbedContent,
+}
+
+impl EmbeddingApi {
+    /// The method Google's SDK uses for `model` on Vertex: `:predict` for the models that
+    /// still need it, `:embedContent` for the others.
+    pub fn for_vertex_model(model: &str) -> Self {
+        let legacy = [
+            "gemini-embedding-001",
+            "text-embedding-",
+            "text-multilingual-embedding-",
+            "textembedding-gecko",
+        ];
+        if legacy.iter().any(|p| model.starts_with(p)) {
+            EmbeddingApi::Predict
+        } else {
+            EmbeddingApi::EmbedContent
+        }
+    }
+}
+
+/// Where a `vertex` model lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexPlace {
+    /// `project`: the Google Cloud project id (never defaulted).
+    pub project: String,
+    /// `location`: a region such as `us-central1`, the multi-regions `us`/`eu`, or
+    /// `global` (never defaulted).
+    pub location: String,
+    /// `quota_project`: sent as `x-goog-user-project` (bills quota to that project).
+    pub quota_project: Option<String>,
+}
+
+impl VertexPlace {
+    /// The API address for the location: `global` → `aiplatform.googleapis.com`,
+    /// `us`/`eu` → `aiplatform.{us|eu}.rep.googleapis.com`, a region →
+    /// `{region}-aiplatform.googleapis.com`.
+    pub fn base_url(&self) -> String {
+        match self.location.as_str() {
+            "global" => "https://aiplatform.googleapis.com".to_owned(),
+            "us" | "eu" => format!("https://aiplatform.{}.rep.googleapis.com", self.location),
+            region => format!("https://{region}-aiplatform.googleapis.com"),
+        }
+    }
+
+    /// The path of `model`'s `method` (e.g. `generateContent`), after the base URL.
+    pub fn path(&self, model: &str, method: &str) -> String {
+        format!(
+            "/v1/projects/{}/locations/{}/publishers/google/models/{model}:{method}",
+            self.project, self.location
+        )
+    }
+}
+
+/// What a catalog entry's `options` table sets for a `gemini` or `vertex` model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeminiOptions {
+    /// `base_url`: the API address without the version (default
+    /// [`DEFAULT_BASE_URL`] for `gemini`, the location's address for `vertex`); for
+    /// proxies and tests.
+    pub base_url: String,
+    /// `tool_choice`: `auto` (default), `any`, `none` or `tool:NAME`.
+    pub tool_choice: ToolChoice,
+    /// `top_k`.
+    pub top_k: Option<u64>,
+    /// `thinking_budget` (tokens; 0 off, -1 automatic), `thinking_level`
+    /// (`minimal`/`low`/`medium`/`high`) and `include_thoughts`.
+    pub thinking: ThinkingConfig,
+    /// `cached_content`: an explicit cache, `cachedContents/ID` (Gemini API) or its full
+    /// Vertex resource name.
+    pub cached_content: Option<String>,
+    /// `logprobs`: the model returns logprobs, so the decision client may use it
+    /// (default false: availability varies per model and per API).
+    pub logprobs: bool,
+    /// `missing_thought_signature`: `omit` (default) or `skip_validator`.
+    pub missing_signature: MissingSignature,
+    /// `embedding_api`: `gemini`: `batch` (default) or `embed_content`; `vertex`:
+    /// `predict` or `embed_content` (default by model name,
+    /// [`EmbeddingApi::for_vertex_model`]).
+    pub embedding_api: EmbeddingApi,
+    /// `embedding_batch`: the most texts per embeddings request.
+    pub embedding_batch: Option<usize>,
+    /// The Vertex project and location (`vertex` only).
+    pub vertex: Option<VertexPlace>,
+}
+
+const KNOWN_GEMINI: &[&str] = &[
+    "base_url",
+    "tool_choice",
+    "top_k",
+    "thinking_budget",
+    "thinking_level",
+    "include_thoughts",
+    "cached_content",
+    "logprobs",
+    "missing_thought_signature",
+    "embedding_api",
+    "embedding_batch",
+];
+
+const KNOWN_VERTEX: &[&str] = &[
+    "base_url",
+    "tool_choice",
+    "top_k",
+    "thinking_budget",
+    "thinking_level",
+    "include_thoughts",
+    "cached_content",
+    "logprobs",
+    "missing_thought_signature",
+    "embedding_batch",
+    "project",
+    "location",
+    "quota_project",
+    "embedding_api",
+];
+
+fn is_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn is_resource(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+impl GeminiOptions {
+    /// Reads `model.options`; an unknown key or a value of the wrong kind is an error,
+    /// and so is a `vertex` model without `project` or `location`, or a model whose
+    /// limits count output tokens (Gemini's TPM counts input only: use `input_tpm`).
+    pub fn from_model(model: &ModelEntry) -> Result<Self> {
+        let vertex = model.provider == VERTEX_KEY;
+        let options = ModelOptions::new(model, if vertex { KNOWN_VERTEX } else { KNOWN_GEMINI })?;
+        check_limits(model)?;
+        let place = if vertex {
+            let required = |name: &str, what: &str| -> Result<String> {
+                options
+                    .text(name, "a name of letters, digits, `-`, `_` or `.`", is_id)?
+                    .ok_or_else(|| {
+                        options.error(
+                            name,
+                            format!("is required for vertex: {what} (never defaulted)"),
+                        )
+                    })
+            };
+            let project = required("project", "the Google Cloud project id")?;
+            let location = required(
+                "location",
+                "a region such as `us-central1`, `us`, `eu` or `global`",
+            )?;
+            Some(VertexPlace {
+                project,
+                location,
+                quota_project: options.text("quota_project", "a project id", is_id)?,
+            })
+        } else {
+            None
+        };
+        let base_url = match (options.url("base_url")?, &place) {
+            (Some(url), _) => url,
+            (None, Some(place)) => place.base_url(),
+            (None, None) => DEFAULT_BASE_URL.to_owned(),
+        };
+        let budget = match model.options.get("thinking_budget") {
+            None => None,
+            Some(v) => Some(v.as_integer().filter(|n| *n >= -1).ok_or_else(|| {
+                options.error(
+                    "thinking_budget",
+                    "must be a whole number of tokens: 0 (off), -1 (automatic) or more",
+                )
+            })?),
+        };
+        let level = options.parse(
+            "thinking_level",
+            "`minimal`, `low`, `medium` or `high`",
+            |v| {
+                let upper = v.to_ascii_uppercase();
+                ["MINIMAL", "LOW", "MEDIUM", "HIGH"]
+                    .contains(&upper.as_str())
+                    .then_some(upper)
+            },
+        )?;
+        let embedding_api = match options.parse(
+            "embedding_api",
+            if vertex {
+                "`predict` or `embed_content`"
+            } else {
+                "`batch` or `embed_content`"
+            },
+            |v| match v {
+                "batch" if !vertex => Some(EmbeddingApi::Batch),
+                "predict" if vertex => Some(EmbeddingApi::Predict),
+                "embed_content" => Some(EmbeddingApi::EmbedContent),
+                _ => None,
+            },
+        )? {
+            Some(api) => api,
+            None if vertex => EmbeddingApi::for_vertex_model(&model_name(model)),
+            None => EmbeddingApi::Batch,
+        };
+        let batch = options.whole("embedding_batch", 1)?;
+        if !vertex && batch.is_some_and(|b| b > MAX_BATCH_EMBEDDINGS as u64) {
+            return Err(options.error(
+                "embedding_batch",
+                format!("must be at most {MAX_BATCH_EMBEDDINGS}: batchEmbedContents takes no more"),
+            ));
+        }
+        Ok(GeminiOptions {
+            base_url,
+            tool_choice: options.tool_choice("tool_choice", "any")?,
+            top_k: options.whole("top_k", 1)?,
+            thinking: ThinkingConfig {
+                budget,
+                level,
+                include_thoughts: options.flag("include_thoughts")?,
+            },
+            cached_content: options.text(
+                "cached_content",
+                "a cache name such as `cachedContents/abc123`",
+                is_resource,
+            )?,
+            logprobs: options.flag("logprobs")?.unwrap_or(false),
+            missing_signature: options
+                .parse(
+                    "missing_thought_signature",
+                    "`omit` or `skip_validator`",
+                    |v| match v {
+                        "omit" => Some(MissingSignature::Omit),
+                        "skip_validator" => Some(MissingSignature::SkipValidator),
+                        _ => None,
+                    },
+                )?
+                .unwrap_or_default(),
+            embedding_api,
+            embedding_batch: batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+            vertex: place,
+        })
+    }
+}
+
+/// The model's name as Google writes it in a path: without a leading `models/`.
+pub(crate) fn model_name(model: &ModelEntry) -> String {
+    model
+        .name
+        .strip_prefix("models/")
+        .unwrap_or(&model.name)
+        .to_owned()
+}
+
+/// Gemini's TPM counts input tokens only: a `tpm` or `output_tpm` would reserve output
+/// the provider never counts, and hold back calls it would have served.
+fn check_limits(model: &ModelEntry) -> Result<()> {
+    let field = if model.limits.tpm > 0 {
+        "tpm"
+    } else if model.limits.output_tpm > 0 {
+        "output_tpm"
+    } else {
+        return Ok(());
+    };
+    Err(Error::Catalog(
+        tollgate::catalog::CatalogError::InvalidField {
+            model_id: model.id.clone(),
+            field: field.into(),
+            reason: format!(
+                "counts output tokens, but {}'s tokens-per-minute limit counts input tokens only: \
+             write it as `input_tpm`",
+                model.provider
+            ),
+        },
+    ))
+}
