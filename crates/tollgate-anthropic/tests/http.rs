@@ -741,7 +741,7 @@ async fn a_stream_cut_midway_interrupts_the_reader() {
     let (events, error) = stream_all(&s.models).await;
     assert_eq!(events.len(), 1);
     assert!(
-        matches!(&error, Some(Error::StreamInterrupted { cause, .. }) if matches!(**cause, Error::Provider(ProviderError::Server { status: 502, .. }))),
+        matches!(&error, Some(Error::StreamInterrupted { cause, .. }) if matches!(**cause, Error::Provider(ProviderError::Connection { cause: tollgate::ConnectionCause::ClosedEarly, .. }))),
         "{error:?}"
     );
     assert_eq!(s.server.received_requests().await.unwrap().len(), 1);

@@ -221,11 +221,7 @@ async fn converse_decodes_tool_use_and_cache_usage() {
 
 #[tokio::test]
 async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_mapped() {
-    for (wire, neutral) in [
-        ("guardrail_intervened", StopReason::ContentFilter),
-        ("content_filtered", StopReason::ContentFilter),
-        ("stop_sequence", StopReason::StopSequence),
-    ] {
+    for (wire, neutral) in [("stop_sequence", StopReason::StopSequence)] {
         let s = setup().await;
         Mock::given(method("POST"))
             .respond_with(ok(json!([{"text": "…"}]), wire))
@@ -238,6 +234,26 @@ async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_m
             .single_response(&ask(MODEL))
             .await;
         assert_eq!(reply.unwrap().stop_reason(), neutral, "{wire}");
+    }
+    // A guardrail or the model's filter is a refusal, with the stop as its category and
+    // the usage Bedrock billed.
+    for wire in ["guardrail_intervened", "content_filtered"] {
+        let s = setup().await;
+        Mock::given(method("POST"))
+            .respond_with(ok(json!([{"text": "…"}]), wire))
+            .mount(&s.server)
+            .await;
+        let error = no_retries(&s.models)
+            .chat(MODEL)
+            .await
+            .unwrap()
+            .single_response(&ask(MODEL))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::ProviderRefusal { category, usage, .. } if category == wire && usage.output_tokens > 0),
+            "{wire}: {error:?}"
+        );
     }
     // `max_tokens` is MaxTokens: the pipeline re-runs a cut-off answer at the catalog's
     // ceiling, then reports it truncated.

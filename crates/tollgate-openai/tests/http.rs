@@ -324,10 +324,8 @@ async fn openai_compatible_without_base_url_and_unknown_options_are_catalog_erro
 
 #[tokio::test]
 async fn every_finish_reason_maps_to_its_stop_reason() {
-    for (finish, expected) in [
-        ("stop", StopReason::EndTurn),
-        ("content_filter", StopReason::ContentFilter),
-    ] {
+    // `content_filter` is a refusal: see a_content_filter_finish_is_a_refusal_that_is_costed.
+    for (finish, expected) in [("stop", StopReason::EndTurn)] {
         let s = setup().await;
         Mock::given(method("POST"))
             .respond_with(ResponseTemplate::new(200).set_body_json(text_answer("x", finish)))
@@ -1095,7 +1093,7 @@ async fn a_stream_dropped_midway_interrupts_the_reader() {
     let (events, error) = stream_all(&s.models, "gpt").await;
     assert_eq!(events.len(), 1);
     assert!(
-        matches!(&error, Some(Error::StreamInterrupted { cause, .. }) if matches!(**cause, Error::Provider(ProviderError::Server { status: 502, .. }))),
+        matches!(&error, Some(Error::StreamInterrupted { cause, .. }) if matches!(**cause, Error::Provider(ProviderError::Connection { cause: tollgate::ConnectionCause::ClosedEarly, .. }))),
         "{error:?}"
     );
     assert_eq!(s.server.received_requests().await.unwrap().len(), 1);

@@ -42,6 +42,17 @@ pub fn malformed(what: impl std::fmt::Display, raw: &[u8]) -> Error {
     .into()
 }
 
+/// `error` with `raw` as its bytes when it is a [`ProviderError::Malformed`] that keeps
+/// none yet; any other error passes through. A codec's inner helpers report what was
+/// wrong with [`malformed`]`(what, b"")`; its entry point (decode a body, decode one
+/// event) calls this once with the whole input.
+pub fn keep_raw(error: Error, raw: &[u8]) -> Error {
+    match error {
+        Error::Provider(ProviderError::Malformed { what, raw_len: 0, .. }) => malformed(what, raw),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +68,17 @@ mod tests {
         assert_eq!(raw_len, 2000);
         assert_eq!(kept.len(), 512);
         assert!(kept.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_codec_entry_point_keeps_the_raw_bytes_once() {
+        let inner = malformed("unknown stop", b"");
+        let Error::Provider(ProviderError::Malformed { raw, raw_len, what }) =
+            keep_raw(keep_raw(inner, b"{\"stop\":\"x\"}"), b"outer")
+        else {
+            panic!()
+        };
+        assert_eq!((raw.as_str(), raw_len, what.as_str()), ("{\"stop\":\"x\"}", 12, "unknown stop"));
     }
 
     #[test]
