@@ -285,6 +285,7 @@ pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option
 /// | SDK error | error |
 /// |---|---|
 /// | `ServiceError` (a modeled exception) | by [`classify`] |
+/// | `ServiceError` without an exception name on a 2xx (a success answer the SDK could not parse) | `ProviderError::Malformed`, the answer's first bytes kept |
 /// | `TimeoutError`, a `DispatchFailure` that timed out | `ProviderError::Timeout` |
 /// | `DispatchFailure` (the request could not be sent) | `ProviderError::Connection` with the cause read from its error chain ([`connection_cause`]: refused, reset, TLS, …) |
 /// | `ResponseError` whose chain shows a connection failure | `ProviderError::Connection` with that cause |
@@ -306,6 +307,16 @@ where
 {
     let secret_strs: Vec<&str> = secrets.iter().map(String::as_str).collect();
     match error {
+        SdkError::ServiceError(service)
+            if service.err().code().is_none()
+                && status.is_some_and(|s| (200..300).contains(&s)) =>
+        {
+            // A success answer the SDK could not parse (an error with no exception name).
+            let e = service.err();
+            let what = std::error::Error::source(e)
+                .map_or_else(|| e.to_string(), ToString::to_string);
+            tollgate::wire::malformed(redact(&what, secrets), b"")
+        }
         SdkError::ServiceError(service) => {
             let e = service.err();
             let message = e.message().map(|m| redact(m, secrets));

@@ -610,3 +610,56 @@ async fn an_error_message_echoing_the_secret_key_is_redacted() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_typed_with_its_cause_not_a_bare_status() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let s = setup_with(BedrockConverseProvider, |_| {
+        vec![entry(MODEL, "bedrock-converse", "amazon.nova-test", &url)]
+    })
+    .await;
+    let error = no_retries(&s.models)
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::Provider(tollgate::ProviderError::Connection {
+                cause: tollgate::ConnectionCause::Refused,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    assert!(!format!("{error:?}").contains(SECRET_KEY));
+}
+
+#[tokio::test]
+async fn an_answer_that_does_not_decode_is_malformed_with_its_bytes() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "application/json")
+                .set_body_string("{\"output\": [garbage"),
+        )
+        .mount(&s.server)
+        .await;
+    let error = no_retries(&s.models)
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::Provider(tollgate::ProviderError::Malformed { raw, .. }) if raw == "{\"output\": [garbage"),
+        "{error:?}"
+    );
+}
