@@ -21,7 +21,9 @@ use serde::Deserialize;
 use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
 use tollgate::provider::{CredentialRef, ProviderContext};
-use tollgate::wire::{ModelOptions, WireError, connection_cause, connection_error, keep_raw, redact};
+use tollgate::wire::{
+    ModelOptions, WireError, connection_cause, connection_error, keep_raw, redact,
+};
 use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
 /// A Bedrock model's `[models.ID.options]`.
@@ -313,8 +315,8 @@ where
         {
             // A success answer the SDK could not parse (an error with no exception name).
             let e = service.err();
-            let what = std::error::Error::source(e)
-                .map_or_else(|| e.to_string(), ToString::to_string);
+            let what =
+                std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
             tollgate::wire::malformed(redact(&what, secrets), b"")
         }
         SdkError::ServiceError(service) => {

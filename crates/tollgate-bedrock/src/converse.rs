@@ -79,7 +79,10 @@ fn stream_error(
             Some(RawMessage::Invalid(Some(bytes))) => bytes.as_ref(),
             _ => &[],
         };
-        let failure = keep_raw(sdk_error(error, std::time::Duration::ZERO, None, secrets), raw);
+        let failure = keep_raw(
+            sdk_error(error, std::time::Duration::ZERO, None, secrets),
+            raw,
+        );
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         return failure.redacted(&secrets);
     };

@@ -17,8 +17,8 @@ use aws_smithy_types::{Document, Number};
 use serde_json::Value;
 use tollgate::wire::EventDecoder;
 use tollgate::{
-    Block, CacheMark, Error, ImageSource, Json, LlmRequest, LlmResponse,
-    ResponseBody, Result, Role, StopReason, StreamEvent, Usage,
+    Block, CacheMark, Error, ImageSource, Json, LlmRequest, LlmResponse, ResponseBody, Result,
+    Role, StopReason, StreamEvent, Usage,
 };
 
 /// What a Converse call sends besides the model id.
@@ -413,7 +413,11 @@ pub(crate) fn decode(
         content.extend(decode_block(block)?);
     }
     if let Some(category) = filter_category(stop) {
-        return Err(Error::refusal(category, text_of(&content), usage(wire_usage)));
+        return Err(Error::refusal(
+            category,
+            text_of(&content),
+            usage(wire_usage),
+        ));
     }
     LlmResponse::new(ResponseBody {
         model: model.to_owned(),

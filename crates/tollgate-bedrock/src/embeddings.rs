@@ -67,10 +67,7 @@ impl BedrockEmbeddings {
 
 /// An embeddings answer that does not decode: retryable, its first bytes kept.
 fn malformed(what: impl Into<String>, raw: &[u8]) -> Error {
-    tollgate::wire::malformed(
-        format!("Bedrock embeddings answer: {}", what.into()),
-        raw,
-    )
+    tollgate::wire::malformed(format!("Bedrock embeddings answer: {}", what.into()), raw)
 }
 
 #[derive(Deserialize)]

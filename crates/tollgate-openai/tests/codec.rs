@@ -363,11 +363,18 @@ fn a_content_filter_finish_is_a_refusal_with_its_usage_at_the_end_of_the_stream(
         json!({"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
             .to_string()
     };
-    d.event(&chunk(json!({"content": "hi"}), Value::Null)).unwrap();
-    // No `Stop` event: the filter ends the stream as a refusal, once the usage is known.
-    assert!(d.event(&chunk(json!({}), json!("content_filter"))).unwrap().is_empty());
-    d.event(&json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}).to_string())
+    d.event(&chunk(json!({"content": "hi"}), Value::Null))
         .unwrap();
+    // No `Stop` event: the filter ends the stream as a refusal, once the usage is known.
+    assert!(
+        d.event(&chunk(json!({}), json!("content_filter")))
+            .unwrap()
+            .is_empty()
+    );
+    d.event(
+        &json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}).to_string(),
+    )
+    .unwrap();
     let error = d.event("[DONE]").unwrap_err();
     assert!(
         matches!(&error, Error::ProviderRefusal { category, explanation, usage, .. }
@@ -393,7 +400,10 @@ fn a_chunk_that_does_not_decode_is_malformed_with_its_bytes() {
     assert!(error.is_retryable());
     assert!(matches!(
         decode_response(b"<html>502 Bad Gateway</html>"),
-        Err(Error::Provider(ProviderError::Malformed { raw_len: 28, .. }))
+        Err(Error::Provider(ProviderError::Malformed {
+            raw_len: 28,
+            ..
+        }))
     ));
 }
 
@@ -493,8 +503,10 @@ fn a_refusal_finish_reason_from_a_compatible_server_is_a_provider_refusal() {
     d.event(&json!({"choices": [{"index": 0, "delta": {"content": "No"}}]}).to_string())
         .unwrap();
     // The refusal ends the answer at its end, once the usage is known.
-    d.event(&json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string())
-        .unwrap();
+    d.event(
+        &json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string(),
+    )
+    .unwrap();
     assert!(matches!(
         d.event("[DONE]"),
         Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No"

@@ -359,24 +359,6 @@ impl Error {
         }
     }
 
-    /// This error with every non-empty secret cut out of the text a provider failure
-    /// carries ([`ProviderError::redacted`]), also inside a stream interruption.
-    pub fn redacted(self, secrets: &[&str]) -> Self {
-        match self {
-            Error::Provider(p) => Error::Provider(p.redacted(secrets)),
-            Error::StreamInterrupted {
-                model_id,
-                delivered_events,
-                cause,
-            } => Error::StreamInterrupted {
-                model_id,
-                delivered_events,
-                cause: Box::new(cause.redacted(secrets)),
-            },
-            other => other,
-        }
-    }
-
     /// This error with `provider` as the provider it names. The pipeline calls it on
     /// every error a transport returns, so the key comes from the catalog entry, never
     /// from a codec (which may serve several keys).
@@ -459,7 +441,9 @@ pub enum ProviderError {
     /// early, no address for the host, or a TLS failure. `cause` is read from the
     /// error's type (never its message); `detail` is the innermost error's text, with
     /// the credential redacted.
-    #[error("the connection to the provider failed ({cause}): {detail}; tollgate retries after a back-off")]
+    #[error(
+        "the connection to the provider failed ({cause}): {detail}; tollgate retries after a back-off"
+    )]
     Connection {
         /// What kind of failure it was.
         cause: ConnectionCause,
@@ -564,23 +548,6 @@ impl ProviderError {
             ProviderError::Timeout { .. }
             | ProviderError::Malformed { .. }
             | ProviderError::Connection { .. } => None,
-        }
-    }
-
-    /// This failure with every non-empty secret cut out of the text it carries (a
-    /// malformed answer's bytes, a connection failure's detail).
-    pub fn redacted(self, secrets: &[&str]) -> Self {
-        match self {
-            ProviderError::Malformed { what, raw, raw_len } => ProviderError::Malformed {
-                what: crate::wire::redact(&what, secrets),
-                raw: crate::wire::redact(&raw, secrets),
-                raw_len,
-            },
-            ProviderError::Connection { cause, detail } => ProviderError::Connection {
-                cause,
-                detail: crate::wire::redact(&detail, secrets),
-            },
-            other => other,
         }
     }
 

@@ -124,7 +124,11 @@ struct Setup {
     recorder: Arc<MemoryRecorder>,
 }
 
-fn setup(script: &Script, entry: impl FnOnce(ModelEntry) -> ModelEntry, deadline: Option<Duration>) -> Setup {
+fn setup(
+    script: &Script,
+    entry: impl FnOnce(ModelEntry) -> ModelEntry,
+    deadline: Option<Duration>,
+) -> Setup {
     let model = entry(
         ModelEntry::new(MODEL, "scripted", "scripted-model")
             .with_output_tokens(100, 100)
@@ -375,7 +379,11 @@ async fn a_refusal_mid_stream_is_a_refusal_with_what_was_delivered_noted_and_is_
     ])]);
     let s = setup(&script, |m| m, None);
     let cap = SpendCap::new("cap", 1.0);
-    let (events, error) = read(&s.models, Some(JobContext::new("j", 0).with_spend_cap(cap.clone()))).await;
+    let (events, error) = read(
+        &s.models,
+        Some(JobContext::new("j", 0).with_spend_cap(cap.clone())),
+    )
+    .await;
     assert_eq!(events.len(), 2);
     assert!(
         matches!(&error, Some(Error::ProviderRefusal { category, delivered_events: 2, usage, .. })
@@ -384,7 +392,11 @@ async fn a_refusal_mid_stream_is_a_refusal_with_what_was_delivered_noted_and_is_
     );
     let cost = PRICE.cost_usd(&billed);
     // Settled at what was billed, not held at the worst case.
-    assert!((cap.spent_usd() - cost).abs() < 1e-12, "{}", cap.spent_usd());
+    assert!(
+        (cap.spent_usd() - cost).abs() < 1e-12,
+        "{}",
+        cap.spent_usd()
+    );
     let call = &s.recorder.calls()[0];
     assert_eq!(call.usage, billed);
     assert!((call.cost_usd.unwrap() - cost).abs() < 1e-12);
@@ -396,7 +408,11 @@ async fn a_refusal_stop_at_the_end_of_a_stream_is_a_refusal_not_an_interruption(
     let billed = usage(30, 3);
     let script = Script::new([Attempt::Stream(vec![
         delta("No"),
-        Step::Event(StreamEvent::Completed(answer("No", StopReason::Refusal, billed))),
+        Step::Event(StreamEvent::Completed(answer(
+            "No",
+            StopReason::Refusal,
+            billed,
+        ))),
     ])]);
     let s = setup(&script, |m| m, None);
     let (events, error) = read(&s.models, None).await;
@@ -419,7 +435,11 @@ async fn a_refusal_before_the_first_event_is_settled_at_its_usage_and_not_retrie
     ))])]);
     let s = setup(&script, |m| m, None);
     let cap = SpendCap::new("cap", 1.0);
-    let (events, error) = read(&s.models, Some(JobContext::new("j", 3).with_spend_cap(cap.clone()))).await;
+    let (events, error) = read(
+        &s.models,
+        Some(JobContext::new("j", 3).with_spend_cap(cap.clone())),
+    )
+    .await;
     assert!(events.is_empty());
     assert!(
         matches!(&error, Some(Error::ProviderRefusal { category, delivered_events: 0, .. }) if category == "guardrail_intervened"),

@@ -91,7 +91,11 @@ async fn a_refused_connection_is_a_connection_error_refused() {
         .post_json("/", &json!({}), &Signals::default())
         .await
         .unwrap_err();
-    assert_eq!(connection_cause(&error), Some(ConnectionCause::Refused), "{error:?}");
+    assert_eq!(
+        connection_cause(&error),
+        Some(ConnectionCause::Refused),
+        "{error:?}"
+    );
     assert!(error.is_retryable());
     assert!(!format!("{error} {error:?}").contains(KEY));
 }
@@ -103,7 +107,11 @@ async fn a_connection_closed_before_the_headers_is_closed_early() {
         .post_json("/", &json!({}), &Signals::default())
         .await
         .unwrap_err();
-    assert_eq!(connection_cause(&error), Some(ConnectionCause::ClosedEarly), "{error:?}");
+    assert_eq!(
+        connection_cause(&error),
+        Some(ConnectionCause::ClosedEarly),
+        "{error:?}"
+    );
     assert!(!format!("{error} {error:?}").contains(KEY));
 }
 
@@ -114,7 +122,11 @@ async fn a_connection_reset_before_the_headers_is_reset() {
         .post_json("/", &json!({}), &Signals::default())
         .await
         .unwrap_err();
-    assert_eq!(connection_cause(&error), Some(ConnectionCause::Reset), "{error:?}");
+    assert_eq!(
+        connection_cause(&error),
+        Some(ConnectionCause::Reset),
+        "{error:?}"
+    );
 }
 
 /// Closes `socket` with a reset: with a linger of zero, closing sends a RST, not a FIN.
@@ -127,7 +139,8 @@ fn reset(socket: TcpStream) {
 #[tokio::test]
 async fn a_body_cut_mid_way_is_closed_early() {
     let url = one_connection(|mut socket| async move {
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
         socket.write_all(head.as_bytes()).await.unwrap();
         socket.write_all(b"{\"choices\":").await.unwrap();
         socket.flush().await.unwrap();
@@ -138,7 +151,11 @@ async fn a_body_cut_mid_way_is_closed_early() {
         .post_json("/", &json!({}), &Signals::default())
         .await
         .unwrap_err();
-    assert_eq!(connection_cause(&error), Some(ConnectionCause::ClosedEarly), "{error:?}");
+    assert_eq!(
+        connection_cause(&error),
+        Some(ConnectionCause::ClosedEarly),
+        "{error:?}"
+    );
 }
 
 /// One SSE event's data a text delta; `end` finishes the answer.
@@ -184,13 +201,23 @@ async fn a_stream_cut_mid_event_is_closed_early() {
     })
     .await;
     let stream = endpoint(&url, None)
-        .stream("/", &json!({}), &Signals::default(), Framing::Sse, Deltas::default())
+        .stream(
+            "/",
+            &json!({}),
+            &Signals::default(),
+            Framing::Sse,
+            Deltas::default(),
+        )
         .await
         .unwrap();
     let items: Vec<Result<StreamEvent>> = stream.collect().await;
     assert!(items[0].is_ok(), "{items:?}");
     let error = items[1].as_ref().unwrap_err();
-    assert_eq!(connection_cause(error), Some(ConnectionCause::ClosedEarly), "{error:?}");
+    assert_eq!(
+        connection_cause(error),
+        Some(ConnectionCause::ClosedEarly),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
@@ -214,13 +241,22 @@ async fn a_body_larger_than_the_models_limit_fails_typed_without_reading_it_all(
 #[tokio::test]
 async fn a_stream_event_larger_than_the_models_limit_fails_typed() {
     let server = MockServer::start().await;
-    let body = format!("data: text:a\n\ndata: text:{}\n\ndata: end\n\n", "y".repeat(5000));
+    let body = format!(
+        "data: text:a\n\ndata: text:{}\n\ndata: end\n\n",
+        "y".repeat(5000)
+    );
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_string(body))
         .mount(&server)
         .await;
     let stream = endpoint(&server.uri(), Some(1000))
-        .stream("/", &json!({}), &Signals::default(), Framing::Sse, Deltas::default())
+        .stream(
+            "/",
+            &json!({}),
+            &Signals::default(),
+            Framing::Sse,
+            Deltas::default(),
+        )
         .await
         .unwrap();
     let items: Vec<Result<StreamEvent>> = stream.collect().await;
@@ -241,8 +277,7 @@ async fn a_malformed_body_keeps_its_first_bytes_with_the_key_redacted() {
         .await;
     let error = endpoint(&server.uri(), None)
         .post_decoded("/", &json!({}), &Signals::default(), |bytes| {
-            serde_json::from_slice::<serde_json::Value>(bytes)
-                .map_err(|e| malformed(e, bytes))
+            serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| malformed(e, bytes))
         })
         .await
         .unwrap_err();
@@ -250,7 +285,10 @@ async fn a_malformed_body_keeps_its_first_bytes_with_the_key_redacted() {
         panic!("{error:?}")
     };
     assert_eq!(*raw_len, body.len());
-    assert!(raw.starts_with("<html>proxy error for key [redacted]"), "{raw}");
+    assert!(
+        raw.starts_with("<html>proxy error for key [redacted]"),
+        "{raw}"
+    );
     assert!(raw.len() <= tollgate::wire::MALFORMED_RAW_BYTES);
     assert!(!format!("{error} {error:?}").contains(KEY));
     assert!(error.is_retryable());
@@ -264,7 +302,13 @@ async fn a_malformed_stream_event_keeps_its_bytes_with_the_key_redacted() {
         .mount(&server)
         .await;
     let stream = endpoint(&server.uri(), None)
-        .stream("/", &json!({}), &Signals::default(), Framing::Sse, Deltas::default())
+        .stream(
+            "/",
+            &json!({}),
+            &Signals::default(),
+            Framing::Sse,
+            Deltas::default(),
+        )
         .await
         .unwrap();
     let items: Vec<Result<StreamEvent>> = stream.collect().await;

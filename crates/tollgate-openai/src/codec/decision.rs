@@ -86,7 +86,11 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
 /// An answer that decodes but cannot serve the decision (no logprobs, no label among
 /// them): final, since the same request gets the same kind of answer.
 fn unusable(what: &str) -> tollgate::Error {
-    tollgate::ProviderRequestError::new(200, format!("the server's answer cannot serve a decision: {what}")).into()
+    tollgate::ProviderRequestError::new(
+        200,
+        format!("the server's answer cannot serve a decision: {what}"),
+    )
+    .into()
 }
 
 fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {

@@ -2,8 +2,7 @@
 
 use super::errors::read_stream_error;
 use super::response::{
-    WireUsage, finish, malformed, null_as_default, parse_arguments, refusal, refused,
-    stop_reason,
+    WireUsage, finish, malformed, null_as_default, parse_arguments, refusal, refused, stop_reason,
 };
 
 use serde::Deserialize;
@@ -247,7 +246,9 @@ impl StreamDecoder {
             return Err(error);
         }
         if self.stop.is_none() {
-            return Err(ProviderError::closed_early("the stream ended without a finish reason").into());
+            return Err(
+                ProviderError::closed_early("the stream ended without a finish reason").into(),
+            );
         }
         self.finished = true;
         let mut content = Vec::with_capacity(self.blocks.len());

@@ -104,7 +104,10 @@ where
     })
 }
 
-fn ndjson_lines<S, B>(chunks: S, limit: usize) -> impl Stream<Item = Result<String>> + Send + 'static
+fn ndjson_lines<S, B>(
+    chunks: S,
+    limit: usize,
+) -> impl Stream<Item = Result<String>> + Send + 'static
 where
     S: Stream<Item = Result<B>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
@@ -208,7 +211,13 @@ mod tests {
             assert_eq!(out.len(), 2, "{out:?}");
             assert_eq!(out[0].as_ref().unwrap(), "a");
             assert!(
-                matches!(out[1], Err(Error::ResponseTooLarge { limit_bytes: 20, .. })),
+                matches!(
+                    out[1],
+                    Err(Error::ResponseTooLarge {
+                        limit_bytes: 20,
+                        ..
+                    })
+                ),
                 "{out:?}"
             );
         }
@@ -218,14 +227,20 @@ mod tests {
     async fn an_endless_sse_line_is_not_buffered_past_the_limit() {
         let chunks = vec!["data: ", "yyyyyyyyyy", "yyyyyyyyyy", "yyyyyyyyyy", "never"];
         let out = cut_limited(Framing::Sse, &chunks, 20).await;
-        assert!(matches!(out[..], [Err(Error::ResponseTooLarge { .. })]), "{out:?}");
+        assert!(
+            matches!(out[..], [Err(Error::ResponseTooLarge { .. })]),
+            "{out:?}"
+        );
     }
 
     #[tokio::test]
     async fn an_ndjson_line_over_the_limit_fails_typed() {
         let out = cut_limited(Framing::Ndjson, &["{\"a\":1}\n", &"z".repeat(30)], 20).await;
         assert_eq!(out[0].as_ref().unwrap(), "{\"a\":1}");
-        assert!(matches!(out[1], Err(Error::ResponseTooLarge { .. })), "{out:?}");
+        assert!(
+            matches!(out[1], Err(Error::ResponseTooLarge { .. })),
+            "{out:?}"
+        );
         assert_eq!(out.len(), 2);
     }
 

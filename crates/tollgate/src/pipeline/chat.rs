@@ -16,8 +16,8 @@ use super::job::JobContext;
 use super::shape;
 use super::transport::{ChatTransport, Signals};
 use crate::client::LlmClient;
-use crate::conversation::{Message, Role};
 use crate::clock;
+use crate::conversation::{Message, Role};
 use crate::error::{ConnectionCause, Error, ProviderError, Result};
 use crate::limit::{AccountingRule, Cost, Reservation};
 use crate::request::{LlmRequest, ResponseShape};
@@ -317,7 +317,10 @@ impl PipelineChat {
                 Ok((inner, first)) => {
                     call.time_to_first_token = Some(call.started().elapsed());
                     let deadline = self.rt.config.call_deadline.map(|after| {
-                        (after, Box::pin(tokio::time::sleep_until(call.started() + after)))
+                        (
+                            after,
+                            Box::pin(tokio::time::sleep_until(call.started() + after)),
+                        )
                     });
                     return Ok(ResponseStream::new(PipelineStream {
                         idle,

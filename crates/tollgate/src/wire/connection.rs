@@ -132,11 +132,23 @@ mod tests {
     #[test]
     fn io_kinds_are_connection_causes() {
         let io = |k| io::Error::from(k);
-        assert_eq!(cause(io(io::ErrorKind::ConnectionRefused)), ConnectionCause::Refused);
-        assert_eq!(cause(io(io::ErrorKind::ConnectionReset)), ConnectionCause::Reset);
+        assert_eq!(
+            cause(io(io::ErrorKind::ConnectionRefused)),
+            ConnectionCause::Refused
+        );
+        assert_eq!(
+            cause(io(io::ErrorKind::ConnectionReset)),
+            ConnectionCause::Reset
+        );
         assert_eq!(cause(io(io::ErrorKind::BrokenPipe)), ConnectionCause::Reset);
-        assert_eq!(cause(io(io::ErrorKind::UnexpectedEof)), ConnectionCause::ClosedEarly);
-        assert_eq!(cause(io(io::ErrorKind::InvalidData)), ConnectionCause::Other);
+        assert_eq!(
+            cause(io(io::ErrorKind::UnexpectedEof)),
+            ConnectionCause::ClosedEarly
+        );
+        assert_eq!(
+            cause(io(io::ErrorKind::InvalidData)),
+            ConnectionCause::Other
+        );
     }
 
     #[test]
@@ -148,10 +160,7 @@ mod tests {
     #[test]
     fn an_error_wrapped_in_an_io_error_is_found() {
         // rustls and hyper wrap their errors in io::Error, whose source() skips them.
-        let wrapped = io::Error::new(
-            io::ErrorKind::Other,
-            DnsFailure(io::Error::other("no such host")),
-        );
+        let wrapped = io::Error::other(DnsFailure(io::Error::other("no such host")));
         assert_eq!(cause(wrapped), ConnectionCause::Dns);
     }
 

@@ -48,7 +48,9 @@ pub fn malformed(what: impl std::fmt::Display, raw: &[u8]) -> Error {
 /// event) calls this once with the whole input.
 pub fn keep_raw(error: Error, raw: &[u8]) -> Error {
     match error {
-        Error::Provider(ProviderError::Malformed { what, raw_len: 0, .. }) => malformed(what, raw),
+        Error::Provider(ProviderError::Malformed {
+            what, raw_len: 0, ..
+        }) => malformed(what, raw),
         other => other,
     }
 }
@@ -60,8 +62,9 @@ mod tests {
     #[test]
     fn a_malformed_answer_keeps_at_most_512_bytes_of_it() {
         let raw = "é".repeat(1000);
-        let Error::Provider(ProviderError::Malformed { raw: kept, raw_len, .. }) =
-            malformed("bad", raw.as_bytes())
+        let Error::Provider(ProviderError::Malformed {
+            raw: kept, raw_len, ..
+        }) = malformed("bad", raw.as_bytes())
         else {
             panic!("not malformed")
         };
@@ -78,7 +81,10 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((raw.as_str(), raw_len, what.as_str()), ("{\"stop\":\"x\"}", 12, "unknown stop"));
+        assert_eq!(
+            (raw.as_str(), raw_len, what.as_str()),
+            ("{\"stop\":\"x\"}", 12, "unknown stop")
+        );
     }
 
     #[test]

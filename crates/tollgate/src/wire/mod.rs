@@ -17,7 +17,7 @@ mod redact;
 
 pub use connection::{DnsFailure, connection_cause, connection_error};
 pub use error::WireError;
-pub use malformed::{MALFORMED_RAW_BYTES, keep_raw, malformed};
 pub use events::{EventDecoder, decode_events};
+pub use malformed::{MALFORMED_RAW_BYTES, keep_raw, malformed};
 pub use options::{ModelOptions, ToolChoice};
 pub use redact::{REDACTED, redact};
