@@ -255,10 +255,7 @@ fn provider_request_error_400_is_not_caught_by_the_retryable_arm() {
             provider: "p".into(),
             message: "m".into(),
         },
-        Error::ProviderRefusal {
-            category: "c".into(),
-            explanation: "e".into(),
-        },
+        Error::refusal("c", "e", tollgate::Usage::default()),
         Error::Cancelled,
     ] {
         assert!(!matches!(e, Error::Provider(_)), "{e}");

@@ -133,11 +133,9 @@ impl AnthropicChat {
 impl ChatTransport for AnthropicChat {
     async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
         let body = self.encode(request, false)?;
-        let bytes = self
-            .endpoint
-            .post_json(MESSAGES_PATH, &body, signals)
-            .await?;
-        codec::decode_response(&bytes)
+        self.endpoint
+            .post_decoded(MESSAGES_PATH, &body, signals, codec::decode_response)
+            .await
     }
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {

@@ -339,7 +339,12 @@ fn every_stop_reason_is_mapped() {
 #[test]
 fn an_unknown_or_missing_stop_reason_is_a_decode_failure() {
     let body = response(json!([]), "sideways", plain_usage());
-    assert!(matches!(decode_response(&body), Err(Error::ProviderRequest(e)) if e.status == 200));
+    // Retryable, with the body's first bytes kept.
+    assert!(matches!(
+        decode_response(&body),
+        Err(Error::Provider(tollgate::ProviderError::Malformed { raw, raw_len, .. }))
+            if raw_len == body.len() && raw.contains("sideways")
+    ));
     let mut missing: Value = serde_json::from_slice(&body).unwrap();
     missing["stop_reason"] = Value::Null;
     assert!(decode_response(missing.to_string().as_bytes()).is_err());
@@ -355,6 +360,7 @@ fn a_refusal_with_stop_details_is_a_provider_refusal() {
         Error::ProviderRefusal {
             category,
             explanation,
+            ..
         } => {
             assert_eq!(category, "cyber");
             assert_eq!(explanation, "Not that.");
@@ -672,7 +678,7 @@ fn a_streamed_refusal_with_stop_details_is_a_provider_refusal() {
         json!({"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "bio", "explanation": "No."}}, "usage": {"output_tokens": 3}}),
     ]);
     assert!(
-        matches!(&error, Some(Error::ProviderRefusal { category, explanation }) if category == "bio" && explanation == "No."),
+        matches!(&error, Some(Error::ProviderRefusal { category, explanation, .. }) if category == "bio" && explanation == "No."),
         "{error:?}"
     );
 }
@@ -708,7 +714,10 @@ fn tool_input_that_is_not_json_fails_at_its_block_stop() {
         json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"q\": "}}),
         json!({"type": "content_block_stop", "index": 0}),
     ]);
-    assert!(matches!(error, Some(Error::ProviderRequest(e)) if e.status == 200));
+    assert!(matches!(
+        error,
+        Some(Error::Provider(tollgate::ProviderError::Malformed { raw, .. })) if raw.contains("content_block_stop")
+    ));
 }
 
 /// The error an error answer means, as the kit's endpoint decides it.

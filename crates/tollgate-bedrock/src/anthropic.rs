@@ -13,7 +13,7 @@ use futures::StreamExt;
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::wire::{decode_events, redact};
+use tollgate::wire::{decode_events, keep_raw, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
 
@@ -103,7 +103,17 @@ fn stream_error(
 ) -> Error {
     use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
     let Some(service) = error.as_service_error() else {
-        return sdk_error(error, std::time::Duration::ZERO, None, secrets);
+        // A frame that does not decode keeps its bytes, when the SDK kept them.
+        let raw = match error.raw_response() {
+            Some(RawMessage::Invalid(Some(bytes))) => bytes.as_ref(),
+            _ => &[],
+        };
+        let failure = keep_raw(
+            sdk_error(error, std::time::Duration::ZERO, None, secrets),
+            raw,
+        );
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        return failure.redacted(&secrets);
     };
     let code = match service {
         ResponseStreamError::ThrottlingException(_) => "ThrottlingException",

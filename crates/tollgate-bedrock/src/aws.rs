@@ -22,8 +22,10 @@ use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
 use tollgate::pipeline::parse_retry_after;
 use tollgate::provider::{CredentialRef, ProviderContext};
-use tollgate::wire::{ModelOptions, WireError, redact};
-use tollgate::{Error, ModelEntry, ProviderError, Result};
+use tollgate::wire::{
+    ModelOptions, WireError, connection_cause, connection_error, keep_raw, redact,
+};
+use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
 /// A Bedrock model's `[models.ID.options]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +102,10 @@ pub(crate) fn parse_record(id: &str, text: &str) -> Result<Credentials> {
     ))
 }
 
+/// How much longer than the model's `stream_idle_timeout_secs` the SDK's stalled-stream
+/// protection waits, so that the pipeline's typed timeout is the one that fires.
+pub(crate) const STALL_MARGIN: Duration = Duration::from_secs(5);
+
 /// One model's SDK client, made on its first call (the default credential chain needs
 /// an async start), plus where its credentials come from.
 #[derive(Debug)]
@@ -122,15 +128,16 @@ impl BedrockClient {
         })
     }
 
-    /// The error a failed call means, with the HTTP status of its raw answer, if any.
-    pub(crate) fn failure<E: ProvideErrorMetadata>(
+    /// The error a failed call means, with the HTTP status of its raw answer, if any
+    /// (and its bytes, when it did not decode).
+    pub(crate) fn failure<E: ProvideErrorMetadata + std::error::Error + 'static>(
         &self,
         error: &SdkError<E, HttpResponse>,
         secrets: &[String],
     ) -> Error {
-        let raw = error.raw_response();
-        let status = raw.map(|r| r.status().as_u16());
-        let retry_after = raw.and_then(|r| {
+        let answer = error.raw_response();
+        let status = answer.map(|r| r.status().as_u16());
+        let retry_after = answer.and_then(|r| {
             let headers = r.headers();
             parse_retry_after(
                 headers.get("retry-after-ms"),
@@ -138,10 +145,14 @@ impl BedrockClient {
                 tollgate::clock::wall_now(),
             )
         });
-        with_retry_after(
-            sdk_error(error, self.connect_timeout, status, secrets),
-            retry_after,
-        )
+        let raw = answer.and_then(|r| r.body().bytes());
+        let failure = sdk_error(error, self.connect_timeout, status, secrets);
+        let failure = keep_raw(
+            with_retry_after(failure, retry_after),
+            raw.unwrap_or_default(),
+        );
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        failure.redacted(&secrets)
     }
 
     pub(crate) fn model(&self) -> &ModelEntry {
@@ -183,7 +194,14 @@ impl BedrockClient {
                             .connect_timeout(self.connect_timeout)
                             .build(),
                     )
-                    .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+                    // A backstop to the pipeline's own idle timeout (which fires first and
+                    // is typed: the SDK's stall error is a private type): a body that
+                    // stalls for the model's idle timeout plus a margin fails.
+                    .stalled_stream_protection(
+                        StalledStreamProtectionConfig::enabled()
+                            .grace_period(self.model.stream_idle_timeout() + STALL_MARGIN)
+                            .build(),
+                    );
                 if let Some(url) = &self.options.endpoint_url {
                     config = config.endpoint_url(url);
                 }
@@ -307,12 +325,21 @@ pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option
     read_exception(code, message, status).verdict()
 }
 
-/// Maps an SDK failure: a service exception by [`classify`]; no answer in time as a
-/// timeout; no answer at all (refused, reset, unreadable) as a bad gateway, so it is
-/// retried.
+/// Maps an SDK failure, never to a bare status:
+///
+/// | SDK error | error |
+/// |---|---|
+/// | `ServiceError` (a modeled exception) | by [`classify`] |
+/// | `ServiceError` without an exception name on a 2xx (a success answer the SDK could not parse) | `ProviderError::Malformed`, the answer's first bytes kept |
+/// | `TimeoutError`, a `DispatchFailure` that timed out | `ProviderError::Timeout` |
+/// | `DispatchFailure` (the request could not be sent) | `ProviderError::Connection` with the cause read from its error chain ([`connection_cause`]: refused, reset, TLS, …) |
+/// | `ResponseError` whose chain shows a connection failure | `ProviderError::Connection` with that cause |
+/// | other `ResponseError` (an answer or event-stream frame that does not decode) | `ProviderError::Malformed`, with the SDK's reason |
+/// | `ConstructionFailure` | `Error::InvalidRequest` |
 ///
 /// `secrets` (the call's secret key and session token) are cut out of any message the
-/// server sent back, so an echo never carries them into an error.
+/// server sent back and of every cause's text, so an echo never carries them into an
+/// error.
 pub(crate) fn sdk_error<E, R>(
     error: &SdkError<E, R>,
     connect_timeout: Duration,
@@ -320,9 +347,21 @@ pub(crate) fn sdk_error<E, R>(
     secrets: &[String],
 ) -> Error
 where
-    E: ProvideErrorMetadata,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
 {
+    let secret_strs: Vec<&str> = secrets.iter().map(String::as_str).collect();
     match error {
+        SdkError::ServiceError(service)
+            if service.err().code().is_none()
+                && status.is_some_and(|s| (200..300).contains(&s)) =>
+        {
+            // A success answer the SDK could not parse (an error with no exception name).
+            let e = service.err();
+            let what =
+                std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
+            tollgate::wire::malformed(redact(&what, secrets), b"")
+        }
         SdkError::ServiceError(service) => {
             let e = service.err();
             let message = e.message().map(|m| redact(m, secrets));
@@ -337,7 +376,13 @@ where
             field: "request".into(),
             reason: "the AWS SDK could not build the request".into(),
         },
-        _ => ProviderError::server(502).into(),
+        SdkError::ResponseError(_) if connection_cause(error) == ConnectionCause::Other => {
+            let what = std::error::Error::source(error)
+                .map_or_else(|| error.to_string(), ToString::to_string);
+            tollgate::wire::malformed(redact(&what, secrets), b"")
+        }
+        // A dispatch failure, a response cut by the connection, anything else.
+        _ => connection_error(error, &secret_strs).into(),
     }
 }
 

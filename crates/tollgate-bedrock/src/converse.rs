@@ -6,7 +6,7 @@ use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_types::event_stream::RawMessage;
 use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::wire::{decode_events, redact};
+use tollgate::wire::{decode_events, keep_raw, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
@@ -74,7 +74,17 @@ fn stream_error(
 ) -> Error {
     use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
     let Some(service) = error.as_service_error() else {
-        return sdk_error(error, std::time::Duration::ZERO, None, secrets);
+        // A frame that does not decode keeps its bytes, when the SDK kept them.
+        let raw = match error.raw_response() {
+            Some(RawMessage::Invalid(Some(bytes))) => bytes.as_ref(),
+            _ => &[],
+        };
+        let failure = keep_raw(
+            sdk_error(error, std::time::Duration::ZERO, None, secrets),
+            raw,
+        );
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        return failure.redacted(&secrets);
     };
     let code = match service {
         ConverseStreamOutputError::ThrottlingException(_) => "ThrottlingException",

@@ -17,8 +17,8 @@ use aws_smithy_types::{Document, Number};
 use serde_json::Value;
 use tollgate::wire::EventDecoder;
 use tollgate::{
-    Block, CacheMark, Error, ImageSource, Json, LlmRequest, LlmResponse, ProviderRequestError,
-    ResponseBody, Result, Role, StopReason, StreamEvent, Usage,
+    Block, CacheMark, Error, ImageSource, Json, LlmRequest, LlmResponse, ResponseBody, Result,
+    Role, StopReason, StreamEvent, Usage,
 };
 
 /// What a Converse call sends besides the model id.
@@ -312,12 +312,25 @@ pub(crate) fn encode(request: &LlmRequest, default_max_tokens: u64) -> Result<En
     Ok(encoded)
 }
 
+/// An answer that does not decode: retryable (`ProviderError::Malformed`). The SDK
+/// has parsed the wire already, so there are no raw bytes to keep.
 fn malformed(what: impl Into<String>) -> Error {
-    ProviderRequestError::new(
-        200,
-        format!("Bedrock sent a malformed answer: {}", what.into()),
-    )
-    .into()
+    tollgate::wire::malformed(format!("Bedrock: {}", what.into()), b"")
+}
+
+/// The refusal category of a content-filter stop: `guardrail_intervened` (a guardrail
+/// stopped the answer) or `content_filtered` (the model's own filter); `None` for
+/// every other stop.
+pub(crate) fn filter_category(wire: &WireStop) -> Option<&'static str> {
+    match wire {
+        WireStop::GuardrailIntervened => Some("guardrail_intervened"),
+        WireStop::ContentFiltered => Some("content_filtered"),
+        _ => None,
+    }
+}
+
+fn text_of(content: &[Block]) -> String {
+    content.iter().filter_map(Block::as_text).collect()
 }
 
 /// Maps a Converse stop reason. `guardrail_intervened` and `content_filtered` are content
@@ -386,7 +399,8 @@ fn decode_block(block: &ContentBlock) -> Result<Option<Block>> {
     }))
 }
 
-/// Decodes a Converse answer.
+/// Decodes a Converse answer. A content-filter stop is a refusal
+/// ([`filter_category`]) with the usage Bedrock billed.
 pub(crate) fn decode(
     model: &str,
     message: Option<&WireMessage>,
@@ -397,6 +411,13 @@ pub(crate) fn decode(
     let mut content = Vec::new();
     for block in message.content() {
         content.extend(decode_block(block)?);
+    }
+    if let Some(category) = filter_category(stop) {
+        return Err(Error::refusal(
+            category,
+            text_of(&content),
+            usage(wire_usage),
+        ));
     }
     LlmResponse::new(ResponseBody {
         model: model.to_owned(),
@@ -424,6 +445,8 @@ pub(crate) struct ConverseStreamDecoder {
     model: String,
     blocks: BTreeMap<i32, Building>,
     stop: Option<StopReason>,
+    /// Set by a content-filter stop: the answer ends as a refusal at `metadata`.
+    filter: Option<&'static str>,
     finished: bool,
 }
 
@@ -519,7 +542,11 @@ impl ConverseStreamDecoder {
             ConverseStreamOutput::MessageStop(stop) => {
                 let reason = stop_reason(stop.stop_reason())?;
                 self.stop = Some(reason);
-                out.push(StreamEvent::Stop(reason));
+                self.filter = filter_category(stop.stop_reason());
+                // A filter's stop ends the stream as a refusal, at `metadata` (its usage).
+                if self.filter.is_none() {
+                    out.push(StreamEvent::Stop(reason));
+                }
             }
             ConverseStreamOutput::Metadata(meta) => {
                 let usage = usage(meta.usage());
@@ -550,6 +577,10 @@ impl ConverseStreamDecoder {
                             }
                         }
                     });
+                }
+                if let Some(category) = self.filter {
+                    self.finished = true;
+                    return Err(Error::refusal(category, text_of(&content), usage));
                 }
                 out.push(StreamEvent::Usage(usage));
                 out.push(StreamEvent::Completed(LlmResponse::new(ResponseBody {

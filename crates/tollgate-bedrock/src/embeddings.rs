@@ -8,7 +8,7 @@ use aws_sdk_bedrockruntime::primitives::Blob;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{EmbeddingPurpose, Error, ProviderRequestError, Result, Usage};
+use tollgate::{EmbeddingPurpose, Error, Result, Usage};
 
 use crate::aws::{BedrockClient, send_once};
 
@@ -65,15 +65,9 @@ impl BedrockEmbeddings {
     }
 }
 
-fn malformed(what: impl Into<String>) -> Error {
-    ProviderRequestError::new(
-        200,
-        format!(
-            "Bedrock sent a malformed embeddings answer: {}",
-            what.into()
-        ),
-    )
-    .into()
+/// An embeddings answer that does not decode: retryable, its first bytes kept.
+fn malformed(what: impl Into<String>, raw: &[u8]) -> Error {
+    tollgate::wire::malformed(format!("Bedrock embeddings answer: {}", what.into()), raw)
 }
 
 #[derive(Deserialize)]
@@ -138,7 +132,7 @@ impl EmbeddingsTransport for BedrockEmbeddings {
                 }
                 let bytes = self.invoke(&body).await?;
                 let answer: TitanAnswer =
-                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes))?;
                 (vec![answer.embedding], answer.input_tokens)
             }
             Family::Cohere => {
@@ -152,16 +146,15 @@ impl EmbeddingsTransport for BedrockEmbeddings {
                 }
                 let bytes = self.invoke(&body).await?;
                 let answer: CohereAnswer =
-                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes))?;
                 let vectors = match answer.embeddings {
                     CohereVectors::Floats(v) | CohereVectors::ByType { float: v } => v,
                 };
                 if vectors.len() != texts.len() {
-                    return Err(malformed(format!(
-                        "{} vectors for {} texts",
-                        vectors.len(),
-                        texts.len()
-                    )));
+                    return Err(malformed(
+                        format!("{} vectors for {} texts", vectors.len(), texts.len()),
+                        &bytes,
+                    ));
                 }
                 (vectors, self.estimate_input_tokens(texts))
             }

@@ -220,12 +220,8 @@ async fn converse_decodes_tool_use_and_cache_usage() {
 }
 
 #[tokio::test]
-async fn stop_reasons_max_tokens_and_stop_sequence_are_mapped_and_guardrails_are_refusals() {
-    for (wire, neutral) in [
-        ("guardrail_intervened", StopReason::ContentFilter),
-        ("content_filtered", StopReason::ContentFilter),
-        ("stop_sequence", StopReason::StopSequence),
-    ] {
+async fn stop_reasons_max_tokens_guardrail_intervened_and_content_filtered_are_mapped() {
+    for (wire, neutral) in [("stop_sequence", StopReason::StopSequence)] {
         let s = setup().await;
         Mock::given(method("POST"))
             .respond_with(ok(json!([{"text": "…"}]), wire))
@@ -237,14 +233,27 @@ async fn stop_reasons_max_tokens_and_stop_sequence_are_mapped_and_guardrails_are
             .unwrap()
             .single_response(&ask(MODEL))
             .await;
-        // A content filter is a refusal (categorised), a stop sequence an answer.
-        match neutral {
-            StopReason::ContentFilter => assert!(
-                matches!(&reply, Err(Error::ProviderRefusal { category, .. }) if category == "content_filter"),
-                "{wire}: {reply:?}"
-            ),
-            _ => assert_eq!(reply.unwrap().stop_reason(), neutral, "{wire}"),
-        }
+        assert_eq!(reply.unwrap().stop_reason(), neutral, "{wire}");
+    }
+    // A guardrail or the model's filter is a refusal, with the stop as its category and
+    // the usage Bedrock billed.
+    for wire in ["guardrail_intervened", "content_filtered"] {
+        let s = setup().await;
+        Mock::given(method("POST"))
+            .respond_with(ok(json!([{"text": "…"}]), wire))
+            .mount(&s.server)
+            .await;
+        let error = no_retries(&s.models)
+            .chat(MODEL)
+            .await
+            .unwrap()
+            .single_response(&ask(MODEL))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::ProviderRefusal { category, usage, .. } if category == wire && usage.output_tokens > 0),
+            "{wire}: {error:?}"
+        );
     }
     // `max_tokens` is MaxTokens: the pipeline re-runs a cut-off answer at the catalog's
     // ceiling, then reports it truncated.
@@ -599,5 +608,57 @@ async fn an_error_message_echoing_the_secret_key_is_redacted() {
     assert!(
         !text.contains(SECRET_KEY) && !text.contains(SESSION_TOKEN),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_typed_with_its_cause_not_a_bare_status() {
+    let refusing = tollgate_testkit::provider::RefusingPort::bind();
+    let url = refusing.uri();
+    let s = setup_with(BedrockConverseProvider, |_| {
+        vec![entry(MODEL, "bedrock-converse", "amazon.nova-test", &url)]
+    })
+    .await;
+    let error = no_retries(&s.models)
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::Provider(tollgate::ProviderError::Connection {
+                cause: tollgate::ConnectionCause::Refused,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    assert!(!format!("{error:?}").contains(SECRET_KEY));
+}
+
+#[tokio::test]
+async fn an_answer_that_does_not_decode_is_malformed_with_its_bytes() {
+    let s = setup().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "application/json")
+                .set_body_string("{\"output\": [garbage"),
+        )
+        .mount(&s.server)
+        .await;
+    let error = no_retries(&s.models)
+        .chat(MODEL)
+        .await
+        .unwrap()
+        .single_response(&ask(MODEL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::Provider(tollgate::ProviderError::Malformed { raw, .. }) if raw == "{\"output\": [garbage"),
+        "{error:?}"
     );
 }

@@ -162,10 +162,7 @@ impl Fault {
             Fault::Refusal {
                 category,
                 explanation,
-            } => Error::ProviderRefusal {
-                category,
-                explanation,
-            },
+            } => Error::refusal(category, explanation, tollgate::Usage::default()),
             Fault::RequestError { status, message } => {
                 ProviderRequestError::new(status, message).into()
             }

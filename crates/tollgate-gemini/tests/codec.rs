@@ -424,7 +424,7 @@ fn every_filter_finish_reason_is_a_refusal_with_its_category() {
     for reason in codec::REFUSAL_REASONS {
         let err = codec::decode_response(&answer_with(reason, json!([]))).unwrap_err();
         assert!(
-            matches!(&err, Error::ProviderRefusal { category, explanation }
+            matches!(&err, Error::ProviderRefusal { category, explanation, .. }
                 if *category == reason.to_ascii_lowercase() && explanation == "why"),
             "{reason}: {err}"
         );
@@ -607,7 +607,10 @@ fn a_stream_without_a_finish_reason_was_cut_and_a_filtered_one_is_a_refusal() {
     assert!(
         matches!(
             error,
-            Some(Error::Provider(ProviderError::Server { status: 502, .. }))
+            Some(Error::Provider(ProviderError::Connection {
+                cause: tollgate::ConnectionCause::ClosedEarly,
+                ..
+            }))
         ),
         "{error:?}"
     );

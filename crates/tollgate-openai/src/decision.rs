@@ -92,9 +92,13 @@ impl DecisionTransport for OpenAiDecision {
             prompt(question),
             &pairs,
         );
-        let bytes = self.endpoint.post_json(CHAT_PATH, &body, signals).await?;
         let names: Vec<String> = pairs.iter().map(|(l, _)| l.clone()).collect();
-        let (by_label, usage) = codec::decode_decision(&bytes, &names)?;
+        let (by_label, usage) = self
+            .endpoint
+            .post_decoded(CHAT_PATH, &body, signals, |bytes| {
+                codec::decode_decision(bytes, &names)
+            })
+            .await?;
         let by_option: BTreeMap<String, f64> = pairs
             .into_iter()
             .map(|(label, option)| (option, by_label.get(&label).copied().unwrap_or(0.0)))

@@ -39,11 +39,12 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
         let body = codec::encode_embeddings(&self.endpoint.model.name, texts, dimensions);
-        let bytes = self
+        let (vectors, tokens) = self
             .endpoint
-            .post_json(EMBEDDINGS_PATH, &body, signals)
+            .post_decoded(EMBEDDINGS_PATH, &body, signals, |bytes| {
+                codec::decode_embeddings(bytes, texts.len())
+            })
             .await?;
-        let (vectors, tokens) = codec::decode_embeddings(&bytes, texts.len())?;
         Ok(EmbeddingsReply {
             vectors,
             usage: Usage::from_cache_inclusive(tokens, 0, 0, 0),

@@ -142,14 +142,16 @@ impl Endpoint {
         self.model.output_limit(None)
     }
 
-    /// POSTs `body` to `{base_url}{path}` once and reads the whole answer.
-    pub(crate) async fn post_json(
+    /// POSTs `body` to `{base_url}{path}` once, reads the whole answer and decodes it
+    /// with `decode` (the key redacted from what an undecodable answer keeps).
+    pub(crate) async fn post_decoded<T>(
         &self,
         path: &str,
         body: &serde_json::Value,
         signals: &Signals,
-    ) -> Result<Vec<u8>> {
-        self.http.post_json(path, body, signals).await
+        decode: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        self.http.post_decoded(path, body, signals, decode).await
     }
 
     /// Input tokens of `text`: tiktoken for OpenAI's models, tollgate's conservative
@@ -192,8 +194,9 @@ const CHAT_PATH: &str = "/v1/chat/completions";
 impl ChatTransport for OpenAiChat {
     async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
         let body = self.encode(request, false)?;
-        let bytes = self.endpoint.post_json(CHAT_PATH, &body, signals).await?;
-        codec::decode_response(&bytes)
+        self.endpoint
+            .post_decoded(CHAT_PATH, &body, signals, codec::decode_response)
+            .await
     }
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {

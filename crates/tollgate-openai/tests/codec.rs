@@ -345,15 +345,66 @@ fn the_stream_decoder_emits_nothing_before_content_and_completes_at_done() {
         }]
     );
     assert_eq!(
-        d.event(&chunk(json!({}), json!("content_filter"))).unwrap(),
-        vec![StreamEvent::Stop(StopReason::ContentFilter)]
+        d.event(&chunk(json!({}), json!("stop"))).unwrap(),
+        vec![StreamEvent::Stop(StopReason::EndTurn)]
     );
     assert!(!d.is_finished());
     let done = d.event("[DONE]").unwrap();
     assert!(d.is_finished());
     assert!(
-        matches!(&done[..], [StreamEvent::Completed(a)] if a.text() == "hi" && a.stop_reason() == StopReason::ContentFilter)
+        matches!(&done[..], [StreamEvent::Completed(a)] if a.text() == "hi" && a.stop_reason() == StopReason::EndTurn)
     );
+}
+
+#[test]
+fn a_content_filter_finish_is_a_refusal_with_its_usage_at_the_end_of_the_stream() {
+    let mut d = StreamDecoder::new();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string()
+    };
+    d.event(&chunk(json!({"content": "hi"}), Value::Null))
+        .unwrap();
+    // No `Stop` event: the filter ends the stream as a refusal, once the usage is known.
+    assert!(
+        d.event(&chunk(json!({}), json!("content_filter")))
+            .unwrap()
+            .is_empty()
+    );
+    d.event(
+        &json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}).to_string(),
+    )
+    .unwrap();
+    let error = d.event("[DONE]").unwrap_err();
+    assert!(
+        matches!(&error, Error::ProviderRefusal { category, explanation, usage, .. }
+            if category == "content_filter" && explanation == "hi" && usage.input_tokens == 7 && usage.output_tokens == 2),
+        "{error:?}"
+    );
+    let body = json!({"model": "m", "choices": [{"message": {"content": "partial"}, "finish_reason": "content_filter"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1}});
+    assert!(matches!(
+        decode_response(body.to_string().as_bytes()),
+        Err(Error::ProviderRefusal { category, usage, .. }) if category == "content_filter" && usage.output_tokens == 1
+    ));
+}
+
+#[test]
+fn a_chunk_that_does_not_decode_is_malformed_with_its_bytes() {
+    let mut d = StreamDecoder::new();
+    let error = d.event("{\"choices\": [oops").unwrap_err();
+    assert!(
+        matches!(&error, Error::Provider(ProviderError::Malformed { raw, .. }) if raw == "{\"choices\": [oops"),
+        "{error:?}"
+    );
+    assert!(error.is_retryable());
+    assert!(matches!(
+        decode_response(b"<html>502 Bad Gateway</html>"),
+        Err(Error::Provider(ProviderError::Malformed {
+            raw_len: 28,
+            ..
+        }))
+    ));
 }
 
 #[test]
@@ -361,15 +412,18 @@ fn done_without_a_finish_reason_is_a_cut_stream() {
     let mut d = StreamDecoder::new();
     d.event(&json!({"choices": [{"index": 0, "delta": {"content": "x"}}]}).to_string())
         .unwrap();
-    assert!(matches!(
-        d.event("[DONE]"),
-        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
-    ));
+    let closed_early = |r: Result<_, Error>| {
+        matches!(
+            r,
+            Err(Error::Provider(ProviderError::Connection {
+                cause: tollgate::ConnectionCause::ClosedEarly,
+                ..
+            }))
+        )
+    };
+    assert!(closed_early(d.event("[DONE]")));
     let mut d = StreamDecoder::new();
-    assert!(matches!(
-        d.end(false),
-        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
-    ));
+    assert!(closed_early(d.end(false)));
 }
 
 #[test]
@@ -448,8 +502,13 @@ fn a_refusal_finish_reason_from_a_compatible_server_is_a_provider_refusal() {
     let mut d = StreamDecoder::new();
     d.event(&json!({"choices": [{"index": 0, "delta": {"content": "No"}}]}).to_string())
         .unwrap();
+    // The refusal ends the answer at its end, once the usage is known.
+    d.event(
+        &json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string(),
+    )
+    .unwrap();
     assert!(matches!(
-        d.event(&json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string()),
+        d.event("[DONE]"),
         Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No"
     ));
 }

@@ -297,10 +297,8 @@ async fn openai_compatible_without_base_url_and_unknown_options_are_catalog_erro
 
 #[tokio::test]
 async fn every_finish_reason_maps_to_its_stop_reason() {
-    for (finish, expected) in [
-        ("stop", StopReason::EndTurn),
-        ("content_filter", StopReason::ContentFilter),
-    ] {
+    // `content_filter` is a refusal: see a_content_filter_finish_is_a_refusal_that_is_costed.
+    for (finish, expected) in [("stop", StopReason::EndTurn)] {
         let s = setup().await;
         Mock::given(method("POST"))
             .respond_with(ResponseTemplate::new(200).set_body_json(text_answer("x", finish)))

@@ -204,15 +204,16 @@ async fn keys_carry_the_model_as_hash_tag_and_expire_when_idle() {
     assert!((30_000..=31_000).contains(&pttl), "PTTL {pttl}");
 }
 
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// A port nothing listens on, held (bound, not listening) for as long as the value
+/// lives, so that no concurrent test's server can take it.
+fn closed_port() -> tollgate_testkit::provider::RefusingPort {
+    tollgate_testkit::provider::RefusingPort::bind()
 }
 
 #[tokio::test]
 async fn unreachable_redis_fails_closed_with_a_typed_error_naming_redis_and_the_model() {
-    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let closed = closed_port();
+    let url = format!("redis://127.0.0.1:{}/", closed.port());
     let h = Harness::with(RedisConfig::new(url).with_call_timeout(Duration::from_millis(300)));
     let l = h.limiter(rpm(60));
     match l.reserve(one(), Priority::default()).await {
@@ -232,7 +233,8 @@ async fn unreachable_redis_fails_closed_with_a_typed_error_naming_redis_and_the_
 
 #[tokio::test]
 async fn local_fallback_is_opt_in_and_serves_at_limit_over_expected_processes() {
-    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let closed = closed_port();
+    let url = format!("redis://127.0.0.1:{}/", closed.port());
     let h = Harness::with(
         RedisConfig::new(url)
             .with_call_timeout(Duration::from_millis(300))

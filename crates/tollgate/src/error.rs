@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::catalog::{CatalogError, Dimension, UnknownModel};
 use crate::credentials::CredentialError;
+use crate::usage::Usage;
 
 /// Shorthand for results whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -22,8 +23,8 @@ pub enum Error {
     #[error(transparent)]
     Provider(#[from] ProviderError),
 
-    /// The provider rejected the request itself (a 4xx other than 429, or a success
-    /// body that could not be decoded). Never retried: the request must change.
+    /// The provider rejected the request itself (a 4xx other than 429). Never retried:
+    /// the request must change.
     #[error(transparent)]
     ProviderRequest(#[from] ProviderRequestError),
 
@@ -39,13 +40,26 @@ pub enum Error {
         message: String,
     },
 
-    /// The model declined to answer for safety reasons. Never retried on that model.
-    #[error("the model refused to answer ({category}): {explanation}")]
+    /// The model declined to answer, or a content filter or guardrail stopped it.
+    /// Never retried on that model. The provider bills a refused answer: `usage` is what
+    /// it reported, and the pipeline settles the reservation and the spend cap with it
+    /// and records its cost. Build one with [`Error::refusal`].
+    #[error(
+        "the model refused to answer ({category}){}: {explanation}",
+        Delivered(*delivered_events)
+    )]
     ProviderRefusal {
-        /// The provider's refusal category (e.g. `cyber`, `content_filter`).
+        /// The provider's refusal category: Anthropic's `stop_details.category` (e.g.
+        /// `cyber`), `refusal`, or the filter's stop reason (`content_filter`,
+        /// `guardrail_intervened`, `content_filtered`).
         category: String,
-        /// The provider's explanation, if it gave one.
+        /// The provider's explanation (or the refusal text), if it gave one.
         explanation: String,
+        /// The tokens the provider reported for the refused answer (billed).
+        usage: Usage,
+        /// For a stream: how many events had reached the reader before the refusal
+        /// ended it (0 for a single response, or a refusal before the first event).
+        delivered_events: u64,
     },
 
     /// The answer was cut off even at the model's full output ceiling.
@@ -145,6 +159,21 @@ pub enum Error {
         delivered_events: u64,
         /// What broke the stream.
         cause: Box<Error>,
+    },
+
+    /// The answer (a whole body, or one stream event) is larger than the model's
+    /// `max_response_bytes`; reading stopped there, so memory stays bounded. Never
+    /// retried: the same request would get the same answer.
+    #[error(
+        "the answer from model `{model_id}` is larger than its limit of {limit_bytes} bytes \
+         (`max_response_bytes` in the catalog); ask for less or raise the limit (not retried: \
+         the same request would get the same answer)"
+    )]
+    ResponseTooLarge {
+        /// Catalog model id.
+        model_id: String,
+        /// The limit that was passed, in bytes.
+        limit_bytes: u64,
     },
 
     /// The fake provider has no scripted or replayed answer for the request.
@@ -315,6 +344,21 @@ impl Error {
         }
     }
 
+    /// A refusal (see [`Error::ProviderRefusal`]) with the usage the provider reported
+    /// for it; the pipeline notes how many stream events were delivered.
+    pub fn refusal(
+        category: impl Into<String>,
+        explanation: impl Into<String>,
+        usage: Usage,
+    ) -> Self {
+        Error::ProviderRefusal {
+            category: category.into(),
+            explanation: explanation.into(),
+            usage,
+            delivered_events: 0,
+        }
+    }
+
     /// This error with `provider` as the provider it names. The pipeline calls it on
     /// every error a transport returns, so the key comes from the catalog entry, never
     /// from a codec (which may serve several keys).
@@ -369,12 +413,90 @@ pub enum ProviderError {
         /// The provider's `retry-after`, if sent (a 503 often carries one).
         retry_after: Option<Duration>,
     },
-    /// No answer arrived within the deadline (or the connection could not be made in time).
+    /// No answer arrived within the deadline (or the connection could not be made in time,
+    /// or a stream went quiet for longer than the model's `stream_idle_timeout_secs`).
     #[error("the provider did not answer within the deadline{}", After(*after))]
     Timeout {
         /// The deadline that passed, if known.
         after: Option<Duration>,
     },
+    /// A success answer (a body, or a stream event before any reached the reader) that
+    /// does not decode. Retried: a garbled answer is a transient fault, and the next
+    /// attempt usually decodes. Build one with [`crate::wire::malformed`].
+    #[error(
+        "the provider sent an answer that does not decode ({what}); its first {} of {raw_len} \
+         bytes: {raw:?}; tollgate retries after a back-off",
+        raw.len()
+    )]
+    Malformed {
+        /// What the decoder said was wrong.
+        what: String,
+        /// The answer's first bytes (at most [`crate::wire::MALFORMED_RAW_BYTES`], as
+        /// UTF-8 with invalid bytes replaced), with the credential redacted.
+        raw: String,
+        /// The whole answer's (or event's) length in bytes.
+        raw_len: usize,
+    },
+    /// The connection failed before a whole answer arrived: refused, reset, closed
+    /// early, no address for the host, or a TLS failure. `cause` is read from the
+    /// error's type (never its message); `detail` is the innermost error's text, with
+    /// the credential redacted.
+    #[error(
+        "the connection to the provider failed ({cause}): {detail}; tollgate retries after a back-off"
+    )]
+    Connection {
+        /// What kind of failure it was.
+        cause: ConnectionCause,
+        /// The underlying error's text (no URL, no credential).
+        detail: String,
+    },
+}
+
+/// Why a connection failed ([`ProviderError::Connection`]), read from the error's type:
+/// `std::io::ErrorKind`, hyper's and rustls' error types, the resolver's own error type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionCause {
+    /// Nothing listens there (connection refused).
+    Refused,
+    /// The peer reset or aborted the connection (or the pipe broke).
+    Reset,
+    /// The connection closed before the whole answer arrived (headers or body cut, a
+    /// stream that ended before its last event).
+    ClosedEarly,
+    /// The host name did not resolve.
+    Dns,
+    /// The TLS handshake or session failed (certificate, protocol).
+    Tls,
+    /// Another transport failure.
+    Other,
+}
+
+impl ConnectionCause {
+    /// A stable snake_case name: `refused`, `reset`, `closed_early`, `dns`, `tls`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionCause::Refused => "refused",
+            ConnectionCause::Reset => "reset",
+            ConnectionCause::ClosedEarly => "closed_early",
+            ConnectionCause::Dns => "dns",
+            ConnectionCause::Tls => "tls",
+            ConnectionCause::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for ConnectionCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnectionCause::Refused => "connection refused",
+            ConnectionCause::Reset => "connection reset",
+            ConnectionCause::ClosedEarly => "connection closed before the answer was complete",
+            ConnectionCause::Dns => "the host name did not resolve",
+            ConnectionCause::Tls => "TLS failure",
+            ConnectionCause::Other => "transport failure",
+        })
+    }
 }
 
 impl ProviderError {
@@ -394,15 +516,26 @@ impl ProviderError {
         }
     }
 
+    /// A connection that closed before the whole answer arrived, with `detail`.
+    pub fn closed_early(detail: impl Into<String>) -> Self {
+        ProviderError::Connection {
+            cause: ConnectionCause::ClosedEarly,
+            detail: detail.into(),
+        }
+    }
+
     /// The HTTP status this failure stands for, as the wire said it: 429, the
-    /// overloaded answer's status (529 or a 5xx), the 5xx, or `None` for a timeout.
+    /// overloaded answer's status (529 or a 5xx), the 5xx; `None` for a timeout, a
+    /// connection failure and a malformed answer (no error status was sent).
     pub fn status(&self) -> Option<u16> {
         match self {
             ProviderError::RateLimited { .. } => Some(429),
             ProviderError::Overloaded { status, .. } | ProviderError::Server { status, .. } => {
                 Some(*status)
             }
-            ProviderError::Timeout { .. } => None,
+            ProviderError::Timeout { .. }
+            | ProviderError::Malformed { .. }
+            | ProviderError::Connection { .. } => None,
         }
     }
 
@@ -412,7 +545,9 @@ impl ProviderError {
             ProviderError::RateLimited { retry_after }
             | ProviderError::Overloaded { retry_after, .. }
             | ProviderError::Server { retry_after, .. } => *retry_after,
-            ProviderError::Timeout { .. } => None,
+            ProviderError::Timeout { .. }
+            | ProviderError::Malformed { .. }
+            | ProviderError::Connection { .. } => None,
         }
     }
 
@@ -423,14 +558,15 @@ impl ProviderError {
     }
 }
 
-/// The provider rejected the request (4xx other than 429, or an undecodable success
-/// body). Not a [`ProviderError`], so never retried.
+/// The provider rejected the request (a 4xx other than 429). Not a [`ProviderError`],
+/// so never retried. (An undecodable success body is [`ProviderError::Malformed`].)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the provider rejected the request (HTTP {status}): {message}; fix the request, it is not retried"
 )]
 pub struct ProviderRequestError {
-    /// The HTTP status, e.g. 400; 200 for a success body that could not be decoded.
+    /// The HTTP status, e.g. 400 (200 only for a rejection a codec finds in a success
+    /// body, e.g. a tool call its model may not make).
     pub status: u16,
     /// What the provider said.
     pub message: String,
@@ -464,6 +600,17 @@ impl fmt::Display for Window {
         match self.0 {
             Some(w) => write!(f, " of {w} tokens"),
             None => f.write_str(" (reported by the provider)"),
+        }
+    }
+}
+
+struct Delivered(u64);
+
+impl fmt::Display for Delivered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, " after {n} stream events reached the reader"),
         }
     }
 }

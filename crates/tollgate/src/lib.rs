@@ -78,7 +78,7 @@ pub use conversation::{
     Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition,
 };
 pub use credentials::{CredentialStore, Secret};
-pub use error::{Error, ProviderError, ProviderRequestError, Result};
+pub use error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Result};
 pub use json::{Float, Json};
 pub use models::{Models, ModelsBuilder};
 pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};

@@ -161,6 +161,13 @@ impl SseParser {
     pub fn has_partial_line(&self) -> bool {
         !self.buffer.is_empty()
     }
+
+    /// How many bytes of the event being built are held: its unfinished line and the
+    /// `data` collected so far. A reader that caps event size checks this after each
+    /// [`SseParser::feed`], so that one endless event cannot fill memory.
+    pub fn pending_bytes(&self) -> usize {
+        self.buffer.len() + self.state.data.len()
+    }
 }
 
 impl fmt::Debug for SseParser {

@@ -197,7 +197,7 @@ async fn a_body_over_the_cap_fails_instead_of_filling_memory() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::ProviderRequest(e) if e.status == 200),
+        matches!(&err, Error::ResponseTooLarge { model_id, limit_bytes: 99 } if model_id == "m"),
         "{err:?}"
     );
     let endpoint = endpoint.max_body_bytes(100);
@@ -282,7 +282,7 @@ async fn an_ndjson_stream_is_pumped_through_the_decoder() {
 }
 
 #[tokio::test]
-async fn a_stream_cut_before_its_end_is_a_bad_gateway() {
+async fn a_stream_cut_before_its_end_is_a_connection_closed_early() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_string("data: {\"text\":\"Hel\"}\n\n"))
@@ -302,6 +302,9 @@ async fn a_stream_cut_before_its_end_is_a_bad_gateway() {
     assert!(events[0].is_ok());
     assert!(matches!(
         events[1],
-        Err(Error::Provider(ProviderError::Server { status: 502, .. }))
+        Err(Error::Provider(ProviderError::Connection {
+            cause: tollgate::ConnectionCause::ClosedEarly,
+            ..
+        }))
     ));
 }

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tollgate::http::{Endpoint, Framing, HttpClient};
 use tollgate::pipeline::{ChatTransport, Signals};
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::wire::{EventDecoder, ModelOptions, WireError};
-use tollgate::{Block, Error, LlmRequest, LlmResponse, ModelEntry, ProviderRequestError};
+use tollgate::wire::{EventDecoder, ModelOptions, WireError, malformed};
+use tollgate::{Block, Error, LlmRequest, LlmResponse, ModelEntry};
 use tollgate::{ResponseBody, ResponseStream, Result, StopReason, StreamEvent, Usage};
 
 /// The `ollama` provider. Its models need no credential; one named is sent as a bearer
@@ -61,7 +61,7 @@ impl ChatTransport for OllamaChat {
         // A whole answer reads like a stream's last chunk, holding all the text.
         match Chunks::default().event(String::from_utf8_lossy(&answer).into_owned())?.pop() {
             Some(StreamEvent::Completed(response)) => Ok(response),
-            _ => Err(malformed("an answer without `done: true`")),
+            _ => Err(malformed("an Ollama answer without `done: true`", &answer)),
         }
     }
 
@@ -103,10 +103,6 @@ fn read_error(status: u16, body: &[u8]) -> WireError {
     WireError { status, message, ..WireError::default() }
 }
 
-fn malformed(what: impl std::fmt::Display) -> Error {
-    ProviderRequestError::new(200, format!("Ollama sent a malformed answer: {what}")).into()
-}
-
 /// Decodes one chunk at a time: text deltas, then, at `done: true`, the whole answer.
 #[derive(Debug, Default)]
 struct Chunks {
@@ -116,7 +112,8 @@ struct Chunks {
 
 impl EventDecoder for Chunks {
     fn event(&mut self, line: String) -> Result<Vec<StreamEvent>> {
-        let chunk: Value = serde_json::from_str(&line).map_err(malformed)?;
+        let chunk: Value =
+            serde_json::from_str(&line).map_err(|e| malformed(e, line.as_bytes()))?;
         if chunk["error"].is_string() {
             // The server failed while it streamed: a server error.
             return Err(read_error(500, line.as_bytes()).verdict());

@@ -2,9 +2,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate::{
-    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
-};
+use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 /// The wire `usage` object (response, `message_start` and `message_delta`).
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -69,11 +67,13 @@ pub(super) struct StopDetails {
 }
 
 impl StopDetails {
-    pub(super) fn refusal(self) -> Error {
-        Error::ProviderRefusal {
-            category: self.category.unwrap_or_else(|| "unspecified".into()),
-            explanation: self.explanation.unwrap_or_default(),
-        }
+    /// The refusal these details describe, with the usage it was billed.
+    pub(super) fn refusal(self, usage: Usage) -> Error {
+        Error::refusal(
+            self.category.unwrap_or_else(|| "unspecified".into()),
+            self.explanation.unwrap_or_default(),
+            usage,
+        )
     }
 }
 
@@ -104,12 +104,10 @@ pub fn stop_reason(wire: &str) -> Option<StopReason> {
     })
 }
 
+/// An answer that does not decode: retryable. The entry points ([`decode_response`],
+/// a stream event) keep the raw bytes ([`tollgate::wire::keep_raw`]).
 pub(super) fn malformed(what: impl Into<String>) -> Error {
-    ProviderRequestError::new(
-        200,
-        format!("Anthropic sent a malformed answer: {}", what.into()),
-    )
-    .into()
+    tollgate::wire::malformed(format!("Anthropic: {}", what.into()), b"")
 }
 
 /// Decodes one content block of a response. Block types tollgate has no neutral form
@@ -150,7 +148,7 @@ pub(super) fn finish(
     if stop_reason == StopReason::Refusal
         && let Some(details) = details
     {
-        return Err(details.refusal());
+        return Err(details.refusal(usage));
     }
     LlmResponse::new(ResponseBody {
         model,
@@ -160,8 +158,14 @@ pub(super) fn finish(
     })
 }
 
-/// Decodes a (non-streamed) Messages response body.
+/// Decodes a (non-streamed) Messages response body. A body that does not decode is
+/// `ProviderError::Malformed` (retried) with its first bytes; a `refusal` stop with
+/// `stop_details` is `Error::ProviderRefusal` with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    decode_body(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8]) -> Result<LlmResponse> {
     let message: WireMessage =
         serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
     let mut content = Vec::with_capacity(message.content.len());

@@ -66,6 +66,11 @@ impl StreamDecoder {
     /// Decodes one event's JSON `data`; returns the events it produces (often none).
     /// An `error` event, a refusal with `stop_details`, or malformed data is an `Err`.
     pub fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
+        self.decode(data)
+            .map_err(|e| tollgate::wire::keep_raw(e, data.as_bytes()))
+    }
+
+    fn decode(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
         let event: WireStreamEvent =
             serde_json::from_str(data).map_err(|e| malformed(format!("stream event: {e}")))?;
         let mut out = Vec::new();
@@ -205,7 +210,7 @@ impl StreamDecoder {
                     if reason == StopReason::Refusal
                         && let Some(details) = self.stop_details.take()
                     {
-                        return Err(details.refusal());
+                        return Err(details.refusal(self.usage.neutral()));
                     }
                     out.push(StreamEvent::Stop(reason));
                 }

@@ -112,11 +112,11 @@ pub(super) struct WireFunctionCall {
 }
 
 pub(super) fn malformed(what: impl Into<String>) -> Error {
-    ProviderRequestError::new(
-        200,
+    // The raw bytes are added by the entry point that has them (`keep_raw`).
+    tollgate::wire::malformed(
         format!("Gemini sent a malformed answer: {}", what.into()),
+        b"",
     )
-    .into()
 }
 
 /// The finish reasons that mean a content filter stopped the answer; each becomes
@@ -153,16 +153,20 @@ pub const INVALID_OUTPUT_REASONS: &[&str] = &[
 /// | [`REFUSAL_REASONS`] | [`Error::ProviderRefusal`] `{category: reason in lower case, explanation: finishMessage}` |
 /// | [`INVALID_OUTPUT_REASONS`] | [`Error::ShapeInvalid`] |
 /// | `LANGUAGE`, `OTHER`, `NO_IMAGE`, `IMAGE_OTHER`, unspecified, unknown | [`tollgate::ProviderRequestError`] (status 200; not retried) |
-pub fn finish_reason(reason: &str, tool_calls: bool, message: Option<&str>) -> Result<StopReason> {
+pub fn finish_reason(
+    reason: &str,
+    tool_calls: bool,
+    message: Option<&str>,
+    usage: Usage,
+) -> Result<StopReason> {
     let message = message.unwrap_or_default();
     match reason {
         "STOP" if tool_calls => Ok(StopReason::ToolUse),
         "STOP" => Ok(StopReason::EndTurn),
         "MAX_TOKENS" => Ok(StopReason::MaxTokens),
-        r if REFUSAL_REASONS.contains(&r) => Err(Error::ProviderRefusal {
-            category: r.to_ascii_lowercase(),
-            explanation: message.to_owned(),
-        }),
+        r if REFUSAL_REASONS.contains(&r) => {
+            Err(Error::refusal(r.to_ascii_lowercase(), message, usage))
+        }
         r if INVALID_OUTPUT_REASONS.contains(&r) => Err(Error::ShapeInvalid {
             errors: vec![if message.is_empty() {
                 format!("the model's output was not a valid answer (finishReason {r})")
@@ -179,22 +183,24 @@ pub fn finish_reason(reason: &str, tool_calls: bool, message: Option<&str>) -> R
 }
 
 /// The refusal for a blocked prompt (`promptFeedback.blockReason`, no candidates).
-pub(super) fn prompt_blocked(feedback: &WirePromptFeedback) -> Option<Error> {
+pub(super) fn prompt_blocked(feedback: &WirePromptFeedback, usage: Usage) -> Option<Error> {
     let reason = feedback.block_reason.as_deref()?;
     if reason == "BLOCK_REASON_UNSPECIFIED" {
         return None;
     }
-    Some(Error::ProviderRefusal {
-        category: reason.to_ascii_lowercase(),
-        explanation: format!(
-            "the prompt was blocked (promptFeedback.blockReason {reason}){}",
-            feedback
-                .block_reason_message
-                .as_deref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        ),
-    })
+    let explanation = format!(
+        "the prompt was blocked (promptFeedback.blockReason {reason}){}",
+        feedback
+            .block_reason_message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    );
+    Some(Error::refusal(
+        reason.to_ascii_lowercase(),
+        explanation,
+        usage,
+    ))
 }
 
 /// Turns the parts of one answer into blocks, in order. A thought part becomes a
@@ -279,11 +285,16 @@ impl PartsToBlocks {
 /// Decodes a (non-streamed) `GenerateContentResponse`: the first candidate. A blocked
 /// prompt or a filtered answer is [`Error::ProviderRefusal`]; see [`finish_reason`].
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    decode_whole(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+}
+
+fn decode_whole(body: &[u8]) -> Result<LlmResponse> {
     let response: WireResponse =
         serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
     let usage = response.usage_metadata.unwrap_or_default().neutral();
     let Some(candidate) = response.candidates.into_iter().next() else {
-        if let Some(refusal) = response.prompt_feedback.as_ref().and_then(prompt_blocked) {
+        let blocked = response.prompt_feedback.as_ref();
+        if let Some(refusal) = blocked.and_then(|f| prompt_blocked(f, usage)) {
             return Err(refusal);
         }
         return Err(malformed("no candidates and no promptFeedback.blockReason"));
@@ -297,6 +308,7 @@ pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
         reason,
         parts.tool_calls,
         candidate.finish_message.as_deref(),
+        usage,
     )?;
     LlmResponse::new(ResponseBody {
         model: response.model_version.unwrap_or_default(),

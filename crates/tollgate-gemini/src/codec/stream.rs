@@ -49,6 +49,11 @@ impl StreamDecoder {
     /// Decodes one event's `data`; returns the events it produces (often none). An
     /// error chunk, a refusal, or malformed data is an `Err`.
     pub fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
+        self.chunk(data)
+            .map_err(|e| tollgate::wire::keep_raw(e, data.as_bytes()))
+    }
+
+    fn chunk(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
         if data.trim().is_empty() {
             return Ok(Vec::new());
         }
@@ -65,7 +70,10 @@ impl StreamDecoder {
         }
         let mut out = Vec::new();
         if chunk.candidates.is_empty()
-            && let Some(refusal) = chunk.prompt_feedback.as_ref().and_then(prompt_blocked)
+            && let Some(refusal) = chunk
+                .prompt_feedback
+                .as_ref()
+                .and_then(|f| prompt_blocked(f, self.usage.unwrap_or_default().neutral()))
         {
             return Err(refusal);
         }
@@ -108,6 +116,7 @@ impl StreamDecoder {
                     &reason,
                     self.parts.tool_calls,
                     candidate.finish_message.as_deref(),
+                    self.usage.unwrap_or_default().neutral(),
                 )?;
                 self.stop = Some(stop);
                 out.push(StreamEvent::Stop(stop));
@@ -116,14 +125,16 @@ impl StreamDecoder {
         Ok(out)
     }
 
-    /// The body ended: complete after a finish reason, else the stream was cut (a bad
-    /// gateway, `Server { 502 }`, retried when nothing reached the reader yet).
+    /// The body ended: complete after a finish reason, else the stream was cut (closed
+    /// early, retried when nothing reached the reader yet).
     pub fn end(&mut self) -> Result<Vec<StreamEvent>> {
         if self.finished {
             return Ok(Vec::new());
         }
         let Some(stop_reason) = self.stop else {
-            return Err(ProviderError::server(502).into());
+            return Err(
+                ProviderError::closed_early("the stream ended without a finish reason").into(),
+            );
         };
         self.finished = true;
         let usage = self.usage.unwrap_or_default().neutral();

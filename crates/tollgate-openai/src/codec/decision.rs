@@ -80,6 +80,20 @@ pub fn encode_decision(
 /// and surrounding spaces). Returns the weights and the usage. A label no top token
 /// matches has weight 0; an answer where no label matches at all is an error.
 pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
+    decode_body(body, labels).map_err(|e| tollgate::wire::keep_raw(e, body))
+}
+
+/// An answer that decodes but cannot serve the decision (no logprobs, no label among
+/// them): final, since the same request gets the same kind of answer.
+fn unusable(what: &str) -> tollgate::Error {
+    tollgate::ProviderRequestError::new(
+        200,
+        format!("the server's answer cannot serve a decision: {what}"),
+    )
+    .into()
+}
+
+fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
     let response: WireResponse =
         serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
     let usage = response.usage.unwrap_or_default().neutral();
@@ -93,7 +107,7 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
         .and_then(|l| l.content)
         .and_then(|c| c.into_iter().next())
         .ok_or_else(|| {
-            malformed("no logprobs: the server does not return them (set `options.logprobs = false` for this model)")
+            unusable("no logprobs: the server does not return them (set `options.logprobs = false` for this model)")
         })?;
     let mut candidates: Vec<(String, f64)> = first
         .top_logprobs
@@ -114,7 +128,7 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
         }
     }
     if weights.values().all(|w| *w <= 0.0) {
-        return Err(malformed(
+        return Err(unusable(
             "none of the first token's top logprobs is an option label",
         ));
     }

@@ -33,6 +33,10 @@ pub fn encode_embeddings(model: &str, texts: &[String], dimensions: Option<u64>)
 /// each item's `index`, or list order where a server leaves it out) and the prompt
 /// tokens.
 pub fn decode_embeddings(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
+    decode_body(body, expected).map_err(|e| tollgate::wire::keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
     let response: WireEmbeddings =
         serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
     if response.data.len() != expected {

@@ -4,9 +4,7 @@ use super::decision::WireLogprobs;
 
 use serde::Deserialize;
 use serde_json::json;
-use tollgate::{
-    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
-};
+use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 /// The wire `usage` object. Every field optional: compatible servers leave some out.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -68,18 +66,26 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// An answer that does not decode: retryable. The entry points ([`decode_response`],
+/// a stream event) keep the raw bytes ([`tollgate::wire::keep_raw`]).
 pub(super) fn malformed(what: impl Into<String>) -> Error {
-    ProviderRequestError::new(
-        200,
-        format!("the server sent a malformed answer: {}", what.into()),
-    )
-    .into()
+    tollgate::wire::malformed(what.into(), b"")
 }
 
-pub(super) fn refusal(text: &str) -> Error {
-    Error::ProviderRefusal {
-        category: "refusal".into(),
-        explanation: text.to_owned(),
+/// A refusal (`message.refusal`, or a `refusal` finish) with the usage it was billed.
+pub(super) fn refusal(text: &str, usage: Usage) -> Error {
+    Error::refusal("refusal", text, usage)
+}
+
+/// What a finish reason that is a refusal or a filter means, if it is one:
+/// `content_filter` (content omitted by OpenAI's filters) is a refusal of category
+/// `content_filter`; `refusal` (sent by some compatible servers) one of category
+/// `refusal`.
+pub(super) fn refused(finish_reason: Option<&str>, text: &str, usage: Usage) -> Option<Error> {
+    match finish_reason? {
+        "content_filter" => Some(Error::refusal("content_filter", text, usage)),
+        "refusal" => Some(refusal(text, usage)),
+        _ => None,
     }
 }
 
@@ -156,8 +162,14 @@ pub(super) fn finish(
     })
 }
 
-/// Decodes a (non-streamed) Chat Completions body: the first choice.
+/// Decodes a (non-streamed) Chat Completions body: the first choice. A body that does
+/// not decode is `ProviderError::Malformed` (retried) with its first bytes; a refusal
+/// or a `content_filter` finish is `Error::ProviderRefusal` with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
+    decode_body(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8]) -> Result<LlmResponse> {
     let response: WireResponse =
         serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
     let choice = response
@@ -166,12 +178,16 @@ pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
         .next()
         .ok_or_else(|| malformed("no choices"))?;
     let message = choice.message;
+    let usage = response.usage.unwrap_or_default().neutral();
     if let Some(text) = message.refusal.as_deref().filter(|r| !r.is_empty()) {
-        return Err(refusal(text));
+        return Err(refusal(text, usage));
     }
-    // Not an OpenAI value, but some compatible servers (and mocks) end a refusal so.
-    if choice.finish_reason.as_deref() == Some("refusal") {
-        return Err(refusal(message.content.as_deref().unwrap_or_default()));
+    if let Some(refusal) = refused(
+        choice.finish_reason.as_deref(),
+        message.content.as_deref().unwrap_or_default(),
+        usage,
+    ) {
+        return Err(refusal);
     }
     let mut content = Vec::new();
     if let Some(text) = message.content.filter(|t| !t.is_empty()) {

@@ -2,7 +2,7 @@
 
 use super::errors::read_stream_error;
 use super::response::{
-    WireUsage, finish, malformed, null_as_default, parse_arguments, refusal, stop_reason,
+    WireUsage, finish, malformed, null_as_default, parse_arguments, refusal, refused, stop_reason,
 };
 
 use serde::Deserialize;
@@ -73,7 +73,10 @@ struct WireFunctionDelta {
 /// Content blocks are numbered in order of first appearance (text, then each tool call
 /// as its first fragment arrives). Role-only chunks emit nothing, so the first event
 /// comes with the first content. A refusal (`delta.refusal`) is collected and, at the
-/// finish reason, becomes [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal).
+/// end (once the usage is known), becomes
+/// [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal); so does a
+/// `content_filter` finish (category `content_filter`). A chunk that does not decode is
+/// `ProviderError::Malformed` with its bytes.
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     done_required: bool,
@@ -100,6 +103,11 @@ impl StreamDecoder {
     /// Decodes one event's `data`; returns the events it produces (often none). An
     /// error chunk, a refusal, or malformed data is an `Err`.
     pub fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
+        self.chunk(data)
+            .map_err(|e| tollgate::wire::keep_raw(e, data.as_bytes()))
+    }
+
+    fn chunk(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
         if data.trim_start().starts_with("[DONE]") {
             return self.complete();
         }
@@ -173,11 +181,11 @@ impl StreamDecoder {
                 }
             }
             if let Some(stop) = choice.finish_reason {
-                if !self.refusal.is_empty() {
-                    return Err(refusal(&self.refusal));
-                }
-                if stop == "refusal" {
-                    return Err(refusal(&self.text()));
+                // A refusal or a filter ends the answer at `complete`, with the usage
+                // (which may come in a later chunk); no `Stop` event for it.
+                if !self.refusal.is_empty() || stop == "refusal" || stop == "content_filter" {
+                    self.stop = Some(stop);
+                    continue;
                 }
                 let reason = stop_reason(&stop)
                     .ok_or_else(|| malformed(format!("unknown finish_reason `{stop}`")))?;
@@ -201,13 +209,14 @@ impl StreamDecoder {
 
     /// The body ended. With `done_required` (OpenAI) a stream without `[DONE]` was cut;
     /// otherwise (compatible servers, where `[DONE]` is optional) a stream that gave a
-    /// finish reason is complete. A cut stream is a bad gateway (`Server { 502 }`).
+    /// finish reason is complete. A cut stream is a connection closed early
+    /// (`ProviderError::Connection`).
     pub fn end(&mut self, done_required: bool) -> Result<Vec<StreamEvent>> {
         if self.finished {
             return Ok(Vec::new());
         }
         if done_required || self.stop.is_none() {
-            return Err(ProviderError::server(502).into());
+            return Err(ProviderError::closed_early("the stream ended before `[DONE]`").into());
         }
         self.complete()
     }
@@ -227,11 +236,19 @@ impl StreamDecoder {
         if self.finished {
             return Ok(Vec::new());
         }
+        let usage = self.usage.unwrap_or_default().neutral();
         if !self.refusal.is_empty() {
-            return Err(refusal(&self.refusal));
+            self.finished = true;
+            return Err(refusal(&self.refusal, usage));
+        }
+        if let Some(error) = refused(self.stop.as_deref(), &self.text(), usage) {
+            self.finished = true;
+            return Err(error);
         }
         if self.stop.is_none() {
-            return Err(ProviderError::server(502).into());
+            return Err(
+                ProviderError::closed_early("the stream ended without a finish reason").into(),
+            );
         }
         self.finished = true;
         let mut content = Vec::with_capacity(self.blocks.len());

@@ -20,4 +20,4 @@ pub use harness::{
     CREDENTIAL, Kit, Logs, MODEL, PRICE, RPM, SECRET, USAGE, models, request, streamed_text,
 };
 pub use script::{StreamScript, WireScript, WireUsage};
-pub use server::{Body, End, Recorded, Reply, Responder, ScriptServer};
+pub use server::{Body, End, Recorded, RefusingPort, Reply, Responder, ScriptServer};

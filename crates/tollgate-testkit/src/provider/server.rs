@@ -140,6 +140,40 @@ struct State {
     requests: Vec<Recorded>,
 }
 
+/// A port of 127.0.0.1 that refuses every connection for as long as this value lives:
+/// bound but never listening, so no other test can take it (a port freed after a bind
+/// can be handed to a concurrent test's server, which then answers instead of refusing).
+#[derive(Debug)]
+pub struct RefusingPort {
+    _socket: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl RefusingPort {
+    /// Binds a free port without listening on it.
+    pub fn bind() -> RefusingPort {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("an address"))
+            .expect("bind 127.0.0.1");
+        let port = socket.local_addr().expect("local address").port();
+        RefusingPort {
+            _socket: socket,
+            port,
+        }
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn uri(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
 /// The server; stops when dropped.
 pub struct ScriptServer {
     uri: String,

@@ -1,7 +1,21 @@
 //! One model's catalog entry.
 
+use std::time::Duration;
+
 use super::{CatalogError, KnownProviders};
 use crate::usage::Usage;
+
+/// How long a stream may go without an event when the catalog sets no
+/// `stream_idle_timeout_secs`.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest answer (whole body, or one stream event) read from a chat or decision
+/// model when the catalog sets no `max_response_bytes`: 32 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// The same for an embeddings model: 256 MiB, since a full batch of wide vectors is
+/// tens of MB as JSON (2,048 vectors of 3,072 numbers is over 100 MB).
+pub const DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES: u64 = 256 << 20;
 
 /// What a model serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -177,6 +191,14 @@ pub struct ModelEntry {
     pub options: toml::Table,
     /// The model's deployments (empty: one, the model itself).
     pub deployments: Vec<Deployment>,
+    /// The longest a stream may go without an event, in seconds
+    /// (`stream_idle_timeout_secs`); `None` = [`DEFAULT_STREAM_IDLE_TIMEOUT`]. See
+    /// [`ModelEntry::stream_idle_timeout`].
+    pub stream_idle_timeout_secs: Option<u64>,
+    /// The largest answer read, in bytes, for a whole body and for any one stream event
+    /// (`max_response_bytes`); `None` = the default for the model's kind. See
+    /// [`ModelEntry::response_byte_limit`].
+    pub max_response_bytes: Option<u64>,
 }
 
 impl ModelEntry {
@@ -203,7 +225,38 @@ impl ModelEntry {
             embedding: EmbeddingCapabilities::default(),
             options: toml::Table::new(),
             deployments: Vec::new(),
+            stream_idle_timeout_secs: None,
+            max_response_bytes: None,
         }
+    }
+
+    /// The longest a stream may go without an event before it fails with a timeout
+    /// (retried before the first event reached the reader; `StreamInterrupted` after).
+    pub fn stream_idle_timeout(&self) -> Duration {
+        self.stream_idle_timeout_secs
+            .map_or(DEFAULT_STREAM_IDLE_TIMEOUT, Duration::from_secs)
+    }
+
+    /// The largest answer read, in bytes, whole or one stream event: the catalog's
+    /// `max_response_bytes`, else [`DEFAULT_MAX_RESPONSE_BYTES`]
+    /// ([`DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES`] for an embeddings model).
+    pub fn response_byte_limit(&self) -> u64 {
+        self.max_response_bytes.unwrap_or(match self.kind {
+            ModelKind::Embeddings => DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES,
+            ModelKind::Chat | ModelKind::Decision => DEFAULT_MAX_RESPONSE_BYTES,
+        })
+    }
+
+    /// Sets the stream idle timeout (`stream_idle_timeout_secs`), in whole seconds.
+    pub fn with_stream_idle_timeout_secs(mut self, secs: u64) -> Self {
+        self.stream_idle_timeout_secs = Some(secs);
+        self
+    }
+
+    /// Sets the response size limit (`max_response_bytes`).
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = Some(bytes);
+        self
     }
 
     /// Adds a deployment (see [`Deployment`]).
@@ -366,6 +419,8 @@ impl ModelEntry {
             ("max_output_tokens", self.max_output_tokens),
             ("default_output_tokens", self.default_output_tokens),
             ("context_window", self.context_window),
+            ("stream_idle_timeout_secs", self.stream_idle_timeout_secs),
+            ("max_response_bytes", self.max_response_bytes),
         ] {
             if value == Some(0) {
                 return Err(invalid(field, "must be at least 1"));

@@ -12,14 +12,15 @@ use super::headers::{RateLimitHeaders, read_signals, retry_after};
 use super::stream::Framing;
 use crate::catalog::{CatalogError, ModelEntry};
 use crate::credentials::Secret;
-use crate::error::{Error, ProviderError, ProviderRequestError, Result};
+use crate::error::{Error, ProviderError, Result};
 use crate::pipeline::Signals;
 use crate::provider::{CredentialRef, ProviderContext};
 use crate::stream::ResponseStream;
-use crate::wire::{EventDecoder, WireError, decode_events, redact};
+use crate::wire::{DnsFailure, EventDecoder, WireError, connection_error, decode_events, redact};
 
-/// The most bytes of a success body read (an embeddings batch of 2,048 wide vectors is
-/// tens of MB as JSON); a larger answer fails rather than filling memory.
+/// The most bytes of a success body any model may be configured to read (the default
+/// for embeddings models, whose full batches are tens of MB as JSON). Each model's own
+/// limit is its catalog `max_response_bytes` ([`ModelEntry::response_byte_limit`]).
 pub const MAX_BODY_BYTES: usize = 256 << 20;
 
 /// The most bytes of an error body read; the rest is dropped (messages are short).
@@ -65,6 +66,7 @@ impl HttpClient {
     pub fn new(context: &ProviderContext) -> Result<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(context.connect_timeout())
+            .dns_resolver(TypedDns)
             .no_proxy()
             .retry(reqwest::retry::never())
             .build()
@@ -100,7 +102,7 @@ impl HttpClient {
             rate_limits: &[],
             read_error,
             connect_timeout: self.context.connect_timeout(),
-            max_body_bytes: MAX_BODY_BYTES,
+            max_body_bytes: usize::try_from(model.response_byte_limit()).unwrap_or(usize::MAX),
         }
     }
 }
@@ -124,7 +126,9 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Reads at most `bytes` of a success body (default [`MAX_BODY_BYTES`]).
+    /// Reads at most `bytes` of a success body or of one stream event (default: the
+    /// model's [`ModelEntry::response_byte_limit`]); more is
+    /// [`Error::ResponseTooLarge`].
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
@@ -174,6 +178,19 @@ impl Endpoint {
         accept: &str,
         signals: &Signals,
     ) -> Result<reqwest::Response> {
+        self.send(path, body, accept, signals)
+            .await
+            .map(|(response, _)| response)
+    }
+
+    /// [`Endpoint::post`], also handing back the key it sent (to redact later errors).
+    async fn send(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        accept: &str,
+        signals: &Signals,
+    ) -> Result<(reqwest::Response, Option<Secret>)> {
         let (secret, id) = match (&self.source, &self.credential) {
             (Some(s), _) => (Some(s.secret().await?), s.id()),
             (None, Some(c)) => (Some(c.secret().await?), c.id()),
@@ -205,14 +222,19 @@ impl Endpoint {
             request = request.header(*name, value);
         }
         tracing::debug!(provider = %self.provider, model = %self.model_id, path, "sending");
-        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&e, secret.as_ref()))?;
         read_signals(response.headers(), self.rate_limits, signals);
         let status = response.status().as_u16();
         if response.status().is_success() {
-            return Ok(response);
+            return Ok((response, secret));
         }
         let retry_after = retry_after(response.headers());
-        let bytes = self.read(response, MAX_ERROR_BODY_BYTES, false).await?;
+        let bytes = self
+            .read(response, MAX_ERROR_BODY_BYTES, false, secret.as_ref())
+            .await?;
         // Defence in depth: an error message never carries the key, even if echoed.
         let text = redact(
             &String::from_utf8_lossy(&bytes),
@@ -223,15 +245,37 @@ impl Endpoint {
         Err(wire.verdict())
     }
 
-    /// POSTs `body` and reads the whole answer (at most [`Endpoint::max_body_bytes`]).
+    /// POSTs `body` and reads the whole answer (at most [`Endpoint::max_body_bytes`]:
+    /// a larger one is [`Error::ResponseTooLarge`], and reading stops there).
     pub async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
         signals: &Signals,
     ) -> Result<Vec<u8>> {
-        let response = self.post(path, body, "application/json", signals).await?;
-        self.read(response, self.max_body_bytes, true).await
+        let (response, secret) = self.send(path, body, "application/json", signals).await?;
+        self.read(response, self.max_body_bytes, true, secret.as_ref())
+            .await
+    }
+
+    /// [`Endpoint::post_json`], then `decode` (the codec's) on the body; a body that
+    /// does not decode ([`crate::wire::malformed`]) has the key redacted from the bytes
+    /// it keeps.
+    pub async fn post_decoded<T>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        signals: &Signals,
+        decode: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        let (response, secret) = self.send(path, body, "application/json", signals).await?;
+        let bytes = self
+            .read(response, self.max_body_bytes, true, secret.as_ref())
+            .await?;
+        decode(&bytes).map_err(|e| match &secret {
+            Some(s) => e.redacted(&[s.expose_secret()]),
+            None => e,
+        })
     }
 
     /// POSTs `body` and pumps the answer's events (`framing`) through `decoder`.
@@ -243,34 +287,52 @@ impl Endpoint {
         framing: Framing,
         decoder: D,
     ) -> Result<ResponseStream> {
-        let response = self.post(path, body, framing.accept(), signals).await?;
+        let (response, secret) = self.send(path, body, framing.accept(), signals).await?;
         let connect_timeout = self.connect_timeout;
-        let bytes = response
-            .bytes_stream()
-            .map(move |chunk| chunk.map_err(|e| transport_error(&e, connect_timeout)));
-        Ok(decode_events(framing.events(bytes), decoder))
+        let chunk_secret = secret.clone();
+        let bytes = response.bytes_stream().map(move |chunk| {
+            chunk.map_err(|e| transport_error(&e, connect_timeout, chunk_secret.as_ref()))
+        });
+        let (model_id, limit) = (self.model_id.clone(), self.max_body_bytes);
+        let events = framing.events_limited(bytes, limit).map(move |event| {
+            event.map_err(|e| match e {
+                Error::ResponseTooLarge { limit_bytes, .. } => Error::ResponseTooLarge {
+                    model_id: model_id.clone(),
+                    limit_bytes,
+                },
+                other => other,
+            })
+        });
+        let stream = decode_events(events, decoder);
+        Ok(match secret {
+            None => stream,
+            Some(secret) => ResponseStream::new(
+                stream.map(move |event| event.map_err(|e| e.redacted(&[secret.expose_secret()]))),
+            ),
+        })
     }
 
-    /// Reads the body, up to `cap` bytes: beyond it, fails when `strict`, else stops.
+    /// Reads the body, up to `cap` bytes: beyond it, fails when `strict`
+    /// ([`Error::ResponseTooLarge`], without reading further), else stops.
     async fn read(
         &self,
         mut response: reqwest::Response,
         cap: usize,
         strict: bool,
+        secret: Option<&Secret>,
     ) -> Result<Vec<u8>> {
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| self.transport_error(&e))?
+            .map_err(|e| self.transport_error(&e, secret))?
         {
             if body.len() + chunk.len() > cap {
                 if strict {
-                    return Err(ProviderRequestError::new(
-                        response.status().as_u16(),
-                        format!("the answer is larger than {cap} bytes"),
-                    )
-                    .into());
+                    return Err(Error::ResponseTooLarge {
+                        model_id: self.model_id.clone(),
+                        limit_bytes: u64::try_from(cap).unwrap_or(u64::MAX),
+                    });
                 }
                 body.extend_from_slice(&chunk[..cap - body.len()]);
                 break;
@@ -280,17 +342,40 @@ impl Endpoint {
         Ok(body)
     }
 
-    fn transport_error(&self, error: &reqwest::Error) -> Error {
-        transport_error(error, self.connect_timeout)
+    fn transport_error(&self, error: &reqwest::Error, secret: Option<&Secret>) -> Error {
+        transport_error(error, self.connect_timeout, secret)
     }
 }
 
-/// A failure to get an answer at all (connect, send, or read the body).
-fn transport_error(error: &reqwest::Error, connect_timeout: Duration) -> Error {
+/// A failure to get an answer at all (connect, send, or read the body): a timeout, or a
+/// [`ProviderError::Connection`] whose cause is read from the error's type.
+fn transport_error(
+    error: &reqwest::Error,
+    connect_timeout: Duration,
+    secret: Option<&Secret>,
+) -> Error {
     if error.is_timeout() {
         let after = error.is_connect().then_some(connect_timeout);
         return ProviderError::Timeout { after }.into();
     }
-    // No answer from the server (refused, reset, cut): as a bad gateway, so it is retried.
-    ProviderError::server(502).into()
+    let secrets: Vec<&str> = secret.map(Secret::expose_secret).into_iter().collect();
+    connection_error(error, &secrets).into()
+}
+
+/// The system resolver (`getaddrinfo`, through tokio), with its failures wrapped in
+/// [`DnsFailure`] so that a name that does not resolve is told apart by type.
+#[derive(Debug, Clone, Copy)]
+struct TypedDns;
+
+impl reqwest::dns::Resolve for TypedDns {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs = tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map_err(|e| Box::new(DnsFailure(e)) as Box<dyn std::error::Error + Send + Sync>)?;
+            let addrs: Vec<std::net::SocketAddr> = addrs.collect();
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
 }

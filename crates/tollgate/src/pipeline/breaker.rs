@@ -86,6 +86,8 @@ pub(crate) fn counts_as_failure(e: &Error) -> bool {
             ProviderError::Server { .. }
                 | ProviderError::Overloaded { .. }
                 | ProviderError::Timeout { .. }
+                | ProviderError::Malformed { .. }
+                | ProviderError::Connection { .. }
         )
     )
 }

@@ -15,7 +15,7 @@ use super::record::{AttemptRecord, CallRecord, Outcome};
 use super::retry::Jitter;
 use super::transport::Signals;
 use crate::catalog::ModelEntry;
-use crate::error::{Error, ProviderError, Result};
+use crate::error::{ConnectionCause, Error, ProviderError, Result};
 use crate::limit::{
     AccountingRule, Cost, DEFAULT_FALLBACK_COOLDOWN, Feedback, Reservation, SendMark,
 };
@@ -273,25 +273,40 @@ impl CallState {
         self.cost_usd += cost;
     }
 
-    /// An attempt failed: tell the limiter and breaker, release what was held, and
-    /// decide whether to retry (`Some(wait)`) or give up (`None`).
+    /// An attempt failed: tell the limiter and breaker, release what was held (a
+    /// refusal settles at the usage the provider billed, by `rule`), and decide whether
+    /// to retry (`Some(wait)`) or give up (`None`).
     pub(crate) fn fail(
         &mut self,
         p: Prepared,
         error: &Error,
         signals: &Signals,
+        rule: AccountingRule,
     ) -> Option<Duration> {
         let deployment = p.deployment;
-        let (should_retry, latency) = self.release_failed(p, error, signals);
+        let (should_retry, latency) = self.release_failed(p, error, signals, rule);
+        let billed = billed_usage(error);
+        if let Some(usage) = &billed {
+            let cost = self.price_of(usage);
+            self.add_usage(usage, cost);
+        }
         let wait = self.retry_wait(error, should_retry);
         self.record_attempt(
             deployment,
             Outcome::of(error),
-            Usage::default(),
+            billed.unwrap_or_default(),
             latency,
             wait,
         );
         wait
+    }
+
+    /// What `usage` costs at the model's catalog price (0 when unpriced).
+    fn price_of(&self, usage: &Usage) -> f64 {
+        self.rt
+            .entry
+            .price
+            .map_or(0.0, |price| price.cost_usd(usage))
     }
 
     /// A stream broke after its first event reached the reader: never retried. The
@@ -367,6 +382,7 @@ impl CallState {
         p: Prepared,
         error: &Error,
         signals: &Signals,
+        rule: AccountingRule,
     ) -> (Option<bool>, Duration) {
         let deployment = p.deployment;
         self.observe_failure(deployment, error);
@@ -379,14 +395,25 @@ impl CallState {
             ..
         } = p;
         match error {
-            // Refused before any work: the tokens were not used (the request counts).
+            // The provider answered with a refusal and bills it: settle at its usage.
+            Error::ProviderRefusal { usage, .. } => {
+                let cost = self.price_of(usage);
+                reservation.settle(usage, rule);
+                hold.settle(cost);
+            }
+            // Refused before any work (or never reached the provider): the tokens were
+            // not used (the request counts).
             Error::Provider(
-                ProviderError::RateLimited { .. } | ProviderError::Overloaded { .. },
+                ProviderError::RateLimited { .. }
+                | ProviderError::Overloaded { .. }
+                | ProviderError::Connection {
+                    cause: ConnectionCause::Refused | ConnectionCause::Dns | ConnectionCause::Tls,
+                    ..
+                },
             )
             | Error::ProviderRequest(_)
             | Error::QuotaExhausted { .. }
-            | Error::ContextWindowExceeded { .. }
-            | Error::ProviderRefusal { .. } => {
+            | Error::ContextWindowExceeded { .. } => {
                 let cost = reservation.cost();
                 reservation.settle_counted(Cost {
                     requests: cost.requests,
@@ -487,7 +514,7 @@ impl CallState {
                     self.succeed(prepared, &usage, rule, &signals);
                     return Ok((value, usage));
                 }
-                Err(error) => match self.fail(prepared, &error, &signals) {
+                Err(error) => match self.fail(prepared, &error, &signals, rule) {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => return Err(error),
                 },
@@ -578,6 +605,14 @@ impl CallState {
 
     pub(crate) fn started(&self) -> Instant {
         self.started
+    }
+}
+
+/// The usage a failure was billed with: a refusal's.
+fn billed_usage(error: &Error) -> Option<Usage> {
+    match error {
+        Error::ProviderRefusal { usage, .. } => Some(*usage),
+        _ => None,
     }
 }
 

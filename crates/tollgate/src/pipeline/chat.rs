@@ -1,11 +1,14 @@
 //! The chat client `Models::chat` hands out: the pipeline around a provider's
 //! [`ChatTransport`].
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use tokio::time::Sleep;
 
 use super::call::{CallState, Prepared};
 use super::engine::ModelRuntime;
@@ -13,8 +16,9 @@ use super::job::JobContext;
 use super::shape;
 use super::transport::{ChatTransport, Signals};
 use crate::client::LlmClient;
+use crate::clock;
 use crate::conversation::{Message, Role};
-use crate::error::{Error, ProviderError, ProviderRequestError, Result};
+use crate::error::{ConnectionCause, Error, ProviderError, Result};
 use crate::limit::{AccountingRule, Cost, Reservation};
 use crate::request::{LlmRequest, ResponseShape};
 use crate::response::{LlmResponse, StopReason};
@@ -189,8 +193,9 @@ impl PipelineChat {
                         max_output_tokens: limit,
                     });
                 }
+                // Settled and costed above: the provider bills a refused answer.
                 StopReason::Refusal | StopReason::ContentFilter => {
-                    return Err(refusal(&response));
+                    return Err(refusal(&response, 0));
                 }
                 _ => {}
             }
@@ -215,14 +220,14 @@ impl PipelineChat {
     }
 }
 
-fn refusal(response: &LlmResponse) -> Error {
-    let category = match response.stop_reason() {
-        StopReason::ContentFilter => "content_filter",
-        _ => "refusal",
-    };
+/// The refusal an answer that stopped with a refusal or a content filter stands for,
+/// with its usage and the stream events delivered before it.
+fn refusal(response: &LlmResponse, delivered_events: u64) -> Error {
     Error::ProviderRefusal {
-        category: category.into(),
+        category: stop_name(response.stop_reason()).into(),
         explanation: response.text(),
+        usage: response.usage(),
+        delivered_events,
     }
 }
 
@@ -283,18 +288,21 @@ impl PipelineChat {
                 }
             };
             let signals = Signals::default();
-            // Failures before the first event reaches the reader are retried like any other.
+            let idle = self.rt.entry.stream_idle_timeout();
+            // Failures before the first event reaches the reader are retried like any
+            // other: the attempt's deadline bounds the whole opening, the idle timeout the
+            // wait for the first event once the answer has begun.
             let opened = tokio::time::timeout(timeout, async {
                 let transport = &self.transports[prepared.deployment];
                 let mut stream = transport.send_stream(&request, &signals).await?;
-                match stream.next().await {
-                    Some(Ok(first)) => Ok((stream, first)),
-                    Some(Err(e)) => Err(e),
-                    None => Err(ProviderRequestError::new(
-                        200,
+                match tokio::time::timeout(idle, stream.next()).await {
+                    Err(_) => Err(ProviderError::Timeout { after: Some(idle) }.into()),
+                    Ok(Some(Ok(first))) => Ok((stream, first)),
+                    Ok(Some(Err(e))) => Err(e),
+                    Ok(None) => Err(crate::wire::malformed(
                         "the stream ended before its first event",
-                    )
-                    .into()),
+                        b"",
+                    )),
                 }
             })
             .await
@@ -308,7 +316,16 @@ impl PipelineChat {
             match opened {
                 Ok((inner, first)) => {
                     call.time_to_first_token = Some(call.started().elapsed());
+                    let deadline = self.rt.config.call_deadline.map(|after| {
+                        (
+                            after,
+                            Box::pin(tokio::time::sleep_until(call.started() + after)),
+                        )
+                    });
                     return Ok(ResponseStream::new(PipelineStream {
+                        idle,
+                        idle_timer: Box::pin(tokio::time::sleep(idle)),
+                        deadline,
                         inner,
                         first: Some(first),
                         prepared: Some(prepared),
@@ -322,7 +339,7 @@ impl PipelineChat {
                         last_usage: None,
                     }));
                 }
-                Err(e) => match call.fail(prepared, &e, &signals) {
+                Err(e) => match call.fail(prepared, &e, &signals, self.transport.accounting()) {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => {
                         let e = self.name_overflow(e, &request, limit);
@@ -336,9 +353,17 @@ impl PipelineChat {
 }
 
 /// The stream handed to the reader: events pass through; a failure after the first event
-/// ends it with [`Error::StreamInterrupted`] (never re-sent, so no text twice); the
-/// completed response settles the reservation and the spend cap.
+/// ends it with [`Error::StreamInterrupted`] (never re-sent, so no text twice), and so
+/// does a gap of more than the model's idle timeout between events, or the call's
+/// deadline; a refusal ends it with [`Error::ProviderRefusal`]; the completed response
+/// (or the refusal) settles the reservation and the spend cap at its usage.
 struct PipelineStream {
+    /// The longest gap allowed between events.
+    idle: Duration,
+    /// Fires `idle` after the last event.
+    idle_timer: Pin<Box<Sleep>>,
+    /// The call's deadline and its timer, when the pipeline sets one.
+    deadline: Option<(Duration, Pin<Box<Sleep>>)>,
     inner: ResponseStream,
     first: Option<StreamEvent>,
     prepared: Option<Prepared>,
@@ -369,6 +394,14 @@ impl PipelineStream {
                 .succeed(p, &response.usage(), self.rule, &self.signals);
         }
         let outcome = match &self.shape {
+            // Settled at its usage above: the provider bills a refused answer.
+            _ if matches!(
+                response.stop_reason(),
+                StopReason::Refusal | StopReason::ContentFilter
+            ) =>
+            {
+                Err(refusal(response, self.delivered))
+            }
             _ if response.stop_reason() == StopReason::ContextWindowExceeded => Err(self
                 .overflow
                 .take()
@@ -388,6 +421,28 @@ impl PipelineStream {
     fn interrupted(&mut self, cause: Error) -> Error {
         let cause = cause.with_provider(&self.call.entry().provider);
         self.done = true;
+        // Close the connection now, not when the reader drops the stream.
+        self.inner = ResponseStream::new(futures::stream::empty());
+        if let Error::ProviderRefusal {
+            category,
+            explanation,
+            usage,
+            ..
+        } = cause
+        {
+            // A refusal is the answer, not a break: settled and costed at its usage.
+            let error = Error::ProviderRefusal {
+                category,
+                explanation,
+                usage,
+                delivered_events: self.delivered,
+            };
+            if let Some(p) = self.prepared.take() {
+                self.call.fail(p, &error, &self.signals, self.rule);
+            }
+            self.call.finish(Err(&error), None);
+            return error;
+        }
         if let Some(p) = self.prepared.take() {
             // Never retried: the reader already has part of the answer.
             self.call
@@ -415,14 +470,37 @@ impl Stream for PipelineStream {
             return Poll::Ready(Some(this.on_event(first)));
         }
         match this.inner.poll_next_unpin(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(event))) => Poll::Ready(Some(this.on_event(event))),
+            Poll::Pending => {
+                let deadline = match &mut this.deadline {
+                    Some((after, timer)) => timer.as_mut().poll(cx).is_ready().then_some(*after),
+                    None => None,
+                };
+                let expired = deadline.or_else(|| {
+                    this.idle_timer
+                        .as_mut()
+                        .poll(cx)
+                        .is_ready()
+                        .then_some(this.idle)
+                });
+                match expired {
+                    Some(after) => {
+                        let cause = ProviderError::Timeout { after: Some(after) }.into();
+                        Poll::Ready(Some(Err(this.interrupted(cause))))
+                    }
+                    None => Poll::Pending,
+                }
+            }
+            Poll::Ready(Some(Ok(event))) => {
+                let next = clock::now() + this.idle;
+                this.idle_timer.as_mut().reset(next);
+                Poll::Ready(Some(this.on_event(event)))
+            }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.interrupted(e)))),
             Poll::Ready(None) => {
-                let cause = ProviderRequestError::new(
-                    200,
-                    "the stream ended without its completed response",
-                )
+                let cause = ProviderError::Connection {
+                    cause: ConnectionCause::ClosedEarly,
+                    detail: "the stream ended without its completed response".into(),
+                }
                 .into();
                 Poll::Ready(Some(Err(this.interrupted(cause))))
             }

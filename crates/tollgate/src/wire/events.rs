@@ -23,9 +23,10 @@ pub trait EventDecoder<In = String>: Send + 'static {
     fn is_finished(&self) -> bool;
 
     /// The events ran out before [`is_finished`](Self::is_finished). By default the
-    /// answer was cut: a bad gateway, retried when nothing reached the reader yet.
+    /// answer was cut: [`ProviderError::Connection`] closed early, retried when nothing
+    /// reached the reader yet.
     fn ended(&mut self) -> Result<Vec<StreamEvent>> {
-        Err(ProviderError::server(502).into())
+        Err(ProviderError::closed_early("the stream ended before its last event").into())
     }
 }
 
@@ -130,11 +131,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_cut_stream_is_a_bad_gateway() {
+    async fn a_cut_stream_is_a_connection_closed_early() {
         let out = run(&["a"]).await;
         assert!(matches!(
             out[1],
-            Err(Error::Provider(ProviderError::Server { status: 502, .. }))
+            Err(Error::Provider(ProviderError::Connection {
+                cause: crate::ConnectionCause::ClosedEarly,
+                ..
+            }))
         ));
     }
 }

@@ -1,4 +1,7 @@
-//! Cutting secrets out of text a provider sent back.
+//! Cutting secrets out of text a provider sent back, and out of the errors that carry
+//! such text.
+
+use crate::error::{Error, ProviderError};
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -12,6 +15,45 @@ pub fn redact<S: AsRef<str>>(text: &str, secrets: impl IntoIterator<Item = S>) -
             "" => text,
             s => text.replace(s, REDACTED),
         })
+}
+
+impl Error {
+    /// This error with every non-empty secret cut out of the text a provider failure
+    /// carries ([`ProviderError::redacted`]), also inside a stream interruption.
+    pub fn redacted(self, secrets: &[&str]) -> Self {
+        match self {
+            Error::Provider(p) => Error::Provider(p.redacted(secrets)),
+            Error::StreamInterrupted {
+                model_id,
+                delivered_events,
+                cause,
+            } => Error::StreamInterrupted {
+                model_id,
+                delivered_events,
+                cause: Box::new(cause.redacted(secrets)),
+            },
+            other => other,
+        }
+    }
+}
+
+impl ProviderError {
+    /// This failure with every non-empty secret cut out of the text it carries (a
+    /// malformed answer's bytes, a connection failure's detail).
+    pub fn redacted(self, secrets: &[&str]) -> Self {
+        match self {
+            ProviderError::Malformed { what, raw, raw_len } => ProviderError::Malformed {
+                what: redact(&what, secrets),
+                raw: redact(&raw, secrets),
+                raw_len,
+            },
+            ProviderError::Connection { cause, detail } => ProviderError::Connection {
+                cause,
+                detail: redact(&detail, secrets),
+            },
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use tollgate::{Error, ProviderError};
 
 use super::super::harness::{Kit, MODEL, SECRET, USAGE, models};
 use super::super::script::WireScript;
+use super::super::server::RefusingPort;
 
 /// The last call's outcome and attempts as recorded.
 fn last_call(kit: &Kit<'_>) -> (Outcome, u32) {
@@ -200,10 +201,8 @@ pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireS
 
 /// Nothing listening is a retryable failure, not a hang.
 pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) {
-    // Bind a port, then free it: nothing listens there.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("address"));
-    drop(listener);
+    let refusing = RefusingPort::bind();
+    let url = refusing.uri();
     let store = Arc::new(
         MemoryCredentialStore::new()
             .with(super::super::harness::CREDENTIAL, script.credential(SECRET)),
