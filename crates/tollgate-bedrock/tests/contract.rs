@@ -105,6 +105,11 @@ macro_rules! bedrock_common {
             Vec::new()
         }
 
+        /// The SDK reads its own bodies and event frames: tollgate cannot cap them.
+        fn caps_response_size(&self) -> bool {
+            false
+        }
+
         /// The SDK's orchestrator logs a failed call's error message, as the server
         /// sent it, at DEBUG; tollgate cannot redact it (AWS never echoes credentials).
         fn foreign_log_targets(&self) -> &[&'static str] {
@@ -134,6 +139,12 @@ fn chunk(event: &Value) -> Vec<u8> {
 
 impl WireScript for AnthropicOnBedrock {
     bedrock_common!();
+
+    /// A chunk whose Anthropic event is not JSON.
+    fn malformed_frame(&self) -> Vec<u8> {
+        let bytes = aws_smithy_types::base64::encode("{not json");
+        event_frame("chunk", &json!({ "bytes": bytes }))
+    }
 
     fn register(&self, models: ModelsBuilder) -> ModelsBuilder {
         models.provider(AnthropicBedrockProvider)
@@ -200,6 +211,24 @@ fn converse_answer(text: &str, stop: &str, usage: WireUsage) -> Value {
 
 impl WireScript for Converse {
     bedrock_common!();
+
+    /// A `contentBlockDelta` event whose payload is not JSON.
+    fn malformed_frame(&self) -> Vec<u8> {
+        use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+        let header = |name: &str, value: &str| {
+            Header::new(
+                name.to_owned(),
+                HeaderValue::String(value.to_owned().into()),
+            )
+        };
+        let message = Message::new(b"{not json".to_vec())
+            .add_header(header(":message-type", "event"))
+            .add_header(header(":event-type", "contentBlockDelta"))
+            .add_header(header(":content-type", "application/json"));
+        let mut out = Vec::new();
+        aws_smithy_eventstream::frame::write_message_to(&message, &mut out).expect("a frame");
+        out
+    }
 
     fn register(&self, models: ModelsBuilder) -> ModelsBuilder {
         models.provider(BedrockConverseProvider)

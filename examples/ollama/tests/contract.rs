@@ -60,6 +60,10 @@ impl WireScript for OllamaWire {
         Some(line(&json!({"error": "an error was encountered while running the model"})))
     }
 
+    fn malformed_frame(&self) -> Vec<u8> {
+        b"{not json\n".to_vec()
+    }
+
     fn error(&self, status: u16, message: &str) -> Reply {
         Reply::json(status, &json!({ "error": message }))
     }

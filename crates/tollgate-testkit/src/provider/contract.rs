@@ -18,7 +18,7 @@ macro_rules! provider_contract_tests {
             retry_after_on_a_503_is_kept,
             x_should_retry_false_vetoes_the_retry,
             quota_exhausted_is_final_and_names_the_provider,
-            a_refusal_is_a_provider_refusal,
+            a_refusal_is_a_provider_refusal_costed_at_its_usage,
             a_context_overflow_is_typed_and_names_the_model,
             a_connection_closed_before_the_answer_is_retried,
             a_refused_connection_is_retryable,
@@ -32,7 +32,23 @@ macro_rules! provider_contract_tests {
             a_stream_answered_with_an_error_status_is_that_typed_error,
             the_secret_never_shows_in_errors_logs_debug_or_records,
             an_empty_stored_key_redacts_nothing,
+            a_malformed_answer_is_retried_then_answered,
+            a_malformed_stream_event_is_retried_before_the_first_event_only,
+            an_answer_larger_than_the_models_cap_fails_typed,
         );
+        $crate::provider_contract_tests!(@paused $script;
+            a_stalled_stream_times_out_retried_before_the_first_event_only,
+        );
+    };
+    (@paused $script:expr; $($name:ident),+ $(,)?) => {
+        $(
+            /// On tokio's paused clock: the kit's server stalls far longer than the
+            /// model's idle timeout, and the clock jumps when both wait.
+            #[tokio::test(start_paused = true)]
+            async fn $name() {
+                $crate::provider::checks::$name(&$script).await;
+            }
+        )+
     };
     (@each $script:expr; $($name:ident),+ $(,)?) => {
         $(

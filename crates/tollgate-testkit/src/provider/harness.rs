@@ -9,8 +9,8 @@ use tollgate::catalog::{Limits, Price};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{MemoryRecorder, PipelineConfig, RetryPolicy};
 use tollgate::{
-    Catalog, Conversation, Dimension, Error, JobContext, LlmRequest, LlmResponse, Models,
-    SamplingParams, StreamEvent,
+    Catalog, Conversation, Dimension, Error, JobContext, LlmRequest, LlmResponse, ModelEntry,
+    Models, SamplingParams, StreamEvent,
 };
 
 use super::script::{WireScript, WireUsage};
@@ -56,11 +56,20 @@ pub struct Kit<'a> {
 impl<'a> Kit<'a> {
     /// A fresh server and `Models` for `script`.
     pub async fn new(script: &'a dyn WireScript) -> Kit<'a> {
+        Kit::with_model(script, |entry| entry).await
+    }
+
+    /// [`Kit::new`], with the model's catalog entry changed by `tweak` (a smaller size
+    /// cap, a shorter idle timeout).
+    pub async fn with_model(
+        script: &'a dyn WireScript,
+        tweak: impl FnOnce(ModelEntry) -> ModelEntry,
+    ) -> Kit<'a> {
         let server = ScriptServer::start().await;
         let store =
             Arc::new(MemoryCredentialStore::new().with(CREDENTIAL, script.credential(SECRET)));
         let recorder = Arc::new(MemoryRecorder::new());
-        let models = models(script, server.uri(), store.clone(), recorder.clone());
+        let models = models_with(script, server.uri(), store.clone(), recorder.clone(), tweak);
         Kit {
             script,
             server,
@@ -126,16 +135,28 @@ pub fn models(
     store: Arc<MemoryCredentialStore>,
     recorder: Arc<MemoryRecorder>,
 ) -> Models {
+    models_with(script, base_url, store, recorder, |entry| entry)
+}
+
+fn models_with(
+    script: &dyn WireScript,
+    base_url: &str,
+    store: Arc<MemoryCredentialStore>,
+    recorder: Arc<MemoryRecorder>,
+    tweak: impl FnOnce(ModelEntry) -> ModelEntry,
+) -> Models {
     let entry = script
         .chat_model(MODEL, base_url, CREDENTIAL)
         .with_credential(CREDENTIAL)
         .with_output_tokens(2000, 500)
+        // Requests only: providers differ in which token limits they take (Gemini's
+        // counts input only), and no check here is about tokens.
         .with_limits(Limits {
             rpm: RPM,
-            tpm: 10_000_000,
             ..Limits::default()
         })
         .with_price(PRICE);
+    let entry = tweak(entry);
     let catalog = Catalog::builder()
         .model(entry)
         .build()

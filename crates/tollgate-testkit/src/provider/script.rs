@@ -70,6 +70,18 @@ pub trait WireScript: Send + Sync + 'static {
     /// side); `None` when its streams carry no error events.
     fn stream_error(&self) -> Option<Vec<u8>>;
 
+    /// A stream frame in the provider's framing whose content does not decode. By default
+    /// an SSE event whose data is not JSON.
+    fn malformed_frame(&self) -> Vec<u8> {
+        b"data: {not json\n\n".to_vec()
+    }
+
+    /// Whether the provider caps the size of an answer it reads (catalog
+    /// `max_response_bytes`); an SDK that reads its own bodies may not.
+    fn caps_response_size(&self) -> bool {
+        true
+    }
+
     /// The provider's error answer for `status`, carrying `message`, as it sends it for
     /// an ordinary failure of that status (not quota, not overflow).
     fn error(&self, status: u16, message: &str) -> Reply;

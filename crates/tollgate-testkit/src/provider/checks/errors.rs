@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{MemoryRecorder, Outcome};
-use tollgate::{Error, ProviderError};
+use tollgate::{ConnectionCause, Error, ProviderError};
 
 use super::super::harness::{Kit, MODEL, SECRET, USAGE, models};
 use super::super::script::WireScript;
@@ -157,16 +157,27 @@ pub async fn quota_exhausted_is_final_and_names_the_provider(script: &dyn WireSc
     assert_eq!(kit.server.hits(), 1);
 }
 
-/// A refused answer is `ProviderRefusal`, sent once.
-pub async fn a_refusal_is_a_provider_refusal(script: &dyn WireScript) {
+/// A refused answer is `ProviderRefusal` carrying the usage the provider billed, sent
+/// once, recorded and costed (a refused answer is not free).
+pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(script: &dyn WireScript) {
     let Some(refusal) = script.refusal(USAGE) else {
         return;
     };
     let kit = Kit::new(script).await;
     kit.server.only(refusal);
     let err = kit.ask(&kit.models).await.expect_err("refusal");
-    assert!(matches!(err, Error::ProviderRefusal { .. }), "{err:?}");
+    let Error::ProviderRefusal { usage, .. } = &err else {
+        panic!("expected ProviderRefusal, got {err:?}");
+    };
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens),
+        (USAGE.input, USAGE.output),
+        "{err:?}"
+    );
     assert_eq!(kit.server.hits(), 1);
+    let call = kit.recorder.calls().pop().expect("recorded");
+    assert_eq!(call.usage, *usage);
+    assert!(call.cost_usd.is_some_and(|c| c > 0.0), "{call:?}");
 }
 
 /// The provider's context overflow is `ContextWindowExceeded` naming the model, sent
@@ -185,12 +196,17 @@ pub async fn a_context_overflow_is_typed_and_names_the_model(script: &dyn WireSc
     assert_eq!(kit.server.hits(), 1);
 }
 
-/// A connection closed before any answer is retryable, and the retry is answered.
+/// A connection closed before any answer is a `Connection` failure (closed early, or
+/// reset), retried, and the retry is answered.
 pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireScript) {
     let kit = Kit::new(script).await;
     kit.server.only(super::super::server::Reply::Hangup);
     let err = kit.ask(&kit.no_retries()).await.expect_err("hang-up");
-    assert!(err.is_retryable(), "{err:?}");
+    assert!(
+        matches!(&err, Error::Provider(ProviderError::Connection { cause, .. })
+            if matches!(cause, ConnectionCause::ClosedEarly | ConnectionCause::Reset)),
+        "{err:?}"
+    );
     kit.server.script([
         super::super::server::Reply::Hangup,
         script.answer("ok", USAGE),
@@ -199,7 +215,7 @@ pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireS
     assert_eq!(last_call(&kit), (Outcome::Success, 2));
 }
 
-/// Nothing listening is a retryable failure, not a hang.
+/// Nothing listening is a retryable `Connection { Refused }` failure, not a hang.
 pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) {
     let refusing = RefusingPort::bind();
     let url = refusing.uri();
@@ -216,5 +232,14 @@ pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) {
         .single_response(&super::super::harness::request())
         .await
         .expect_err("nothing listens");
-    assert!(err.is_retryable(), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            Error::Provider(ProviderError::Connection {
+                cause: ConnectionCause::Refused,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
 }

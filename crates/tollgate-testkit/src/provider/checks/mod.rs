@@ -3,10 +3,12 @@
 
 mod answers;
 mod errors;
+mod faults;
 mod secrets;
 mod streams;
 
 pub use answers::*;
 pub use errors::*;
+pub use faults::*;
 pub use secrets::*;
 pub use streams::*;
