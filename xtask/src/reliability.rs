@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::{cargo, workspace_root};
 
 /// The fuzz targets, in the order they run (`fuzz/fuzz_targets/<name>.rs`).
-pub(crate) const FUZZ_TARGETS: [&str; 9] = [
+pub(crate) const FUZZ_TARGETS: [&str; 11] = [
     "sse",
     "anthropic_response",
     "anthropic_stream",
@@ -18,6 +18,8 @@ pub(crate) const FUZZ_TARGETS: [&str; 9] = [
     "openai_stream",
     "bedrock_eventstream",
     "bedrock_converse",
+    "gemini_response",
+    "gemini_stream",
     "catalog",
     "credentials",
 ];
