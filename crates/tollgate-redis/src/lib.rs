@@ -736,6 +736,7 @@ impl LimiterBackend for RedisLimiter {
                 rate_factor: 1.0,
                 grants: 0,
                 waited: 0,
+                held: 0,
             });
         }
         let inv = self.inner.invocation(
@@ -779,6 +780,8 @@ impl LimiterBackend for RedisLimiter {
             rate_factor: float(&reply[n]).ok_or_else(bad)?,
             grants: int(&reply[n + 1]).ok_or_else(bad)?,
             waited: int(&reply[n + 2]).ok_or_else(bad)?,
+            // Reservations live in each process: Redis cannot count them.
+            held: 0,
         })
     }
 }

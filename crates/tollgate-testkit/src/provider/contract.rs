@@ -47,15 +47,28 @@ macro_rules! provider_contract_tests {
             #[tokio::test(start_paused = true)]
             async fn $name() {
                 $crate::provider::checks::$name(&$script).await;
+                $crate::provider::assert_no_task_left().await;
             }
         )+
     };
     (@each $script:expr; $($name:ident),+ $(,)?) => {
         $(
-            #[tokio::test]
+            #[tokio::test(start_paused = true)]
             async fn $name() {
                 $crate::provider::checks::$name(&$script).await;
+                $crate::provider::assert_no_task_left().await;
             }
         )+
     };
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kit's own check can fail: a task left running is caught.
+    #[tokio::test(start_paused = true)]
+    #[should_panic(expected = "outlived the check")]
+    async fn a_task_left_running_after_a_check_is_caught() {
+        tokio::spawn(std::future::pending::<()>());
+        crate::provider::assert_no_task_left().await;
+    }
 }

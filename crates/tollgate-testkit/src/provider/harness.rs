@@ -128,6 +128,41 @@ impl<'a> Kit<'a> {
     }
 }
 
+/// When a check is done with its kit: nothing may still hold or wait for capacity. Every
+/// reservation made was settled, given back or dropped (so the buckets hold exactly what
+/// the sends charged), whatever failed.
+impl Drop for Kit<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let limiter = self.models.limiter(MODEL).expect("the model has a limiter");
+        // The in-process limiter answers at once.
+        let snapshot = futures::FutureExt::now_or_never(limiter.snapshot())
+            .expect("the in-process limiter answers at once")
+            .expect("a snapshot");
+        assert_eq!(
+            (snapshot.held, snapshot.queued),
+            (0, 0),
+            "a reservation was left held or a waiter left queued: {snapshot:?}"
+        );
+    }
+}
+
+/// After a check, with every kit dropped: lets the paused clock run an hour (so that a
+/// stalled server finishes) and checks that no task is left running: no connection, no
+/// limiter driver, no stream pump outlived its call.
+pub async fn assert_no_task_left() {
+    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
+    let alive = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    assert_eq!(alive, 0, "{alive} tasks outlived the check");
+}
+
 /// `Models` for one model of `script`'s provider at `base_url`.
 pub fn models(
     script: &dyn WireScript,

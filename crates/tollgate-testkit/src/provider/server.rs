@@ -374,7 +374,9 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> bool {
     else {
         return false;
     };
-    let mut head = format!("HTTP/1.1 {status} Scripted\r\n");
+    // One request per connection: every attempt opens its own, so what one reply left
+    // on a connection (a cut, a stall) never meets the next attempt.
+    let mut head = format!("HTTP/1.1 {status} Scripted\r\nconnection: close\r\n");
     for (name, value) in &headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -383,7 +385,8 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> bool {
             head.push_str(&format!("content-length: {}\r\n\r\n", bytes.len()));
             let mut out = head.into_bytes();
             out.extend_from_slice(&bytes);
-            socket.write_all(&out).await.is_ok()
+            let _ = socket.write_all(&out).await;
+            false
         }
         Body::Huge { prefix, len } => {
             head.push_str(&format!("content-length: {len}\r\n\r\n"));
@@ -402,7 +405,7 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> bool {
                 }
                 left -= n;
             }
-            true
+            false
         }
         Body::Frames(frames, end) => {
             head.push_str("transfer-encoding: chunked\r\n\r\n");
@@ -418,7 +421,10 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> bool {
                 }
             }
             match end {
-                End::Clean => socket.write_all(b"0\r\n\r\n").await.is_ok(),
+                End::Clean => {
+                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                    false
+                }
                 End::Drop => {
                     let _ = socket.shutdown().await;
                     false

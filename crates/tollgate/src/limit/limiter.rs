@@ -64,6 +64,9 @@ pub struct LimiterSnapshot {
     pub grants: u64,
     /// Of those, how many had to wait.
     pub waited: u64,
+    /// Reservations alive now (made and not yet settled, given back or dropped): 0 once
+    /// every call has finished, whatever failed. A backend that cannot tell says 0.
+    pub held: u64,
 }
 
 /// A token-bucket limiter for one model: requests, tokens, input tokens and output tokens
@@ -75,6 +78,8 @@ pub struct TokenBucketRateLimiter {
 
 pub(super) struct Shared {
     pub(super) model_id: String,
+    /// Reservations alive (see [`LimiterSnapshot::held`]).
+    held: std::sync::atomic::AtomicU64,
     epoch: Instant,
     state: Mutex<State>,
     /// Tells the driver that the head's deadline may have moved.
@@ -142,6 +147,7 @@ impl TokenBucketRateLimiter {
         TokenBucketRateLimiter {
             shared: Arc::new(Shared {
                 model_id: config.model_id,
+                held: std::sync::atomic::AtomicU64::new(0),
                 epoch,
                 state: Mutex::new(state),
                 notify: Notify::new(),
@@ -296,6 +302,7 @@ impl TokenBucketRateLimiter {
             rate_factor: state.throttle.factor(),
             grants: state.grants,
             waited: state.waited,
+            held: self.shared.held.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -337,6 +344,14 @@ impl Shared {
 }
 
 impl BucketLedger for Shared {
+    fn opened(&self) {
+        self.held.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn closed(&self) {
+        self.held.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn refund(&self, cost: &Cost) {
         // A credit needs no clock (see `adjust`); the head waiter may go now.
         let mut state = self.lock();

@@ -48,6 +48,14 @@ pub trait BucketLedger: Send + Sync {
     fn refund(&self, cost: &Cost) {
         self.adjust(CostDelta::refund(cost));
     }
+
+    /// A reservation on this ledger was made (counts what is held, for
+    /// [`LimiterSnapshot::held`](super::LimiterSnapshot::held)). By default nothing.
+    fn opened(&self) {}
+
+    /// A reservation on this ledger ended: settled, given back, or dropped (exactly once
+    /// per [`BucketLedger::opened`]). By default nothing.
+    fn closed(&self) {}
 }
 
 /// Capacity held for one call.
@@ -65,6 +73,7 @@ pub struct Reservation {
 impl Reservation {
     /// A reservation issued by `ledger` for `cost`.
     pub fn new(ledger: Arc<dyn BucketLedger>, cost: Cost) -> Self {
+        ledger.opened();
         Reservation {
             ledger: Some(ledger),
             cost,
@@ -103,6 +112,7 @@ impl Reservation {
             if !delta.is_zero() {
                 ledger.adjust(delta);
             }
+            ledger.closed();
         }
     }
 
@@ -114,6 +124,7 @@ impl Reservation {
             if !delta.is_zero() {
                 ledger.adjust(delta);
             }
+            ledger.closed();
         }
     }
 
@@ -135,16 +146,18 @@ impl Reservation {
     pub fn release(mut self) {
         if let Some(ledger) = self.ledger.take() {
             ledger.refund(&self.cost);
+            ledger.closed();
         }
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if let Some(ledger) = self.ledger.take()
-            && !self.sent
-        {
-            ledger.refund(&self.cost);
+        if let Some(ledger) = self.ledger.take() {
+            if !self.sent {
+                ledger.refund(&self.cost);
+            }
+            ledger.closed();
         }
     }
 }

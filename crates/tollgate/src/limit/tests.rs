@@ -189,3 +189,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn held_counts_the_reservations_alive_and_returns_to_zero_however_they_end() {
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new(
+            "p",
+            Limits {
+                rpm: 100,
+                ..Limits::default()
+            },
+        )
+        .with_adaptive(false),
+    );
+    let held = |l: &TokenBucketRateLimiter| l.snapshot().held;
+    let cost = Cost::call(1, 1);
+    let dropped = limiter.try_reserve(cost).unwrap();
+    let mut sent = limiter.try_reserve(cost).unwrap();
+    let settled = limiter.try_reserve(cost).unwrap();
+    let released = limiter.try_reserve(cost).unwrap();
+    assert_eq!(held(&limiter), 4);
+    drop(dropped);
+    sent.mark_sent();
+    drop(sent);
+    settled.settle(&crate::Usage::default(), super::AccountingRule::default());
+    assert_eq!(held(&limiter), 1);
+    released.release();
+    assert_eq!(held(&limiter), 0);
+}

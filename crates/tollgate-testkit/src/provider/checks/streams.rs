@@ -101,7 +101,7 @@ pub async fn a_stream_ended_before_its_first_event_is_retried(script: &dyn WireS
     let (events, error) = kit.stream(&kit.models).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(streamed_text(&events), PIECES.concat());
-    assert_eq!(kit.server.hits(), 2);
+    assert_eq!(kit.server.hits(), 2, "{:#?}", kit.recorder.attempts());
 }
 
 /// A stream whose connection drops after its first event is `StreamInterrupted` with a
