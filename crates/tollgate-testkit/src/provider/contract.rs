@@ -35,6 +35,10 @@ macro_rules! provider_contract_tests {
             a_malformed_answer_is_retried_then_answered,
             a_malformed_stream_event_is_retried_before_the_first_event_only,
             an_answer_larger_than_the_models_cap_fails_typed,
+            a_429_storm_is_waited_out_then_answered,
+            a_429_storm_longer_than_the_budget_ends_rate_limited,
+            a_burst_of_server_errors_is_retried_then_answered,
+            a_slow_drip_is_cut_by_the_idle_timeout,
         );
         $crate::provider_contract_tests!(@paused $script;
             a_stalled_stream_times_out_retried_before_the_first_event_only,

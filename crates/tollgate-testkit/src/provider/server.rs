@@ -76,6 +76,14 @@ pub enum Body {
     Full(Vec<u8>),
     /// Chunked: each frame is written (and flushed) as one chunk, then `end`.
     Frames(Vec<Vec<u8>>, End),
+    /// Chunked, one byte at a time with `every` between them (a slow drip), then the
+    /// end.
+    Drip {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// The pause before each byte.
+        every: Duration,
+    },
     /// `prefix` then filler bytes, `len` bytes in all, with its `content-length`: a
     /// body too large to keep, written without holding it in memory.
     Huge {
@@ -405,6 +413,21 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> bool {
                 }
                 left -= n;
             }
+            false
+        }
+        Body::Drip { bytes, every } => {
+            head.push_str("transfer-encoding: chunked\r\n\r\n");
+            if socket.write_all(head.as_bytes()).await.is_err() {
+                return false;
+            }
+            for byte in bytes {
+                tokio::time::sleep(every).await;
+                let chunk = [b'1', b'\r', b'\n', byte, b'\r', b'\n'];
+                if socket.write_all(&chunk).await.is_err() || socket.flush().await.is_err() {
+                    return false;
+                }
+            }
+            let _ = socket.write_all(b"0\r\n\r\n").await;
             false
         }
         Body::Frames(frames, end) => {

@@ -121,3 +121,97 @@ pub async fn a_stalled_stream_times_out_retried_before_the_first_event_only(
     assert_eq!(streamed_text(&events), PIECES[0]);
     assert_eq!(kit.server.hits(), 1);
 }
+
+/// A storm of 429s, three with `retry-after: 2` and one without, is waited out (each
+/// wait at least what the provider asked, on the paused clock) and then answered within
+/// the retry budget.
+pub async fn a_429_storm_is_waited_out_then_answered(script: &dyn WireScript) {
+    let kit = Kit::new(script).await;
+    let limited = || script.rate_limited("slow down");
+    let with_wait = || limited().header("retry-after", "2");
+    kit.server.script([
+        with_wait(),
+        with_wait(),
+        limited(),
+        with_wait(),
+        script.answer("ok", USAGE),
+    ]);
+    let started = tokio::time::Instant::now();
+    kit.ask(&kit.models)
+        .await
+        .expect("answered after the storm");
+    assert!(
+        started.elapsed() >= Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    let call = kit.recorder.calls().pop().expect("recorded");
+    assert_eq!((call.outcome, call.attempts), (Outcome::Success, 5));
+    assert_eq!(kit.server.hits(), 5);
+}
+
+/// A storm longer than the retry budget ends with the provider's last word, typed: the
+/// budget is the pipeline's, however long the provider keeps refusing.
+pub async fn a_429_storm_longer_than_the_budget_ends_rate_limited(script: &dyn WireScript) {
+    let kit = Kit::new(script).await;
+    kit.server
+        .only(script.rate_limited("slow down").header("retry-after", "1"));
+    let err = kit
+        .ask(&kit.models)
+        .await
+        .expect_err("the storm does not end");
+    assert!(
+        matches!(err, Error::Provider(ProviderError::RateLimited { .. })),
+        "{err:?}"
+    );
+    assert_eq!(kit.server.hits(), 5, "one send and four retries");
+}
+
+/// A burst of server errors (500, 502, 503, 504), each kept with its status, is retried
+/// to an answer; a 529 burst likewise.
+pub async fn a_burst_of_server_errors_is_retried_then_answered(script: &dyn WireScript) {
+    for burst in [vec![500u16, 502, 503, 504], vec![529, 529, 529]] {
+        let kit = Kit::new(script).await;
+        let mut replies: Vec<Reply> = burst.iter().map(|s| script.error(*s, "down")).collect();
+        replies.push(script.answer("ok", USAGE));
+        kit.server.script(replies);
+        kit.ask(&kit.models)
+            .await
+            .expect("answered after the burst");
+        let attempts = kit.recorder.attempts();
+        let statuses: Vec<Option<u16>> = attempts
+            .iter()
+            .map(|a| match &a.outcome {
+                Outcome::Failed { status, .. } => *status,
+                Outcome::Success => None,
+            })
+            .collect();
+        let mut expected: Vec<Option<u16>> = burst.iter().map(|s| Some(*s)).collect();
+        expected.push(None);
+        assert_eq!(statuses, expected, "each attempt recorded with its status");
+    }
+}
+
+/// A stream dripped a byte a second never completes an event within the model's idle
+/// timeout (5 s here): each attempt is given up as a `Timeout` before its first event,
+/// retried, and the last `Timeout` is the call's error. Nothing reaches the reader.
+pub async fn a_slow_drip_is_cut_by_the_idle_timeout(script: &dyn WireScript) {
+    let good = script.stream(&PIECES, USAGE);
+    let drip = Reply::Respond {
+        status: 200,
+        headers: vec![("content-type".into(), good.content_type.clone())],
+        body: Body::Drip {
+            bytes: good.frames.concat(),
+            every: Duration::from_secs(1),
+        },
+    };
+    let kit = Kit::with_model(script, |e| e.with_stream_idle_timeout_secs(5)).await;
+    kit.server.only(drip);
+    let (events, error) = kit.stream(&kit.models).await;
+    assert!(
+        matches!(&error, Some(Error::Provider(ProviderError::Timeout { .. }))),
+        "{error:?}"
+    );
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(kit.server.hits(), 5);
+}
