@@ -72,4 +72,48 @@ mod tests {
     fn empty_stored_key_redacts_nothing() {
         assert_eq!(redact("invalid x-api-key", [""]), "invalid x-api-key");
     }
+
+    use proptest::prelude::*;
+
+    /// Text around a key: pieces of ordinary text with the key between them `k` times,
+    /// at the edges when the first or last piece is empty.
+    fn with_key(pieces: &[String], key: &str) -> String {
+        pieces.join(key)
+    }
+
+    proptest! {
+        /// Wherever a key shows in a message (at either edge, repeated, next to itself),
+        /// every occurrence is replaced by the marker and nothing else changes.
+        #[test]
+        fn every_occurrence_of_a_key_is_redacted_and_nothing_else_changes(
+            key in "[A-Z0-9_-]{8,40}",
+            pieces in proptest::collection::vec("[ a-z:,.{}\"]{0,12}", 1..6),
+        ) {
+            let text = with_key(&pieces, &key);
+            let out = redact(&text, [key.as_str()]);
+            prop_assert!(!out.contains(&key), "{out}");
+            // Keys and pieces share no character, so the occurrences are exactly the
+            // joins.
+            prop_assert_eq!(out.matches(REDACTED).count(), pieces.len() - 1);
+            prop_assert_eq!(out, pieces.join(REDACTED));
+        }
+
+        /// An empty key redacts nothing, whatever the message.
+        #[test]
+        fn an_empty_key_leaves_any_message_as_it_was(text in ".{0,80}") {
+            prop_assert_eq!(redact(&text, [""]), text);
+        }
+
+        /// A key and its session token are both cut out, in either order.
+        #[test]
+        fn several_secrets_are_all_redacted(
+            key in "[A-Z0-9]{16,32}",
+            token in "[a-z0-9/+=]{16,48}",
+            around in "[ .:]{0,8}",
+        ) {
+            let text = format!("{around}{token}{around}{key}{around}{key}{token}");
+            let out = redact(&text, [key.as_str(), token.as_str()]);
+            prop_assert!(!out.contains(&key) && !out.contains(&token), "{out}");
+        }
+    }
 }
