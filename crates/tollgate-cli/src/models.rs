@@ -107,7 +107,8 @@ pub(crate) fn catalog(command: CatalogCommand) -> CliResult {
 }
 
 /// Every mistake in a catalog text. The library stops at the first; here each model is
-/// checked on its own (with the `[embeddings]` section), then the fallbacks across models.
+/// checked on its own (with the `[embeddings]` section), every mistake in it found by
+/// [`model_mistakes`], then the fallbacks across models.
 pub(crate) fn check(text: &str) -> Vec<String> {
     let root: toml::Table = match text.parse() {
         Ok(t) => t,
@@ -149,18 +150,7 @@ pub(crate) fn check(text: &str) -> Vec<String> {
             toml::Value::Table(t) => t.remove("fallbacks"),
             _ => None,
         };
-        let mut doc = toml::Table::new();
-        if let Some(e) = &embeddings {
-            doc.insert("embeddings".into(), e.clone());
-        }
-        let mut one = toml::Table::new();
-        one.insert(id.clone(), alone);
-        doc.insert("models".into(), toml::Value::Table(one));
-        if let Err(e) = Catalog::from_toml_str(&doc.to_string())
-            && !matches!(e, CatalogError::InvalidSection { .. })
-        {
-            mistakes.push(e.to_string());
-        }
+        mistakes.extend(model_mistakes(id, alone, embeddings.as_ref()));
         match fallbacks {
             None => {}
             Some(toml::Value::Array(items)) => {
@@ -199,6 +189,91 @@ pub(crate) fn check(text: &str) -> Vec<String> {
     mistakes
 }
 
+/// Every mistake in one model. The library reports the first; it is noted, and the
+/// field it names is taken out (or, when it is missing, filled with a stand-in) before
+/// the model is checked again, until it loads or a mistake names nothing to change. A
+/// "required" mistake about a field taken out here is not reported: it says nothing new.
+fn model_mistakes(
+    id: &str,
+    mut model: toml::Value,
+    embeddings: Option<&toml::Value>,
+) -> Vec<String> {
+    let mut mistakes = Vec::new();
+    let mut taken_out: Vec<String> = Vec::new();
+    for _ in 0..64 {
+        let mut doc = toml::Table::new();
+        if let Some(e) = embeddings {
+            doc.insert("embeddings".into(), e.clone());
+        }
+        let mut one = toml::Table::new();
+        one.insert(id.to_owned(), model.clone());
+        doc.insert("models".into(), toml::Value::Table(one));
+        let error = match Catalog::from_toml_str(&doc.to_string()) {
+            Ok(_) | Err(CatalogError::InvalidSection { .. }) => return mistakes,
+            Err(e) => e,
+        };
+        let field = match &error {
+            CatalogError::InvalidField { field, .. }
+            | CatalogError::EmbeddingWidth { field, .. } => field.clone(),
+            CatalogError::DefaultAboveMax { .. } => "default_output_tokens".into(),
+            // Checked after every field parsed: nothing more to find in this model.
+            _ => {
+                mistakes.push(error.to_string());
+                return mistakes;
+            }
+        };
+        if !taken_out.contains(&field) {
+            mistakes.push(error.to_string());
+        }
+        if take_out(&mut model, &field) {
+            taken_out.push(field);
+        } else if !stand_in(&mut model, &field) {
+            return mistakes;
+        }
+    }
+    mistakes
+}
+
+/// Removes `field` (dotted: `price.input`) from a model's table; `false` when absent.
+fn take_out(model: &mut toml::Value, field: &str) -> bool {
+    let (table, last) = parent(model, field);
+    table
+        .and_then(toml::Value::as_table_mut)
+        .is_some_and(|t| t.remove(last).is_some())
+}
+
+/// Puts a valid value in a missing required `field`, so the rest of the model is checked
+/// (a price is a number; the other required fields that can be stood in are counts);
+/// `false` for a field no stand-in fits (a string such as `provider`).
+fn stand_in(model: &mut toml::Value, field: &str) -> bool {
+    let value = if field.starts_with("price.") {
+        toml::Value::Float(0.0)
+    } else if field.ends_with("tokens") || field.ends_with("window") {
+        toml::Value::Integer(1_000_000_000)
+    } else {
+        return false;
+    };
+    let (table, last) = parent(model, field);
+    match table.and_then(toml::Value::as_table_mut) {
+        Some(t) if !t.contains_key(last) => t.insert(last.to_owned(), value).is_none(),
+        _ => false,
+    }
+}
+
+/// The table holding the last part of a dotted `field`, and that part.
+fn parent<'m>(
+    model: &'m mut toml::Value,
+    field: &'m str,
+) -> (Option<&'m mut toml::Value>, &'m str) {
+    let mut parts: Vec<&str> = field.split('.').collect();
+    let last = parts.pop().unwrap_or(field);
+    let mut table = Some(model);
+    for part in parts {
+        table = table.and_then(|t| t.get_mut(part));
+    }
+    (table, last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,10 +292,12 @@ mod tests {
             fallbacks = ["zzz"]
         "#;
         let mistakes = check(text);
-        assert_eq!(mistakes.len(), 3, "{mistakes:#?}");
+        assert_eq!(mistakes.len(), 4, "{mistakes:#?}");
         assert!(mistakes[0].contains("`a`") && mistakes[0].contains("`rpm`"));
-        assert!(mistakes[1].contains("`b`") && mistakes[1].contains("`provider`"));
-        assert!(mistakes[2].contains("`c`") && mistakes[2].contains("`fallbacks`"));
+        // The model's second mistake is found too.
+        assert!(mistakes[1].contains("`a`") && mistakes[1].contains("`max_output_tokens`"));
+        assert!(mistakes[2].contains("`b`") && mistakes[2].contains("`provider`"));
+        assert!(mistakes[3].contains("`c`") && mistakes[3].contains("`fallbacks`"));
     }
 
     #[test]

@@ -478,7 +478,12 @@ fn catalog_check_names_every_mistake_and_exits_non_zero() {
     assert!(stdout.contains("model `a`: field `rpm`"), "{stdout}");
     assert!(stdout.contains("model `b`: field `provider`"), "{stdout}");
     assert!(stdout.contains("model `c`: field `fallbacks`"), "{stdout}");
-    assert!(stdout.contains("3 mistakes"), "{stdout}");
+    // Model `a` also lacks `max_output_tokens`: every mistake in a model is named.
+    assert!(
+        stdout.contains("model `a`: field `max_output_tokens`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("4 mistakes"), "{stdout}");
 
     let good = dir.path().join("good.toml");
     std::fs::write(
@@ -493,6 +498,33 @@ fn catalog_check_names_every_mistake_and_exits_non_zero() {
         .unwrap();
     assert!(result.status.success());
     assert!(text(&result.stdout).contains("ok, 1 models"));
+}
+
+#[test]
+fn catalog_check_names_every_mistake_inside_one_model_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[models.a]\nprovider = \"fake\"\nrpm = \"lots\"\nwindow = \"sliding\"\nmax_output_tokens = 100\ndefault_output_tokens = 500\n[models.a.price]\ninput = \"cheap\"\noutput = 1.0\n",
+    )
+    .unwrap();
+    let result = tollgate()
+        .args(["catalog", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(result.status.code(), Some(1));
+    let stdout = text(&result.stdout);
+    for field in [
+        "`rpm`",
+        "`window`",
+        "`price.input`",
+        "default_output_tokens",
+    ] {
+        assert!(stdout.contains(field), "missing {field}: {stdout}");
+    }
+    assert!(stdout.contains("4 mistakes"), "{stdout}");
 }
 
 #[test]
