@@ -660,11 +660,10 @@ impl LimiterBackend for RedisLimiter {
             Ok(Booked::TooLarge { index, capacity }) => Err(TryReserveError::TooLarge(
                 self.too_large(&cost, index, capacity),
             )),
-            // `TryReserveError` has no "unavailable" form: the typed error rides in
-            // `TooLarge`, which fallback chains read as "this candidate cannot serve".
+            // Fail closed: fallback chains read it as "this candidate cannot serve now".
             Err(e) => match &self.inner.fallback {
                 Some(local) => local.try_reserve_with(cost, priority),
-                None => Err(TryReserveError::TooLarge(self.unavailable(e))),
+                None => Err(TryReserveError::Unavailable(self.unavailable(e))),
             },
         }
     }

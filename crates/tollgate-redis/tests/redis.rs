@@ -223,7 +223,7 @@ async fn unreachable_redis_fails_closed_with_a_typed_error_naming_redis_and_the_
         other => panic!("expected LimiterUnavailable, got {other:?}"),
     }
     match l.try_reserve(one(), Priority::default()).await {
-        Err(TryReserveError::TooLarge(Error::LimiterUnavailable { backend, .. })) => {
+        Err(TryReserveError::Unavailable(Error::LimiterUnavailable { backend, .. })) => {
             assert_eq!(backend, "redis")
         }
         other => panic!("expected LimiterUnavailable, got {other:?}"),

@@ -165,7 +165,7 @@ impl FallbackChain {
                 }
                 match c.limiter.try_reserve(cost, priority).await {
                     Ok(reservation) => return Ok(self.grant(i, reservation)),
-                    Err(TryReserveError::TooLarge(e)) => {
+                    Err(TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e)) => {
                         too_large.get_or_insert(e);
                     }
                     Err(TryReserveError::WouldWait { .. }) => busy.push(i),

@@ -16,6 +16,11 @@ pub enum TryReserveError {
     /// The cost is larger than a whole bucket: it can never be reserved.
     #[error(transparent)]
     TooLarge(Error),
+    /// The limiter could not be asked: a shared backend (e.g. Redis) is unreachable or
+    /// too slow ([`Error::LimiterUnavailable`]). Nothing was reserved; fail closed for
+    /// this limiter (a fallback chain moves on to its next candidate).
+    #[error(transparent)]
+    Unavailable(Error),
     /// Not now; the earliest time it could be, if nothing else changes.
     #[error("the bucket cannot serve this cost now; earliest in {ready_in:?}")]
     WouldWait {
@@ -27,7 +32,7 @@ pub enum TryReserveError {
 impl From<TryReserveError> for Error {
     fn from(e: TryReserveError) -> Self {
         match e {
-            TryReserveError::TooLarge(e) => e,
+            TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e) => e,
             TryReserveError::WouldWait { ready_in } => {
                 Error::Provider(crate::ProviderError::RateLimited {
                     retry_after: Some(ready_in),

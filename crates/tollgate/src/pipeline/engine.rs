@@ -157,7 +157,8 @@ impl ModelRuntime {
                         soonest = Some((ready_in, i));
                     }
                 }
-                Err(e @ TryReserveError::TooLarge(_)) => {
+                // This deployment cannot serve it (ever, or while its backend is down).
+                Err(e @ (TryReserveError::TooLarge(_) | TryReserveError::Unavailable(_))) => {
                     too_large.get_or_insert(e);
                 }
             }
@@ -219,7 +220,7 @@ enum Scan {
     Soonest(usize, Duration),
     /// Every open one is cooling; the first cooldown ends in `.0`, at `.1`.
     Cooling(Duration, Instant),
-    /// The cost can never fit.
+    /// No deployment can serve it: the cost can never fit, or the limiter is unavailable.
     TooLarge(TryReserveError),
 }
 

@@ -80,7 +80,7 @@ impl FallbackChat {
                 .unwrap_or_default();
             match member.rt.try_reserve_any(cost, priority).await {
                 Ok(granted) => return Ok(Next::Go(i, Some(granted))),
-                Err(TryReserveError::TooLarge(e)) => {
+                Err(TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e)) => {
                     first_error.get_or_insert(e);
                 }
                 Err(TryReserveError::WouldWait { .. }) => last_eligible = Some(i),
