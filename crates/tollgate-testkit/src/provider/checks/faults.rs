@@ -136,7 +136,7 @@ pub async fn a_429_storm_is_waited_out_then_answered(script: &dyn WireScript) {
         with_wait(),
         script.answer("ok", USAGE),
     ]);
-    let started = tokio::time::Instant::now();
+    let started = tollgate::clock::now();
     kit.ask(&kit.models)
         .await
         .expect("answered after the storm");
