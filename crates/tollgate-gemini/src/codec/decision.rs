@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::pipeline::labels::label_weights;
 use tollgate::{Result, Usage};
 
 use super::response::{WireResponse, malformed};
@@ -122,20 +123,7 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
     {
         candidates.push((chosen.token, lp));
     }
-    let mut weights: BTreeMap<String, f64> = labels.iter().map(|l| (l.clone(), 0.0)).collect();
-    for (token, logprob) in candidates {
-        if !logprob.is_finite() {
-            continue;
-        }
-        let token = token.trim();
-        if let Some(label) = labels.iter().find(|l| l.eq_ignore_ascii_case(token)) {
-            *weights.entry(label.clone()).or_default() += logprob.exp();
-        }
-    }
-    if weights.values().all(|w| *w <= 0.0) {
-        return Err(malformed(
-            "none of the first step's candidate tokens is an option label",
-        ));
-    }
+    let weights = label_weights(candidates, labels)
+        .ok_or_else(|| malformed("none of the first step's candidate tokens is an option label"))?;
     Ok((weights, usage))
 }

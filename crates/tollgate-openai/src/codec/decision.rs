@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::pipeline::labels::label_weights;
 use tollgate::{Result, Usage};
 
 use crate::options::OutputLimitField;
@@ -117,20 +118,9 @@ fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>,
     if candidates.is_empty() {
         candidates.push((first.token, first.logprob));
     }
-    let mut weights: BTreeMap<String, f64> = labels.iter().map(|l| (l.clone(), 0.0)).collect();
-    for (token, logprob) in candidates {
-        if logprob <= NOT_IN_TOP || !logprob.is_finite() {
-            continue;
-        }
-        let token = token.trim();
-        if let Some(label) = labels.iter().find(|l| l.eq_ignore_ascii_case(token)) {
-            *weights.entry(label.clone()).or_default() += logprob.exp();
-        }
-    }
-    if weights.values().all(|w| *w <= 0.0) {
-        return Err(unusable(
-            "none of the first token's top logprobs is an option label",
-        ));
-    }
+    // A logprob at the API's floor means "not in the top": no weight.
+    let candidates = candidates.into_iter().filter(|(_, lp)| *lp > NOT_IN_TOP);
+    let weights = label_weights(candidates, labels)
+        .ok_or_else(|| unusable("none of the first token's top logprobs is an option label"))?;
     Ok((weights, usage))
 }

@@ -31,6 +31,7 @@ mod engine;
 mod estimate;
 mod fallback_chat;
 mod job;
+pub mod labels;
 mod record;
 mod retry;
 mod shape;
