@@ -3,7 +3,8 @@
 //! compiles every ```rust snippet of the book and runs those not marked `no_run` (a
 //! snippet that needs a provider's key or the network says so on its page). Lines that
 //! start with `# ` are hidden by both rustdoc and mdbook. `cargo xtask book` checks that
-//! this list and the book's table of contents agree.
+//! this list and the book's table of contents agree; `tests/catalog_examples.rs` loads
+//! every catalog the book shows.
 
 macro_rules! pages {
     ($($module:ident => $path:literal,)*) => {
