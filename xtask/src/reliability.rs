@@ -96,7 +96,7 @@ pub(crate) fn fuzz_task(args: &[String]) -> ExitCode {
 }
 
 /// The directory tools are installed into: `<target dir>/tools`.
-fn tools_dir() -> PathBuf {
+pub(crate) fn tools_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace_root().join("target"), PathBuf::from)
         .join("tools")

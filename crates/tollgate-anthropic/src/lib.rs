@@ -30,6 +30,36 @@
 //!    [`codec::StreamDecoder`].
 //!
 //! The codec is public so that `tollgate-bedrock` can reuse it for Claude on Bedrock.
+//!
+//! A client for it, as an application makes one (building it sends nothing: the provider
+//! is built on the first `chat` and reads the key from the store on every call):
+//!
+//! ```
+//! use tollgate::credentials::MemoryCredentialStore;
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams};
+//! use tollgate_anthropic as _; // links the provider: its key is now known to catalogs
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tollgate::Result<()> {
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.claude]
+//!     provider = "anthropic-direct"
+//!     name = "claude-sonnet-4-5"
+//!     credential = "anthropic-main"
+//!     max_output_tokens = 8192
+//!     rpm = 50
+//! "#)?;
+//! let models = Models::builder()
+//!     .catalog(catalog)
+//!     .credentials(MemoryCredentialStore::new().with("anthropic-main", "key-from-your-secret-store"))
+//!     .build()?;
+//! let chat = models.chat("claude").await?;
+//! let request = Conversation::new().user("Hello?").request("claude", SamplingParams::new())?;
+//! // `chat.single_response(&request).await?` sends it to `https://api.anthropic.com/v1/messages` (it needs a real key
+//! // and the network, so this example stops here).
+//! # drop((chat, request));
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -30,6 +30,37 @@
 //! timeout is tollgate's: the pipeline in `tollgate` is the one place that retries,
 //! times out, rate-limits and records. Errors are mapped by modeled exception name; see
 //! `docs/providers/bedrock.md`.
+//!
+//! A client for it, as an application makes one (building it sends nothing: the provider
+//! is built on the first `chat` and reads the key from the store on every call):
+//!
+//! ```
+//! use tollgate::credentials::MemoryCredentialStore;
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams};
+//! use tollgate_bedrock as _; // links the provider: its key is now known to catalogs
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tollgate::Result<()> {
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.claude]
+//!     provider = "anthropic-bedrock"
+//!     name = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+//!     credential = "aws-main"
+//!     max_output_tokens = 8192
+//!     rpm = 50
+//!     options = { region = "us-east-1" }   # required, never defaulted
+//! "#)?;
+//! let models = Models::builder()
+//!     .catalog(catalog)
+//!     .credentials(MemoryCredentialStore::new().with("aws-main", r#"{"access_key_id": "AKIA…", "secret_access_key": "…"}"#))
+//!     .build()?;
+//! let chat = models.chat("claude").await?;
+//! let request = Conversation::new().user("Hello?").request("claude", SamplingParams::new())?;
+//! // `chat.single_response(&request).await?` sends it to Bedrock in us-east-1, signed with the record's keys (it needs a real key
+//! // and the network, so this example stops here).
+//! # drop((chat, request));
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -42,6 +42,36 @@
 //!
 //! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
 //! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`.
+//!
+//! A client for it, as an application makes one (building it sends nothing: the provider
+//! is built on the first `chat` and reads the key from the store on every call):
+//!
+//! ```
+//! use tollgate::credentials::MemoryCredentialStore;
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams};
+//! use tollgate_gemini as _; // links the provider: its key is now known to catalogs
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tollgate::Result<()> {
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.flash]
+//!     provider = "gemini"
+//!     name = "gemini-2.5-flash"
+//!     credential = "gemini-main"
+//!     max_output_tokens = 8192
+//!     rpm = 50
+//! "#)?;
+//! let models = Models::builder()
+//!     .catalog(catalog)
+//!     .credentials(MemoryCredentialStore::new().with("gemini-main", "key-from-your-secret-store"))
+//!     .build()?;
+//! let chat = models.chat("flash").await?;
+//! let request = Conversation::new().user("Hello?").request("flash", SamplingParams::new())?;
+//! // `chat.single_response(&request).await?` sends it to `generativelanguage.googleapis.com` (it needs a real key
+//! // and the network, so this example stops here).
+//! # drop((chat, request));
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -37,6 +37,36 @@
 //! What differs between the two keys (which output-limit field is sent, whether streams
 //! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in
 //! one place, [`Quirks`].
+//!
+//! A client for it, as an application makes one (building it sends nothing: the provider
+//! is built on the first `chat` and reads the key from the store on every call):
+//!
+//! ```
+//! use tollgate::credentials::MemoryCredentialStore;
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams};
+//! use tollgate_openai as _; // links the provider: its key is now known to catalogs
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> tollgate::Result<()> {
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.gpt]
+//!     provider = "openai"
+//!     name = "gpt-4o-mini"
+//!     credential = "openai-main"
+//!     max_output_tokens = 8192
+//!     rpm = 50
+//! "#)?;
+//! let models = Models::builder()
+//!     .catalog(catalog)
+//!     .credentials(MemoryCredentialStore::new().with("openai-main", "key-from-your-secret-store"))
+//!     .build()?;
+//! let chat = models.chat("gpt").await?;
+//! let request = Conversation::new().user("Hello?").request("gpt", SamplingParams::new())?;
+//! // `chat.single_response(&request).await?` sends it to `https://api.openai.com/v1/chat/completions` (it needs a real key
+//! // and the network, so this example stops here).
+//! # drop((chat, request));
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -25,7 +25,7 @@ pub enum RedisClock {
 /// What to do when Redis cannot be reached or does not answer in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailurePolicy {
-    /// Fail the reservation with [`Error::LimiterUnavailable`] (names Redis and the
+    /// Fail the reservation with [`Error::LimiterUnavailable`](tollgate::Error::LimiterUnavailable) (names Redis and the
     /// model); nothing is sent unreserved. The default.
     #[default]
     FailClosed,

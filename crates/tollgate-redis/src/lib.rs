@@ -10,17 +10,20 @@
 //! Dropping a reservation before it is sent gives it back; settlement after the answer
 //! is a second call. See `docs/distributed.md`.
 //!
-//! ```no_run
-//! # fn main() -> tollgate::Result<()> {
+//! ```
 //! use tollgate_redis::{FailurePolicy, RedisConfig, RedisLimiters};
+//! use tollgate_fake as _;
+//!
+//! # fn main() -> tollgate::Result<()> {
+//! // Connects lazily, on the first reservation: building needs no server.
 //! let redis = RedisLimiters::new(
 //!     RedisConfig::new("redis://127.0.0.1:6379/").with_failure_policy(FailurePolicy::FailClosed),
 //! )?;
 //! let models = tollgate::Models::builder()
 //!     .catalog(tollgate::Catalog::from_toml_str(
-//!         "[models.m]\nprovider = \"openai\"\nrpm = 60\n",
+//!         "[models.m]\nprovider = \"fake\"\nmax_output_tokens = 100\nrpm = 60\n",
 //!     )?)
-//!     .limiter_backend(redis)
+//!     .limiter_backend(redis) // every model's buckets in Redis, shared by every process
 //!     .build()?;
 //! # drop(models);
 //! # Ok(())

@@ -22,6 +22,31 @@
 //! benchmarks measure any client strategy against it (`simulator.rs` says how a call
 //! flows through it). Tests and examples use the scripted `fake` provider
 //! (crate `tollgate-fake`) instead.
+//!
+//! ```
+//! use tollgate::{Catalog, Conversation, Models, SamplingParams};
+//! use tollgate_sim as _; // links the `sim` provider
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> tollgate::Result<()> {
+//! // 60 requests a minute, enforced by the simulation as one a second.
+//! let catalog = Catalog::from_toml_str(r#"
+//!     [models.demo]
+//!     provider = "sim"
+//!     max_output_tokens = 256
+//!     rpm = 60
+//!     burst_seconds = 1
+//! "#)?;
+//! let models = Models::builder().catalog(catalog).build()?;
+//! let chat = models.chat("demo").await?;
+//! let request = Conversation::new().user("Hi").request("demo", SamplingParams::new())?;
+//! for _ in 0..3 {
+//!     // Paced by tollgate's limiter, so the simulation never has to refuse.
+//!     let answer = chat.single_response(&request).await?;
+//!     assert!(answer.usage().output_tokens > 0);
+//! }
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -14,7 +14,34 @@ use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
 
-/// A chat model.
+/// A chat model: one request in, the whole answer or a stream of events out.
+///
+/// [`Models::chat`](crate::Models::chat) hands out an `Arc<dyn LlmClient>` that runs every
+/// call through the pipeline; implement the trait yourself only to wrap or fake a client.
+///
+/// ```
+/// use futures::StreamExt;
+/// use tollgate::{Catalog, Conversation, Models, SamplingParams, StreamEvent};
+/// use tollgate_fake as _;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tollgate::Result<()> {
+/// # let catalog = Catalog::from_toml_str("[models.m]\nprovider = \"fake\"\nmax_output_tokens = 100\noptions = { replies = [\"one two three\"] }\n")?;
+/// let chat = Models::builder().catalog(catalog).build()?.chat("m").await?;
+/// let request = Conversation::new().user("Count to three").request("m", SamplingParams::new())?;
+///
+/// let mut stream = chat.stream_response(&request).await?;
+/// let mut text = String::new();
+/// while let Some(event) = stream.next().await {
+///     match event? {
+///         StreamEvent::TextDelta { text: delta, .. } => text.push_str(&delta), // as it arrives
+///         StreamEvent::Completed(response) => assert_eq!(response.text(), text), // the same answer
+///         _ => {}
+///     }
+/// }
+/// assert_eq!(text, "one two three");
+/// # Ok(()) }
+/// ```
 #[async_trait::async_trait]
 pub trait LlmClient: Send + Sync + Debug {
     /// Sends the request and returns the whole answer.

@@ -191,6 +191,24 @@ pub struct ToolDefinition {
 ///
 /// Turn it into an immutable [`crate::LlmRequest`] with [`Conversation::request`];
 /// append an answer with [`Conversation::push_response`].
+///
+/// ```
+/// use tollgate::{Conversation, Message, SamplingParams};
+///
+/// let mut conversation = Conversation::new()
+///     .with_system("You answer in one sentence.")
+///     .user("What is a token bucket?");
+/// let first = conversation.request("assistant", SamplingParams::new())?;
+/// assert_eq!(first.messages().len(), 2); // the system text leads as a message
+///
+/// // After the answer (`conversation.push_response(&answer)` with a real one), the
+/// // next turn: every request carries the whole conversation so far.
+/// conversation.messages.push(Message::assistant("A bucket that refills at a fixed rate."));
+/// conversation.push_user("And why reserve before sending?");
+/// let second = conversation.request("assistant", SamplingParams::new())?;
+/// assert_eq!(second.turns().len(), 3);
+/// # Ok::<(), tollgate::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Conversation {
     /// System blocks.

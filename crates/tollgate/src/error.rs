@@ -16,6 +16,31 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in tollgate, grouped so that `Error::Provider(_)` is
 /// exactly the retryable set.
+///
+/// The pipeline has already retried what is retryable by the time a client returns, so
+/// an `Error::Provider(_)` reaching the caller means the budget ran out; every other
+/// variant is final for the call, and its message says what to change.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Error, ProviderError};
+///
+/// /// What a batch job does with a failed item.
+/// fn next_step(error: &Error) -> &'static str {
+///     match error {
+///         // 429, 529, 5xx, timeouts, malformed answers, dropped connections.
+///         Error::Provider(e) if e.retry_after_ms().is_some() => "requeue after the provider's wait",
+///         Error::Provider(_) => "requeue later",
+///         Error::QuotaExhausted { .. } => "stop the job: out of credit",
+///         Error::ProviderRefusal { .. } | Error::ContextWindowExceeded { .. } => "skip the item",
+///         _ => "fail the item",
+///     }
+/// }
+///
+/// let throttled = Error::from(ProviderError::RateLimited { retry_after: Some(Duration::from_secs(5)) });
+/// assert_eq!(next_step(&throttled), "requeue after the provider's wait");
+/// assert!(throttled.to_string().contains("429"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

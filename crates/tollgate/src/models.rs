@@ -29,6 +29,33 @@ type BuiltProvider = Arc<OnceCell<Arc<dyn ProviderTransports>>>;
 
 /// The entry point: `models.chat("claude-sonnet").await?` gives a client for that
 /// catalog model. Cheap to clone; clones share built providers, limiters and breakers.
+///
+/// Build one per process from a catalog, a credential store and the providers linked
+/// into the binary; every client it hands out reserves on the model's limiter before
+/// sending, retries by error type and records the call.
+///
+/// ```
+/// use tollgate::{Catalog, Conversation, Models, SamplingParams};
+/// use tollgate_fake as _; // links the `fake` provider (offline, scripted answers)
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> tollgate::Result<()> {
+/// let catalog = Catalog::from_toml_str(r#"
+///     [models.assistant]
+///     provider = "fake"
+///     max_output_tokens = 1024
+///     rpm = 60
+///     options = { replies = ["Hello!"] }
+/// "#)?;
+/// let models = Models::builder().catalog(catalog).build()?;
+/// let chat = models.chat("assistant").await?; // builds the `fake` provider, once
+///
+/// let request = Conversation::new().user("Hi").request("assistant", SamplingParams::new())?;
+/// assert_eq!(chat.single_response(&request).await?.text(), "Hello!");
+/// // The call was reserved on the model's buckets before it was sent.
+/// assert_eq!(models.limiter("assistant")?.snapshot().await?.grants, 1);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Models {
     inner: Arc<Inner>,

@@ -157,6 +157,31 @@ fn check_range(field: &str, value: f64, low: f64, high: f64, low_inclusive: bool
 /// was priced, reserved and cache-keyed cannot change underneath. Derive a changed
 /// copy with the `with_*` methods.
 ///
+/// Build one from a [`Conversation`](crate::Conversation), or directly; it is checked
+/// when built, so a malformed request fails before anything is priced or sent:
+///
+/// ```
+/// use tollgate::{Error, LlmRequest, Message, SamplingParams};
+///
+/// let request = LlmRequest::new(
+///     "assistant",
+///     vec![Message::system("Be brief."), Message::user("Why reserve before sending?")],
+///     vec![],
+///     SamplingParams::new().with_temperature(0.2)?.with_max_output_tokens(200)?,
+/// )?;
+/// assert_eq!(request.turns().len(), 1); // the system message leads, outside the turns
+///
+/// // A changed copy; the original is untouched (and so is its cache key).
+/// let longer = request.with_max_output_tokens(800)?;
+/// assert_eq!(longer.sampling_params().max_output_tokens(), Some(800));
+/// assert_eq!(request.sampling_params().max_output_tokens(), Some(200));
+///
+/// // Checked: a system message after the first turn is rejected, naming the field.
+/// let late = LlmRequest::new("assistant", vec![Message::user("hi"), Message::system("late")], vec![], SamplingParams::new());
+/// assert!(matches!(late, Err(Error::InvalidRequest { .. })));
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+///
 /// ```compile_fail
 /// # use tollgate::{LlmRequest, Message, SamplingParams};
 /// let request = LlmRequest::new("m", vec![Message::user("hi")], vec![], SamplingParams::new()).unwrap();

@@ -2,7 +2,7 @@
 //! behaviour in the provider crate's own test binary.
 
 /// Writes one `#[tokio::test]` per shared provider behaviour, named after it, each
-/// running that check against `$script` (an expression giving a [`WireScript`]).
+/// running that check against `$script` (an expression giving a [`WireScript`](crate::provider::WireScript)).
 #[macro_export]
 macro_rules! provider_contract_tests {
     ($script:expr) => {

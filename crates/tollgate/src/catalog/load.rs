@@ -6,6 +6,34 @@ use std::path::Path;
 use super::{CatalogError, KnownProviders, ModelEntry, UnknownModel, parse};
 
 /// A validated set of models, and the deployment's embedding width.
+///
+/// Loaded from TOML ([`Catalog::from_toml_str`], [`Catalog::from_toml_file`]) or built
+/// with [`Catalog::builder`]; both check every field when loading, so a mistake fails
+/// before any call is made, naming the model and the field.
+///
+/// ```
+/// use tollgate::Catalog;
+/// use tollgate_fake as _; // a catalog may name only the keys of linked providers
+///
+/// let catalog = Catalog::from_toml_str(r#"
+///     [models.assistant]
+///     provider = "fake"
+///     max_output_tokens = 4096
+///     default_output_tokens = 512
+///     rpm = 60
+///     input_tpm = 100000
+///     [models.assistant.price]         # USD per million tokens
+///     input = 3.0
+///     output = 15.0
+/// "#)?;
+/// let entry = catalog.get("assistant")?;
+/// assert_eq!((entry.limits.rpm, entry.max_output_tokens), (60, Some(4096)));
+///
+/// // A typo is rejected when the catalog loads, naming the field.
+/// let typo = Catalog::from_toml_str("[models.m]\nprovider = \"fake\"\nmax_output_tokens = 1\ntmp = 5\n");
+/// assert!(typo.unwrap_err().to_string().contains("tmp"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Catalog {
     models: BTreeMap<String, ModelEntry>,

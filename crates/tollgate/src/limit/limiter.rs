@@ -71,6 +71,36 @@ pub struct LimiterSnapshot {
 
 /// A token-bucket limiter for one model: requests, tokens, input tokens and output tokens
 /// per minute, reserved together or not at all. Cheap to clone; clones share the buckets.
+///
+/// [`Models`](crate::Models) builds one per catalog model (see
+/// [`Models::limiter`](crate::Models::limiter)) and every call reserves on it before it is
+/// sent; use one directly to pace work of your own at a provider's limits. On tokio's
+/// clock, so a paused test clock runs minutes of pacing in no time:
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::catalog::Limits;
+/// use tollgate::clock;
+/// use tollgate::limit::{Cost, LimiterConfig, TokenBucketRateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> tollgate::Result<()> {
+/// // 3 requests a minute: a full bucket of 3 at once, then one every 20 s.
+/// let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", Limits { rpm: 3, ..Limits::default() }));
+/// for _ in 0..3 {
+///     let mut reservation = limiter.try_reserve(Cost::call(800, 200))?;
+///     reservation.mark_sent(); // dropped unsent, it would give the capacity back
+/// }
+/// assert!(limiter.try_reserve(Cost::call(800, 200)).is_err()); // never waits
+///
+/// // `reserve` waits in a FIFO queue, holding nothing, until the bucket has refilled.
+/// let started = clock::now();
+/// let mut fourth = limiter.reserve(Cost::call(800, 200)).await?;
+/// fourth.mark_sent();
+/// let waited = clock::now() - started;
+/// assert!(waited >= Duration::from_secs(20) && waited < Duration::from_millis(20_010));
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct TokenBucketRateLimiter {
     shared: Arc<Shared>,
