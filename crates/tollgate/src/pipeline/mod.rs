@@ -34,6 +34,7 @@ mod job;
 mod record;
 mod retry;
 mod shape;
+mod telemetry;
 mod transport;
 
 pub use breaker::{BreakerConfig, CircuitBreaker};
@@ -60,3 +61,4 @@ pub(crate) use decision::PipelineDecision;
 pub(crate) use embeddings::PipelineEmbeddings;
 pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
+pub(crate) use telemetry::Server;
