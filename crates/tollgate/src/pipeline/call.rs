@@ -620,13 +620,13 @@ impl CallState {
         let priced = self.rt.entry.price.is_some();
         let span = &self.span;
         telemetry::record_usage(span, &self.usage);
-        span.record("tollgate.attempts", self.attempts);
+        span.record("tollgate.attempts", i64::from(self.attempts));
         span.record("tollgate.queue_wait", self.queue_wait.as_secs_f64());
         if priced {
             span.record("tollgate.cost_usd", self.cost_usd);
         }
         if let Some(limit) = self.max_tokens {
-            span.record("gen_ai.request.max_tokens", limit);
+            span.record("gen_ai.request.max_tokens", telemetry::int(limit));
         }
         if let Some(model) = &self.response_model {
             span.record("gen_ai.response.model", model.as_str());

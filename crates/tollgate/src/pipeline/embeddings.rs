@@ -52,7 +52,10 @@ impl EmbeddingsClient for PipelineEmbeddings {
         let mut call =
             CallState::new(self.rt.clone(), self.job.clone(), "embeddings").with_content(texts);
         let span = call.span().clone();
-        span.record("gen_ai.embeddings.dimension.count", self.width);
+        span.record(
+            "gen_ai.embeddings.dimension.count",
+            super::telemetry::int(self.width),
+        );
         let result = self
             .embed_all(&mut call, texts, purpose)
             .instrument(span)

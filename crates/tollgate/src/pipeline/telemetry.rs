@@ -59,6 +59,12 @@ impl Server {
     }
 }
 
+/// An integer attribute: `tracing-opentelemetry` exports `i64` fields as integers (a
+/// `u64` field would become a string).
+pub(crate) fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
 /// The conventions' `gen_ai.operation.name` for one of tollgate's operations: a stream
 /// and a decision are `chat` (a decision is a chat completion read for its choice).
 pub(crate) fn operation_name(operation: &str) -> &'static str {
@@ -92,7 +98,7 @@ pub(crate) fn call_span(rt: &ModelRuntime, job_id: Option<&str>, operation: &'st
         gen_ai.provider.name = rt.provider_name,
         gen_ai.request.model = %rt.entry.name,
         server.address = server.map(|s| s.address.as_str()),
-        server.port = server.map(|s| s.port),
+        server.port = server.map(|s| i64::from(s.port)),
         gen_ai.request.stream = streamed.then_some(true),
         gen_ai.output.type = Empty,
         gen_ai.request.max_tokens = Empty,
@@ -129,7 +135,7 @@ pub(crate) fn attempt_span(call: &Span, number: u32, retry_reason: Option<&'stat
         "tollgate.attempt",
         otel.kind = "internal",
         otel.status_code = Empty,
-        tollgate.attempt.number = number,
+        tollgate.attempt.number = i64::from(number),
         tollgate.retry.reason = retry_reason,
         tollgate.retry.wait = Empty,
         tollgate.deployment = Empty,
@@ -161,12 +167,15 @@ pub(crate) fn record_grant(
     }
     if let Some(server) = &d.server {
         span.record("server.address", server.address.as_str());
-        span.record("server.port", server.port);
+        span.record("server.port", i64::from(server.port));
     }
     span.record("tollgate.queue_wait", queue_wait.as_secs_f64());
-    span.record("tollgate.reservation.requests", cost.requests);
-    span.record("tollgate.reservation.input_tokens", cost.input_tokens);
-    span.record("tollgate.reservation.output_tokens", cost.output_tokens);
+    span.record("tollgate.reservation.requests", int(cost.requests));
+    span.record("tollgate.reservation.input_tokens", int(cost.input_tokens));
+    span.record(
+        "tollgate.reservation.output_tokens",
+        int(cost.output_tokens),
+    );
     if let Some(factor) = d.limiter.throttle_factor() {
         span.record("tollgate.throttle_factor", factor);
     }
@@ -179,13 +188,13 @@ pub(crate) fn record_attempt_end(
     error: Option<(&str, Option<u16>)>,
     retry_in: Option<Duration>,
 ) {
-    span.record("gen_ai.usage.input_tokens", usage.total_input_tokens());
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record("gen_ai.usage.input_tokens", int(usage.total_input_tokens()));
+    span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
     if let Some((kind, status)) = error {
         span.record("error.type", kind);
         span.record("otel.status_code", "error");
         if let Some(status) = status {
-            span.record("http.response.status_code", status);
+            span.record("http.response.status_code", i64::from(status));
         }
     }
     if let Some(wait) = retry_in {
@@ -215,15 +224,13 @@ pub(crate) fn record_request(span: &Span, request: &LlmRequest) {
 /// conventions' rule), with the cache reads and writes beside it as parts of it.
 pub(crate) fn record_usage(span: &Span, usage: &Usage) {
     let writes = usage.cache_write_tokens + usage.cache_write_1h_tokens;
-    span.record("gen_ai.usage.input_tokens", usage.total_input_tokens());
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-    span.record(
-        "gen_ai.usage.cache_read.input_tokens",
-        usage.cache_read_tokens,
-    );
-    span.record("gen_ai.usage.cache_write.input_tokens", writes);
+    span.record("gen_ai.usage.input_tokens", int(usage.total_input_tokens()));
+    span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+    let reads = int(usage.cache_read_tokens);
+    span.record("gen_ai.usage.cache_read.input_tokens", reads);
+    span.record("gen_ai.usage.cache_write.input_tokens", int(writes));
     // The name before semantic-conventions-genai renamed it, for backends that know it.
-    span.record("gen_ai.usage.cache_creation.input_tokens", writes);
+    span.record("gen_ai.usage.cache_creation.input_tokens", int(writes));
 }
 
 /// Records a string-array attribute. On a span bridged to OpenTelemetry (feature `otel`,
