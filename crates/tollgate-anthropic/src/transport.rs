@@ -23,6 +23,14 @@ impl Provider for AnthropicProvider {
         crate::KEY
     }
 
+    fn conventions_name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn base_url(&self, model: &ModelEntry) -> Option<String> {
+        AnthropicOptions::from_model(model).ok().map(|o| o.base_url)
+    }
+
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(AnthropicClients {
             http: HttpClient::new(context)?,

@@ -57,6 +57,15 @@ impl BedrockOptions {
             endpoint_url: options.url("endpoint_url")?,
         })
     }
+
+    /// Where calls go: `endpoint_url`, else the region's Bedrock runtime address.
+    pub(crate) fn base_url(&self) -> Option<String> {
+        self.endpoint_url.clone().or_else(|| {
+            self.region
+                .as_ref()
+                .map(|r| format!("https://bedrock-runtime.{r}.amazonaws.com"))
+        })
+    }
 }
 
 /// The AWS credential record kept in tollgate's credential store, as JSON:

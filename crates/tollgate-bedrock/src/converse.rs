@@ -28,6 +28,16 @@ impl Provider for BedrockConverseProvider {
         KEY
     }
 
+    fn conventions_name(&self) -> &'static str {
+        "aws.bedrock"
+    }
+
+    fn base_url(&self, model: &ModelEntry) -> Option<String> {
+        crate::aws::BedrockOptions::from_model(model)
+            .ok()
+            .and_then(|o| o.base_url())
+    }
+
     /// A model without a `credential` uses the AWS default credential chain.
     fn requires_credential(&self) -> bool {
         false

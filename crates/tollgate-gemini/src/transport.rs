@@ -55,6 +55,19 @@ impl Provider for GeminiProvider {
         self.key
     }
 
+    /// `gcp.gemini` (the Gemini API) or `gcp.vertex_ai` (Vertex AI).
+    fn conventions_name(&self) -> &'static str {
+        if self.key == crate::VERTEX_KEY {
+            "gcp.vertex_ai"
+        } else {
+            "gcp.gemini"
+        }
+    }
+
+    fn base_url(&self, model: &ModelEntry) -> Option<String> {
+        GeminiOptions::from_model(model).ok().map(|o| o.base_url)
+    }
+
     /// A `vertex` model without a credential uses Application Default Credentials.
     fn requires_credential(&self) -> bool {
         self.key == crate::KEY

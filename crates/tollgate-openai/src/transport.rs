@@ -39,6 +39,16 @@ impl Provider for OpenAiProvider {
         self.key
     }
 
+    /// `openai` for both keys: the conventions name the API an instrumentation speaks
+    /// when the server behind it is unknown (`server.address` tells the servers apart).
+    fn conventions_name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn base_url(&self, model: &ModelEntry) -> Option<String> {
+        OpenAiOptions::from_model(model).ok().map(|o| o.base_url)
+    }
+
     /// `openai-compatible` servers often take no key; a model may still name one.
     fn requires_credential(&self) -> bool {
         self.key == crate::KEY

@@ -57,6 +57,8 @@ pub mod http;
 mod json;
 pub mod limit;
 mod models;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod pipeline;
 pub mod provider;
 mod request;

@@ -21,7 +21,7 @@ use crate::limit::{
 };
 use crate::pipeline::{
     CircuitBreaker, DeploymentRuntime, FallbackChat, FallbackOptions, JobContext, ModelRuntime,
-    PipelineChat, PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
+    PipelineChat, PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder, Server,
 };
 use crate::provider::{Provider, ProviderContext, ProviderRegistry, ProviderTransports};
 
@@ -196,11 +196,19 @@ impl ModelsBuilder {
         let mut runtimes = HashMap::new();
         for m in catalog.models() {
             let factory = self.limiters_for.get(&m.id).unwrap_or(&default);
+            let provider = registry.get(&m.provider);
+            // Where a model's (or deployment's) calls go, for `server.address`.
+            let server = |entry: &ModelEntry| {
+                provider
+                    .and_then(|p| p.base_url(entry))
+                    .and_then(|url| Server::of(&url))
+            };
             let deployments = if m.deployments.is_empty() {
                 vec![DeploymentRuntime::new(
                     None,
                     m.clone(),
                     factory.build(&LimiterConfig::for_model(m))?,
+                    server(m),
                 )]
             } else {
                 m.deployments
@@ -208,17 +216,26 @@ impl ModelsBuilder {
                     .map(|d| {
                         let mut config = LimiterConfig::for_model(m);
                         config.model_id = format!("{}/{}", m.id, d.name);
+                        let entry = m.for_deployment(d);
+                        let server = server(&entry);
                         Ok(DeploymentRuntime::new(
                             Some(d.name.clone()),
-                            m.for_deployment(d),
+                            entry,
                             factory.build(&config)?,
+                            server,
                         ))
                     })
                     .collect::<Result<Vec<_>>>()?
             };
             runtimes.insert(
                 m.id.clone(),
-                Arc::new(ModelRuntime::new(m.clone(), config.clone(), deployments)),
+                Arc::new(ModelRuntime::new(
+                    m.clone(),
+                    config.clone(),
+                    deployments,
+                    // An unlinked provider fails the model's first call: no conventions name.
+                    provider.map_or("_OTHER", |p| p.conventions_name()),
+                )),
             );
         }
         Ok(Models {

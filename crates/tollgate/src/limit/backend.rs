@@ -53,6 +53,12 @@ pub trait LimiterBackend: Send + Sync + Debug {
     fn send_mark(&self) -> Option<SendMark> {
         None
     }
+
+    /// The adaptive throttle's factor now (1 = full rate), if the backend can tell
+    /// without a round trip; spans record it on each attempt (`tollgate.throttle_factor`).
+    fn throttle_factor(&self) -> Option<f64> {
+        None
+    }
 }
 
 #[async_trait::async_trait]
@@ -83,6 +89,10 @@ impl LimiterBackend for TokenBucketRateLimiter {
 
     fn send_mark(&self) -> Option<SendMark> {
         Some(TokenBucketRateLimiter::send_mark(self))
+    }
+
+    fn throttle_factor(&self) -> Option<f64> {
+        Some(TokenBucketRateLimiter::throttle_factor(self))
     }
 }
 

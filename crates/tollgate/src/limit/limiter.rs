@@ -336,6 +336,11 @@ impl TokenBucketRateLimiter {
         }
     }
 
+    /// The adaptive throttle's factor now (1 = full rate).
+    pub fn throttle_factor(&self) -> f64 {
+        self.shared.lock().throttle.factor()
+    }
+
     /// The model id.
     pub fn model_id(&self) -> &str {
         &self.shared.model_id

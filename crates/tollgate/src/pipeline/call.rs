@@ -9,10 +9,12 @@ use std::time::Duration;
 use crate::clock;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::job::{JobContext, SpendHold};
 use super::record::{AttemptRecord, CallRecord, Outcome};
 use super::retry::Jitter;
+use super::telemetry;
 use super::transport::Signals;
 use crate::catalog::ModelEntry;
 use crate::error::{ConnectionCause, Error, ProviderError, Result};
@@ -38,6 +40,8 @@ pub(crate) struct Prepared {
     hold: SpendHold,
     sent_at: Instant,
     worst_usd: f64,
+    /// The attempt's span, a child of the call's.
+    pub(crate) span: tracing::Span,
     /// Other resources an [`crate::limit::Admission`] took with the reservation, held
     /// until the attempt ends.
     _guards: Guards,
@@ -66,6 +70,16 @@ pub(crate) struct CallState {
     /// Whether an attempt of this call has met a 429: its retries' 429s are no new
     /// signal for the throttle.
     rate_limited_before: bool,
+    /// The error kind of the attempt the next attempt retries.
+    retry_reason: Option<&'static str>,
+    /// Time the call's attempts waited for their reservations.
+    queue_wait: Duration,
+    /// The model the provider said answered (chat).
+    response_model: Option<String>,
+    /// Why the last answer stopped (tollgate's stop reason name).
+    finish_reason: Option<&'static str>,
+    /// The output limit of the last request sent (chat).
+    max_tokens: Option<u64>,
 }
 
 impl CallState {
@@ -81,24 +95,7 @@ impl CallState {
             &rt.entry.id,
             0,
         );
-        let span = tracing::info_span!(
-            "gen_ai.call",
-            otel.name = %format!("{operation} {}", rt.entry.name),
-            gen_ai.operation.name = operation,
-            gen_ai.provider.name = %rt.entry.provider,
-            gen_ai.request.model = %rt.entry.name,
-            tollgate.model_id = %rt.entry.id,
-            tollgate.job_id = job.as_ref().map(|j| j.id()),
-            gen_ai.request.max_tokens = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
-            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
-            tollgate.attempts = tracing::field::Empty,
-            tollgate.cost_usd = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
+        let span = telemetry::call_span(&rt, job.as_ref().map(|j| j.id()), operation);
         CallState {
             rt,
             job,
@@ -116,6 +113,11 @@ impl CallState {
             rate_limited_is_final: false,
             pregranted: None,
             rate_limited_before: false,
+            retry_reason: None,
+            queue_wait: Duration::ZERO,
+            response_model: None,
+            finish_reason: None,
+            max_tokens: None,
         }
     }
 
@@ -143,6 +145,18 @@ impl CallState {
         &self.span
     }
 
+    /// The output limit the next request is sent with (`gen_ai.request.max_tokens`).
+    pub(crate) fn set_max_tokens(&mut self, limit: u64) {
+        self.max_tokens = Some(limit);
+    }
+
+    /// An answer arrived: the model the provider says answered, and why it stopped
+    /// (recorded on the call span when the call finishes; the last answer's win).
+    pub(crate) fn responded(&mut self, model: &str, finish_reason: &'static str) {
+        self.response_model = Some(model.to_owned());
+        self.finish_reason = Some(finish_reason);
+    }
+
     pub(crate) fn entry(&self) -> &ModelEntry {
         &self.rt.entry
     }
@@ -155,8 +169,28 @@ impl CallState {
     }
 
     /// Checks the circuit, holds the worst case on the spend cap, reserves on the
-    /// limiter. Nothing has been sent when this fails.
+    /// limiter. Nothing has been sent when this fails. Opens the attempt's span, which
+    /// covers the wait for the reservation.
     pub(crate) async fn prepare(&mut self, cost: Cost) -> Result<Prepared> {
+        let span = telemetry::attempt_span(&self.span, self.attempts + 1, self.retry_reason);
+        match self.prepare_in(cost, &span).instrument(span.clone()).await {
+            Ok(prepared) => {
+                self.retry_reason = None;
+                Ok(prepared)
+            }
+            Err(e) => {
+                telemetry::record_attempt_end(
+                    &span,
+                    &Usage::default(),
+                    Some((telemetry::error_type(&e), None)),
+                    None,
+                );
+                Err(e)
+            }
+        }
+    }
+
+    async fn prepare_in(&mut self, cost: Cost, span: &tracing::Span) -> Result<Prepared> {
         // Fail fast while open; the probe slot is taken only once the bucket grants.
         self.rt.breaker.peek()?;
         let worst_usd = worst_case_usd(self.rt.entry.price.as_ref(), &cost);
@@ -164,7 +198,12 @@ impl CallState {
             Some(cap) => cap.hold(worst_usd)?,
             None => SpendHold::none(),
         };
+        let queued_at = clock::now();
         let (deployment, mut reservation, guards) = self.reserve(cost).await?;
+        let queue_wait = queued_at.elapsed();
+        self.queue_wait += queue_wait;
+        telemetry::record_grant(span, &self.rt, deployment, queue_wait, cost);
+        telemetry::measure_grant(&self.rt, deployment, queue_wait).await;
         let mark = self.rt.deployments[deployment].limiter.send_mark();
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
@@ -179,6 +218,7 @@ impl CallState {
             hold,
             sent_at: clock::now(),
             worst_usd,
+            span: span.clone(),
             _guards: guards,
         })
     }
@@ -257,6 +297,7 @@ impl CallState {
         self.add_usage(usage, cost);
         self.record_attempt(
             deployment,
+            &p.span,
             Outcome::Success,
             *usage,
             p.sent_at.elapsed(),
@@ -284,6 +325,7 @@ impl CallState {
         rule: AccountingRule,
     ) -> Option<Duration> {
         let deployment = p.deployment;
+        let span = p.span.clone();
         let (should_retry, latency) = self.release_failed(p, error, signals, rule);
         let billed = billed_usage(error);
         if let Some(usage) = &billed {
@@ -291,8 +333,12 @@ impl CallState {
             self.add_usage(usage, cost);
         }
         let wait = self.retry_wait(error, should_retry);
+        if wait.is_some() {
+            self.retry_reason = Some(telemetry::error_type(error));
+        }
         self.record_attempt(
             deployment,
+            &span,
             Outcome::of(error),
             billed.unwrap_or_default(),
             latency,
@@ -328,6 +374,7 @@ impl CallState {
             hold,
             sent_at,
             worst_usd,
+            span,
             ..
         } = p;
         drop(reservation);
@@ -341,6 +388,7 @@ impl CallState {
         self.add_usage(&usage, cost);
         self.record_attempt(
             deployment,
+            &span,
             Outcome::of(error),
             usage,
             sent_at.elapsed(),
@@ -356,6 +404,7 @@ impl CallState {
         match error {
             Error::Provider(ProviderError::RateLimited { retry_after }) => {
                 let retry_after = *retry_after;
+                telemetry::measure_rate_limited(&self.rt, deployment);
                 // One call refused again and again is one refusal of our rate.
                 d.limiter.feedback(if self.rate_limited_before {
                     Feedback::RateLimitedAgain { retry_after }
@@ -496,7 +545,7 @@ impl CallState {
         loop {
             let prepared = self.prepare(cost).await?;
             let timeout = self.attempt_timeout();
-            let attempt = send(prepared.deployment);
+            let attempt = send(prepared.deployment).instrument(prepared.span.clone());
             let (result, signals) = match tokio::time::timeout(timeout, attempt).await {
                 Ok(outcome) => outcome,
                 Err(_) => (
@@ -522,17 +571,29 @@ impl CallState {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record_attempt(
         &self,
         deployment: usize,
+        span: &tracing::Span,
         outcome: Outcome,
         usage: Usage,
         latency: Duration,
         retry_in: Option<Duration>,
     ) {
-        if let Outcome::Failed { error, .. } = &outcome {
-            tracing::debug!(parent: &self.span, attempt = self.attempts, error = %error, ?retry_in, "attempt failed");
-        }
+        let failed = match &outcome {
+            Outcome::Failed { error, status } => {
+                tracing::debug!(parent: span, attempt = self.attempts, error = %error, ?retry_in, "attempt failed");
+                let kind = if error == "other" {
+                    "_OTHER"
+                } else {
+                    error.as_str()
+                };
+                Some((kind, *status))
+            }
+            Outcome::Success => None,
+        };
+        telemetry::record_attempt_end(span, &usage, failed, retry_in);
         self.rt.config.recorder.record_attempt(&AttemptRecord {
             call_id: self.call_id,
             attempt: self.attempts,
@@ -546,7 +607,7 @@ impl CallState {
     }
 
     /// Records the call's end; called once.
-    pub(crate) fn finish(&mut self, result: Result<(), &Error>, finish_reason: Option<&str>) {
+    pub(crate) fn finish(&mut self, result: Result<(), &Error>) {
         if self.finished {
             return;
         }
@@ -555,28 +616,46 @@ impl CallState {
             Ok(_) => Outcome::Success,
             Err(e) => Outcome::of(e),
         };
+        let error_type = result.err().map(telemetry::error_type);
         let priced = self.rt.entry.price.is_some();
         let span = &self.span;
-        span.record("gen_ai.usage.input_tokens", self.usage.total_input_tokens());
-        span.record("gen_ai.usage.output_tokens", self.usage.output_tokens);
-        span.record(
-            "gen_ai.usage.cache_read.input_tokens",
-            self.usage.cache_read_tokens,
-        );
-        span.record(
-            "gen_ai.usage.cache_creation.input_tokens",
-            self.usage.cache_write_tokens + self.usage.cache_write_1h_tokens,
-        );
-        span.record("tollgate.attempts", self.attempts);
+        telemetry::record_usage(span, &self.usage);
+        span.record("tollgate.attempts", i64::from(self.attempts));
+        span.record("tollgate.queue_wait", self.queue_wait.as_secs_f64());
         if priced {
             span.record("tollgate.cost_usd", self.cost_usd);
         }
-        if let Some(reason) = finish_reason {
-            span.record("gen_ai.response.finish_reasons", reason);
+        if let Some(limit) = self.max_tokens {
+            span.record("gen_ai.request.max_tokens", telemetry::int(limit));
         }
-        if let Outcome::Failed { error, .. } = &outcome {
-            span.record("error.type", error.as_str());
+        if let Some(model) = &self.response_model {
+            span.record("gen_ai.response.model", model.as_str());
         }
+        if let Some(ttfc) = self.time_to_first_token {
+            span.record("gen_ai.response.time_to_first_chunk", ttfc.as_secs_f64());
+        }
+        // A generation cut short (a stream broken after its first event) ended with
+        // `error`, as the conventions ask.
+        let reason = match (self.finish_reason, result) {
+            (Some(reason), _) => Some(reason),
+            (None, Err(Error::StreamInterrupted { .. })) => Some("error"),
+            (None, _) => None,
+        };
+        if let Some(reason) = reason {
+            telemetry::record_strings(span, "gen_ai.response.finish_reasons", &[reason]);
+        }
+        if let Some(kind) = error_type {
+            span.record("error.type", kind);
+            span.record("otel.status_code", "error");
+        }
+        telemetry::measure_call(
+            &self.rt,
+            self.operation,
+            self.response_model.as_deref(),
+            error_type,
+            self.started.elapsed(),
+            &self.usage,
+        );
         self.rt.config.recorder.record_call(&CallRecord {
             call_id: self.call_id,
             job_id: self.job.as_ref().map(|j| j.id().to_owned()),
@@ -620,7 +699,7 @@ impl Drop for CallState {
     fn drop(&mut self) {
         // A call dropped before it finished was cancelled by its caller.
         if !self.finished {
-            self.finish(Err(&Error::Cancelled), None);
+            self.finish(Err(&Error::Cancelled));
         }
     }
 }

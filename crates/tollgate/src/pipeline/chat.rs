@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use tokio::time::Sleep;
+use tracing::Instrument;
 
 use super::call::{CallState, Prepared};
 use super::engine::ModelRuntime;
 use super::job::JobContext;
 use super::shape;
+use super::telemetry;
 use super::transport::{ChatTransport, Signals};
 use crate::client::LlmClient;
 use crate::clock;
@@ -56,9 +58,10 @@ impl PipelineChat {
             .with_content(request)
             .with_reservation(reservation);
         call.rate_limited_is_final = self.in_chain;
-        let result = self.answer(&mut call, request).await;
-        let reason = result.as_ref().ok().map(|r| stop_name(r.stop_reason()));
-        call.finish(result.as_ref().map(|_| ()), reason);
+        telemetry::record_request(call.span(), request);
+        let span = call.span().clone();
+        let result = self.answer(&mut call, request).instrument(span).await;
+        call.finish(result.as_ref().map(|_| ()));
         result
     }
 
@@ -158,7 +161,7 @@ impl PipelineChat {
         let mut rerun_at_ceiling = false;
         loop {
             self.check_window(&request, limit)?;
-            call.span().record("gen_ai.request.max_tokens", limit);
+            call.set_max_tokens(limit);
             let send = |deployment: usize| {
                 let (transport, request) = (self.transports[deployment].clone(), request.clone());
                 async move {
@@ -174,6 +177,7 @@ impl PipelineChat {
                 .run(self.cost(&request, limit), rule, send)
                 .await
                 .map_err(|e| self.name_overflow(e, &request, limit))?;
+            call.responded(response.model(), stop_name(response.stop_reason()));
             match response.stop_reason() {
                 // The window is full: a larger output limit cannot help, so no re-run.
                 StopReason::ContextWindowExceeded => return Err(self.overflow(&request, limit)),
@@ -266,24 +270,26 @@ impl PipelineChat {
             .with_content(request)
             .with_reservation(reservation);
         call.rate_limited_is_final = self.in_chain;
+        telemetry::record_request(call.span(), request);
         let (request, limit) = match self.prepare_request(request) {
             Ok(prepared) => prepared,
             Err(e) => {
-                call.finish(Err(&e), None);
+                call.finish(Err(&e));
                 return Err(e);
             }
         };
         if let Err(e) = self.check_window(&request, limit) {
-            call.finish(Err(&e), None);
+            call.finish(Err(&e));
             return Err(e);
         }
         let cost = self.cost(&request, limit);
+        call.set_max_tokens(limit);
         loop {
             let timeout = call.attempt_timeout();
             let prepared = match call.prepare(cost).await {
                 Ok(p) => p,
                 Err(e) => {
-                    call.finish(Err(&e), None);
+                    call.finish(Err(&e));
                     return Err(e);
                 }
             };
@@ -292,19 +298,23 @@ impl PipelineChat {
             // Failures before the first event reaches the reader are retried like any
             // other: the attempt's deadline bounds the whole opening, the idle timeout the
             // wait for the first event once the answer has begun.
-            let opened = tokio::time::timeout(timeout, async {
-                let transport = &self.transports[prepared.deployment];
-                let mut stream = transport.send_stream(&request, &signals).await?;
-                match tokio::time::timeout(idle, stream.next()).await {
-                    Err(_) => Err(ProviderError::Timeout { after: Some(idle) }.into()),
-                    Ok(Some(Ok(first))) => Ok((stream, first)),
-                    Ok(Some(Err(e))) => Err(e),
-                    Ok(None) => Err(crate::wire::malformed(
-                        "the stream ended before its first event",
-                        b"",
-                    )),
+            let opened = tokio::time::timeout(
+                timeout,
+                async {
+                    let transport = &self.transports[prepared.deployment];
+                    let mut stream = transport.send_stream(&request, &signals).await?;
+                    match tokio::time::timeout(idle, stream.next()).await {
+                        Err(_) => Err(ProviderError::Timeout { after: Some(idle) }.into()),
+                        Ok(Some(Ok(first))) => Ok((stream, first)),
+                        Ok(Some(Err(e))) => Err(e),
+                        Ok(None) => Err(crate::wire::malformed(
+                            "the stream ended before its first event",
+                            b"",
+                        )),
+                    }
                 }
-            })
+                .instrument(prepared.span.clone()),
+            )
             .await
             .unwrap_or_else(|_| {
                 Err(ProviderError::Timeout {
@@ -343,7 +353,7 @@ impl PipelineChat {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => {
                         let e = self.name_overflow(e, &request, limit);
-                        call.finish(Err(&e), None);
+                        call.finish(Err(&e));
                         return Err(e);
                     }
                 },
@@ -389,6 +399,8 @@ impl PipelineStream {
             return Ok(event);
         };
         self.done = true;
+        self.call
+            .responded(response.model(), stop_name(response.stop_reason()));
         if let Some(p) = self.prepared.take() {
             self.call
                 .succeed(p, &response.usage(), self.rule, &self.signals);
@@ -413,8 +425,7 @@ impl PipelineStream {
             },
             None => Ok(()),
         };
-        let reason = stop_name(response.stop_reason());
-        self.call.finish(outcome.as_ref().map(|_| ()), Some(reason));
+        self.call.finish(outcome.as_ref().map(|_| ()));
         outcome.map(|()| event)
     }
 
@@ -440,7 +451,7 @@ impl PipelineStream {
             if let Some(p) = self.prepared.take() {
                 self.call.fail(p, &error, &self.signals, self.rule);
             }
-            self.call.finish(Err(&error), None);
+            self.call.finish(Err(&error));
             return error;
         }
         if let Some(p) = self.prepared.take() {
@@ -453,7 +464,7 @@ impl PipelineStream {
             delivered_events: self.delivered,
             cause: Box::new(cause),
         };
-        self.call.finish(Err(&error), None);
+        self.call.finish(Err(&error));
         error
     }
 }

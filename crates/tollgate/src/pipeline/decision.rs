@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use super::call::CallState;
 use super::engine::ModelRuntime;
 use super::job::JobContext;
@@ -40,8 +42,9 @@ impl DecisionClient for PipelineDecision {
         }
         let mut call =
             CallState::new(self.rt.clone(), self.job.clone(), "decision").with_content(request);
-        let result = self.decide_all(&mut call, request).await;
-        call.finish(result.as_ref().map(|_| ()), None);
+        let span = call.span().clone();
+        let result = self.decide_all(&mut call, request).instrument(span).await;
+        call.finish(result.as_ref().map(|_| ()));
         result
     }
 }

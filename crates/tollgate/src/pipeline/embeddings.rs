@@ -16,6 +16,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use super::call::CallState;
 use super::engine::ModelRuntime;
 use super::job::JobContext;
@@ -49,8 +51,16 @@ impl EmbeddingsClient for PipelineEmbeddings {
     ) -> Result<Vec<Embedding>> {
         let mut call =
             CallState::new(self.rt.clone(), self.job.clone(), "embeddings").with_content(texts);
-        let result = self.embed_all(&mut call, texts, purpose).await;
-        call.finish(result.as_ref().map(|_| ()), None);
+        let span = call.span().clone();
+        span.record(
+            "gen_ai.embeddings.dimension.count",
+            super::telemetry::int(self.width),
+        );
+        let result = self
+            .embed_all(&mut call, texts, purpose)
+            .instrument(span)
+            .await;
+        call.finish(result.as_ref().map(|_| ()));
         result
     }
 }

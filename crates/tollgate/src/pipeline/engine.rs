@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::breaker::{BreakerConfig, CircuitBreaker};
 use super::record::{NoRecorder, Recorder};
 use super::retry::RetryPolicy;
+use super::telemetry::Server;
 use crate::catalog::{ModelEntry, Price};
 use crate::error::Result;
 use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError};
@@ -39,6 +40,9 @@ pub struct PipelineConfig {
     pub max_corrections: u32,
     /// Where call and attempt records go.
     pub recorder: Arc<dyn Recorder>,
+    /// The OpenTelemetry metrics calls are measured with (`None`: not measured).
+    #[cfg(feature = "otel")]
+    pub metrics: Option<Arc<crate::otel::Metrics>>,
 }
 
 impl Default for PipelineConfig {
@@ -51,6 +55,8 @@ impl Default for PipelineConfig {
             connect_timeout: Duration::from_secs(10),
             max_corrections: MAX_CORRECTIONS,
             recorder: Arc::new(NoRecorder),
+            #[cfg(feature = "otel")]
+            metrics: None,
         }
     }
 }
@@ -63,6 +69,8 @@ pub(crate) struct ModelRuntime {
     pub(crate) deployments: Vec<DeploymentRuntime>,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) config: Arc<PipelineConfig>,
+    /// `gen_ai.provider.name`: the provider's name in the OpenTelemetry conventions.
+    pub(crate) provider_name: &'static str,
 }
 
 /// One deployment's buckets and cooldown.
@@ -73,6 +81,8 @@ pub(crate) struct DeploymentRuntime {
     /// What the provider builds this deployment's transports from.
     pub(crate) entry: ModelEntry,
     pub(crate) limiter: Arc<dyn LimiterBackend>,
+    /// Where its calls go (`server.address`, `server.port`), when the provider knows.
+    pub(crate) server: Option<Server>,
     cooldown_until: std::sync::Mutex<Option<Instant>>,
 }
 
@@ -81,11 +91,13 @@ impl DeploymentRuntime {
         name: Option<String>,
         entry: ModelEntry,
         limiter: Arc<dyn LimiterBackend>,
+        server: Option<Server>,
     ) -> Self {
         DeploymentRuntime {
             name,
             entry,
             limiter,
+            server,
             cooldown_until: std::sync::Mutex::new(None),
         }
     }
@@ -113,6 +125,7 @@ impl ModelRuntime {
         entry: ModelEntry,
         config: Arc<PipelineConfig>,
         deployments: Vec<DeploymentRuntime>,
+        provider_name: &'static str,
     ) -> Self {
         assert!(
             !deployments.is_empty(),
@@ -123,6 +136,20 @@ impl ModelRuntime {
             breaker: CircuitBreaker::new(entry.id.clone(), config.breaker.clone()),
             entry,
             config,
+            provider_name,
+        }
+    }
+
+    /// The attributes every metric about deployment `deployment` carries.
+    #[cfg(feature = "otel")]
+    pub(crate) fn model_attributes(&self, deployment: usize) -> crate::otel::ModelAttributes<'_> {
+        let d = &self.deployments[deployment];
+        crate::otel::ModelAttributes {
+            provider_name: self.provider_name,
+            request_model: &self.entry.name,
+            model_id: &self.entry.id,
+            deployment: d.name.as_deref(),
+            server: d.server.as_ref().map(|s| (s.address.as_str(), s.port)),
         }
     }
 

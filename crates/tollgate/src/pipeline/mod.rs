@@ -35,6 +35,7 @@ pub mod labels;
 mod record;
 mod retry;
 mod shape;
+mod telemetry;
 mod transport;
 
 pub use breaker::{BreakerConfig, CircuitBreaker};
@@ -61,3 +62,4 @@ pub(crate) use decision::PipelineDecision;
 pub(crate) use embeddings::PipelineEmbeddings;
 pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
+pub(crate) use telemetry::Server;

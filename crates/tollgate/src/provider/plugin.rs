@@ -4,6 +4,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use super::{ProviderContext, ProviderTransports};
+use crate::catalog::ModelEntry;
 use crate::error::Result;
 
 /// A provider: its key, and how to build the transports it serves.
@@ -19,6 +20,25 @@ pub trait Provider: Send + Sync + Debug + 'static {
     /// Whether catalog entries of this provider must name a `credential`.
     fn requires_credential(&self) -> bool {
         true
+    }
+
+    /// The provider's name in the OpenTelemetry GenAI semantic conventions, the value of
+    /// `gen_ai.provider.name` on spans and metrics (`anthropic`, `aws.bedrock`, `openai`,
+    /// `gcp.gemini`, `gcp.vertex_ai`, …). The default is [`Provider::key`], for providers
+    /// the conventions do not list (they allow a custom value).
+    fn conventions_name(&self) -> &'static str {
+        self.key()
+    }
+
+    /// The address `model`'s calls are sent to (scheme, host, optional port), from which
+    /// spans and metrics take `server.address` and `server.port`; `None` when unknown
+    /// before a call. The default reads the model's `base_url` option.
+    fn base_url(&self, model: &ModelEntry) -> Option<String> {
+        model
+            .options
+            .get("base_url")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
     }
 
     /// Builds the provider's transports. Must not copy secrets: keep the
