@@ -12,6 +12,7 @@
 
 use serde_json::{Map, Value, json};
 use tollgate::wire::ToolChoice;
+use tollgate::wire::text_only;
 use tollgate::{Block, Error, ImageSource, LlmRequest, Message, Result, Role};
 
 /// The `thoughtSignature` value Gemini documents-by-usage as "skip validation": sent on
@@ -127,23 +128,6 @@ fn mime_of(url: &str) -> Option<&'static str> {
     })
 }
 
-/// The text of blocks that must be text (system prompts, tool results).
-fn text_of(blocks: &[Block], field: &str, what: &str) -> Result<String> {
-    let mut out = String::new();
-    for (k, block) in blocks.iter().enumerate() {
-        match block {
-            Block::Text { text, .. } => out.push_str(text),
-            _ => {
-                return Err(invalid(
-                    format!("{field}[{k}]"),
-                    format!("must be text: Gemini's {what} holds text only"),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// The name of the tool call `id` answers: the nearest earlier assistant turn's call with
 /// that id (Gemini's `functionResponse` must name the function).
 fn call_name<'a>(earlier: &'a [Message], id: &str) -> Option<&'a str> {
@@ -177,7 +161,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         let field = format!("messages[{i}].content");
         match message.role {
             Role::System => {
-                let text = text_of(&message.content, &field, "systemInstruction")?;
+                let text = text_only(&message.content, &field, "Gemini's systemInstruction")?;
                 system.push(json!({ "text": text }));
             }
             Role::User => {
@@ -306,7 +290,11 @@ fn encode_user(content: &[Block], earlier: &[Message], field: &str) -> Result<Ve
                         ),
                     )
                 })?;
-                let text = text_of(content, &format!("{field}.content"), "functionResponse")?;
+                let text = text_only(
+                    content,
+                    &format!("{field}.content"),
+                    "Gemini's functionResponse",
+                )?;
                 // Gemini reads `output` as the result and `error` as a failure.
                 let key = if *is_error { "error" } else { "output" };
                 let mut response = json!({"name": name, "response": { key: text }});

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 use tollgate::wire::ToolChoice;
+use tollgate::wire::text_only;
 use tollgate::{Block, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::options::OutputLimitField;
@@ -48,23 +49,6 @@ fn image_url(source: &ImageSource) -> String {
     }
 }
 
-/// Text of a block that must be text (system prompts, tool results).
-fn text_parts(blocks: &[Block], field: &str, what: &str) -> Result<String> {
-    let mut out = String::new();
-    for (k, block) in blocks.iter().enumerate() {
-        match block {
-            Block::Text { text, .. } => out.push_str(text),
-            _ => {
-                return Err(invalid(
-                    format!("{field}[{k}]"),
-                    format!("must be text: OpenAI's {what} holds text only"),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Encodes `request` as a Chat Completions body. Fails with [`Error::InvalidRequest`],
 /// before anything is sent, on non-text system blocks, images in assistant turns, or
 /// non-text tool results.
@@ -76,7 +60,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         let field = format!("messages[{i}].content");
         match message.role {
             Role::System => {
-                let text = text_parts(&message.content, &field, "system message")?;
+                let text = text_only(&message.content, &field, "OpenAI's system message")?;
                 messages.push(json!({"role": "system", "content": text}));
             }
             Role::User => encode_user(&message.content, &field, &mut messages)?,
@@ -171,7 +155,11 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                 is_error,
                 ..
             } => {
-                let mut text = text_parts(content, &format!("{field}.content"), "tool message")?;
+                let mut text = text_only(
+                    content,
+                    &format!("{field}.content"),
+                    "OpenAI's tool message",
+                )?;
                 if *is_error && !text.starts_with("Error") {
                     text = format!("Error: {text}");
                 }

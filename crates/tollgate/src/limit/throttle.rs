@@ -23,7 +23,10 @@
 //! - after [`RECOVERY_DELAY`] without a refusal, f closes [`APPROACH_PER_SECOND`] of its
 //!   gap to the *plateau* ([`PLATEAU_FRACTION`] of the ceiling) each second;
 //! - once on the plateau for [`PLATEAU_HOLD`], f probes upward by [`PROBE_PER_SECOND`] a
-//!   second, so that a provider that serves more again is found again.
+//!   second, so that a provider that serves more again is found again. A probe's 429
+//!   (met after the provider's bucket absorbed the overshoot and ran dry) sends f back
+//!   under the plateau, to [`NEAR_CEILING_BETA`] of it, so that the bucket refills
+//!   instead of refusing the next calls as well.
 //!
 //! Repeated 429s lower the ceiling geometrically until the plateau sits just under the
 //! served rate; probing then costs one 429 per cycle, and a cycle lasts longer than
@@ -62,7 +65,7 @@ pub const APPROACH_PER_SECOND: f64 = 0.1;
 pub const PLATEAU_HOLD: Duration = Duration::from_secs(60);
 /// How far above the ceiling a probe's 429 must come to move the ceiling up: below it,
 /// the probe's overshoot is the provider's burst absorbing the excess, not a higher rate.
-pub const PROBE_TRUST: f64 = 1.2;
+pub const PROBE_TRUST: f64 = 1.5;
 /// Relative growth per second while probing above the plateau.
 pub const PROBE_PER_SECOND: f64 = 0.01;
 /// The share of recent outcomes that must be 529s before a 529 slows the model.
@@ -243,7 +246,17 @@ impl AdaptiveThrottle {
                 } else {
                     RATE_LIMITED_BETA
                 };
+                let probing = self.factor > self.plateau() * (1.0 + ON_PLATEAU);
                 self.decrease(beta, true, retry_after, now_ns);
+                if probing && self.last_decrease_ns == Some(now_ns) {
+                    // A probe's 429 comes after the provider's bucket absorbed the
+                    // overshoot and ran dry: back under the plateau, so that the bucket
+                    // refills instead of refusing the next few calls too.
+                    self.factor = self
+                        .factor
+                        .min(self.plateau() * NEAR_CEILING_BETA)
+                        .max(MIN_RATE_FACTOR);
+                }
             }
             Feedback::RateLimitedAgain { .. } => {
                 self.window.observe(now_ns, false);
@@ -498,21 +511,24 @@ mod tests {
 
     #[test]
     fn throttle_probe_overshoot_keeps_the_ceiling_but_a_far_probe_raises_it() {
-        // On the plateau of ceiling 0.5, probing climbs; a 429 10 % above the ceiling is
-        // the provider's burst running out, so the plateau stays where it was.
+        // On the plateau of ceiling 0.5, probing climbs; a 429 36 % above the ceiling is
+        // the provider's burst (up to a minute's worth) running out, so the plateau stays
+        // where it was, and the factor goes back under it, for the bucket to refill.
         let mut t = AdaptiveThrottle::new(true);
-        t.factor = 0.55;
+        t.factor = 0.68;
         t.ceiling = 0.5;
         t.on_feedback(Feedback::RateLimited { retry_after: None }, 100 * S);
         assert_eq!(t.ceiling, 0.5);
-        assert!((t.factor() - 0.55 * RATE_LIMITED_BETA).abs() < 1e-9);
-        // A probe that got 50 % above the ceiling before a 429 found a provider serving
-        // more: the ceiling moves up to it.
+        let under = 0.5 * PLATEAU_FRACTION * NEAR_CEILING_BETA;
+        assert!((t.factor() - under).abs() < 1e-9, "{}", t.factor());
+        // A probe that got 60 % above the ceiling before a 429 found a provider serving
+        // more: the ceiling moves up to it, and the cut is the usual one.
         let mut far = AdaptiveThrottle::new(true);
-        far.factor = 0.75;
+        far.factor = 0.8;
         far.ceiling = 0.5;
         far.on_feedback(Feedback::RateLimited { retry_after: None }, 100 * S);
-        assert_eq!(far.ceiling, 0.75);
+        assert_eq!(far.ceiling, 0.8);
+        assert!((far.factor() - 0.8 * RATE_LIMITED_BETA).abs() < 1e-9);
     }
 
     #[test]
