@@ -106,7 +106,7 @@ mod google {
     use sha2::{Digest, Sha256};
     use tokio::sync::OnceCell;
     use tollgate::credentials::{CredentialStore, Secret};
-    use tollgate::{Error, ProviderError, Result};
+    use tollgate::{Error, Result};
 
     use super::{CLOUD_PLATFORM_SCOPE, TokenSource};
 
@@ -185,9 +185,9 @@ mod google {
             };
             match credentials.access_token().await {
                 Ok(token) => Ok(Secret::new(token.token)),
-                // The token endpoint or metadata server did not answer: as a bad gateway,
-                // so the pipeline retries it.
-                Err(e) if e.is_transient() => Err(ProviderError::server(502).into()),
+                // The token endpoint or metadata server did not answer: a connection
+                // failure with its cause, so the pipeline retries it.
+                Err(e) if e.is_transient() => Err(tollgate::wire::connection_error(&e, &[]).into()),
                 Err(e) => Err(Error::InvalidRequest {
                     field: "credential".into(),
                     reason: format!(
