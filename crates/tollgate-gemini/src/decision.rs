@@ -17,8 +17,8 @@ pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
 /// returns logprobs (`options.logprobs = true`).
 ///
 /// Each question is one `generateContent` request whose answer is constrained to the
-/// labels (`text/x.enum`): `yes`/`no` for a [`Question::Noul`], `A`, `B`, … for a
-/// [`Question::Choice`]. The first step's top candidates are summed per label and
+/// labels (`text/x.enum`): `yes`/`no` for a [`Question::Noul`](tollgate::Question::Noul), `A`, `B`, … for a
+/// [`Question::Choice`](tollgate::Question::Choice). The first step's top candidates are summed per label and
 /// renormalized over the options; a label absent from them gets probability 0.
 #[derive(Debug)]
 pub struct GeminiDecision {

@@ -17,7 +17,7 @@ pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
 ///
 /// Each question is sent as one chat request (`logprobs: true`, `top_logprobs: 20`, an
 /// output limit of 1 token, temperature 0) that asks for one option label: `yes` or
-/// `no` for a [`Question::Noul`], a letter `A`, `B`, … for a [`Question::Choice`] (a
+/// `no` for a [`Question::Noul`](tollgate::Question::Noul), a letter `A`, `B`, … for a [`Question::Choice`](tollgate::Question::Choice) (a
 /// letter is one token for every tokenizer, where option texts may share a first
 /// token). The first token's top logprobs are summed per label (case and surrounding
 /// spaces ignored) and renormalized over the options; a label absent from the top 20
