@@ -155,11 +155,8 @@ impl BedrockClient {
             )
         });
         let raw = answer.and_then(|r| r.body().bytes());
-        let failure = sdk_error(error, self.connect_timeout, status, secrets);
-        let failure = keep_raw(
-            with_retry_after(failure, retry_after),
-            raw.unwrap_or_default(),
-        );
+        let failure = sdk_error(error, self.connect_timeout, status, retry_after, secrets);
+        let failure = keep_raw(failure, raw.unwrap_or_default());
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         failure.redacted(&secrets)
     }
@@ -228,36 +225,6 @@ impl BedrockClient {
             })
             .await;
         Ok((client, call_credentials))
-    }
-}
-
-/// `error` with the answer's `retry-after`, when it is a retryable failure without one.
-fn with_retry_after(error: Error, wait: Option<Duration>) -> Error {
-    let Some(wait) = wait else {
-        return error;
-    };
-    let retry_after = Some(wait);
-    match error {
-        Error::Provider(ProviderError::RateLimited { retry_after: None }) => {
-            ProviderError::RateLimited { retry_after }.into()
-        }
-        Error::Provider(ProviderError::Overloaded {
-            status,
-            retry_after: None,
-        }) => ProviderError::Overloaded {
-            status,
-            retry_after,
-        }
-        .into(),
-        Error::Provider(ProviderError::Server {
-            status,
-            retry_after: None,
-        }) => ProviderError::Server {
-            status,
-            retry_after,
-        }
-        .into(),
-        other => other,
     }
 }
 
@@ -338,7 +305,7 @@ pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option
 ///
 /// | SDK error | error |
 /// |---|---|
-/// | `ServiceError` (a modeled exception) | by [`classify`] |
+/// | `ServiceError` (a modeled exception) | by [`read_exception`] and the core's verdict, with the answer's `retry-after` |
 /// | `ServiceError` without an exception name on a 2xx (a success answer the SDK could not parse) | `ProviderError::Malformed`, the answer's first bytes kept |
 /// | `TimeoutError`, a `DispatchFailure` that timed out | `ProviderError::Timeout` |
 /// | `DispatchFailure` (the request could not be sent) | `ProviderError::Connection` with the cause read from its error chain ([`connection_cause`]: refused, reset, TLS, …) |
@@ -353,6 +320,7 @@ pub(crate) fn sdk_error<E, R>(
     error: &SdkError<E, R>,
     connect_timeout: Duration,
     status: Option<u16>,
+    retry_after: Option<Duration>,
     secrets: &[String],
 ) -> Error
 where
@@ -374,7 +342,10 @@ where
         SdkError::ServiceError(service) => {
             let e = service.err();
             let message = e.message().map(|m| redact(m, secrets));
-            classify(e.code(), message.as_deref(), status)
+            // The answer's `retry-after` joins what the exception says, for the one verdict.
+            let mut wire = read_exception(e.code(), message.as_deref(), status);
+            wire.retry_after = wire.retry_after.or(retry_after);
+            wire.verdict()
         }
         SdkError::TimeoutError(_) => ProviderError::Timeout { after: None }.into(),
         SdkError::DispatchFailure(failure) if failure.is_timeout() => ProviderError::Timeout {

@@ -90,7 +90,7 @@ fn stream_error(
             _ => &[],
         };
         let failure = keep_raw(
-            sdk_error(error, std::time::Duration::ZERO, None, secrets),
+            sdk_error(error, std::time::Duration::ZERO, None, None, secrets),
             raw,
         );
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
