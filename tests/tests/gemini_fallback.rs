@@ -14,20 +14,6 @@ use tollgate::{Catalog, Conversation, Models, SamplingParams};
 use tollgate_gemini as _;
 use tollgate_openai as _;
 
-fn llmock() -> Option<String> {
-    match std::env::var("TOLLGATE_LLMOCK_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
-                "TOLLGATE_LLMOCK_URL is not set, but TOLLGATE_PEERS_REQUIRED is"
-            );
-            eprintln!("TOLLGATE_LLMOCK_URL is not set: skipped (run `cargo xtask test-all`)");
-            None
-        }
-    }
-}
-
 /// The catalog of `docs/providers/gemini.md`, pointed at the mock.
 fn catalog(base: &str) -> Catalog {
     Catalog::from_toml_str(&format!(
@@ -63,7 +49,7 @@ base_url = "{base}/gemini"
 
 #[tokio::test]
 async fn a_rate_limited_openai_model_falls_back_to_its_gemini_model_on_the_mock() {
-    let Some(base) = llmock() else {
+    let Some(base) = tollgate_testkit::peers::url("TOLLGATE_LLMOCK_URL") else {
         return;
     };
     let http = reqwest::Client::builder().no_proxy().build().unwrap();

@@ -22,24 +22,9 @@ use tollgate::{
     SamplingParams, StopReason, StreamEvent,
 };
 use tollgate_gemini::{GeminiProvider, TokenSource};
+use tollgate_testkit::peers::url as peer;
 
 const KEY_ID: &str = "peer-key";
-
-fn peer(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
-                "{var} is not set, but TOLLGATE_PEERS_REQUIRED is: start the peers with scripts/peers.sh start"
-            );
-            eprintln!(
-                "{var} is not set: skipped (run `cargo xtask test-all`, or scripts/peers.sh start)"
-            );
-            None
-        }
-    }
-}
 
 /// A fixed token: the mocks check no authentication, and no test reaches Google.
 #[derive(Debug)]

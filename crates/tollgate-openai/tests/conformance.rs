@@ -19,24 +19,9 @@ use tollgate::{
     SamplingParams, StopReason, StreamEvent,
 };
 use tollgate_openai::OpenAiProvider;
+use tollgate_testkit::peers::url as peer;
 
 const KEY_ID: &str = "peer-key";
-
-fn peer(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
-                "{var} is not set, but TOLLGATE_PEERS_REQUIRED is: start the peers with scripts/peers.sh start"
-            );
-            eprintln!(
-                "{var} is not set: skipped (run `cargo xtask test-all`, or scripts/peers.sh start)"
-            );
-            None
-        }
-    }
-}
 
 fn models(base_url: &str, native_width: u64) -> Models {
     let limits = Limits {

@@ -4,6 +4,7 @@
 //! - [`limiter`]: the properties every [`tollgate::limit::LimiterBackend`] must have.
 //! - [`provider`]: the behaviours every provider crate must have, against its scripted
 //!   wire format.
+//! - [`peers`]: where a test finds the mock servers `scripts/peers.sh` starts.
 //!
 //! Each suite is a macro that writes one test per behaviour into the calling crate's
 //! test binary (`limiter_acceptance_tests!`, `provider_contract_tests!`); each behaviour
@@ -25,4 +26,5 @@
 #![deny(missing_docs)]
 
 pub mod limiter;
+pub mod peers;
 pub mod provider;
