@@ -229,7 +229,11 @@ async fn hand_off(probe: &Probe, handles: Vec<JoinHandle<()>>, release: impl FnO
 }
 
 fn limiter(limits: Limits) -> TokenBucketRateLimiter {
-    TokenBucketRateLimiter::new(LimiterConfig::new("bench", limits).with_adaptive(false))
+    TokenBucketRateLimiter::new(
+        LimiterConfig::new("bench", limits)
+            .with_adaptive(false)
+            .with_arrival_allowance(std::time::Duration::ZERO),
+    )
 }
 
 /// tollgate: `tasks` waiters for 1 request + 1,000 tokens on a drained limiter refilling

@@ -119,7 +119,12 @@ pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
         rpm: config.rpm,
         ..Limits::default()
     };
-    let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false));
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new("m", limits)
+            .with_adaptive(false)
+            // In process: requests arrive when sent.
+            .with_arrival_allowance(std::time::Duration::ZERO),
+    );
     let start = clock::now();
     let (warmup, end) = (config.warmup, config.duration);
     let mut seeds = SimRng::new(config.seed);

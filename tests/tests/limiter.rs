@@ -16,8 +16,13 @@ use tollgate::{Dimension, Error, Usage};
 // The catalogs here name `fake`: linking its crate registers the key.
 use tollgate_fake as _;
 
+/// A limiter whose timings are the bucket's arithmetic alone (no arrival allowance).
 fn limiter(limits: Limits) -> TokenBucketRateLimiter {
-    TokenBucketRateLimiter::new(LimiterConfig::new("m", limits).with_adaptive(false))
+    TokenBucketRateLimiter::new(exact("m", limits).with_adaptive(false))
+}
+
+fn exact(model_id: &str, limits: Limits) -> LimiterConfig {
+    LimiterConfig::new(model_id, limits).with_arrival_allowance(Duration::ZERO)
 }
 
 fn rpm(n: u64) -> Limits {
@@ -32,36 +37,29 @@ fn one() -> Cost {
 }
 
 /// PicoClaw: `rpm = 3` and nothing else. The first three calls go at once, then one
-/// every 20 seconds exactly.
+/// every 20 seconds exactly: the first of them half a second later, the default arrival
+/// allowance (the three of the opening burst may reach the provider that much later than
+/// the ones after them).
 #[tokio::test(start_paused = true)]
 async fn picoclaw_rpm_3_sends_three_at_once_then_one_every_20_seconds() {
-    let limiter = TokenBucketRateLimiter::new(LimiterConfig::new(
-        "picoclaw",
-        Limits {
-            rpm: 3,
-            ..Limits::default()
-        },
-    ));
-    let start = clock::now();
-    let mut sent_at = Vec::new();
-    for _ in 0..7 {
-        let mut reservation = limiter.reserve(Cost::call(500, 200)).await.unwrap();
-        reservation.mark_sent();
-        sent_at.push(start.elapsed());
+    for (config, late) in [
+        (LimiterConfig::new("picoclaw", rpm(3)), 500),
+        (exact("picoclaw", rpm(3)), 0),
+    ] {
+        let limiter = TokenBucketRateLimiter::new(config);
+        let start = clock::now();
+        let mut sent_at = Vec::new();
+        for _ in 0..7 {
+            let mut reservation = limiter.reserve(Cost::call(500, 200)).await.unwrap();
+            reservation.mark_sent();
+            sent_at.push(start.elapsed());
+        }
+        let at = |s: u64| Duration::from_millis(s * 1000 + if s > 0 { late } else { 0 });
+        assert_eq!(
+            sent_at,
+            [at(0), at(0), at(0), at(20), at(40), at(60), at(80)]
+        );
     }
-    let secs = |s: u64| Duration::from_secs(s);
-    assert_eq!(
-        sent_at,
-        [
-            secs(0),
-            secs(0),
-            secs(0),
-            secs(20),
-            secs(40),
-            secs(60),
-            secs(80)
-        ]
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -396,7 +394,7 @@ async fn reservation_is_all_or_nothing_across_dimensions() {
 #[tokio::test(start_paused = true)]
 async fn burst_seconds_enforces_60_rpm_as_one_per_second() {
     let limiter = TokenBucketRateLimiter::new(
-        LimiterConfig::new("m", rpm(60))
+        exact("m", rpm(60))
             .with_burst(Burst::Seconds(1))
             .with_adaptive(false),
     );
@@ -411,7 +409,7 @@ async fn burst_seconds_enforces_60_rpm_as_one_per_second() {
 
 #[tokio::test(start_paused = true)]
 async fn a_429_slows_the_refill_for_every_caller_of_the_model() {
-    let adaptive = TokenBucketRateLimiter::new(LimiterConfig::new("m", rpm(60)));
+    let adaptive = TokenBucketRateLimiter::new(exact("m", rpm(60)));
     for _ in 0..60 {
         adaptive.try_reserve(one()).unwrap().mark_sent();
     }
@@ -429,7 +427,7 @@ async fn a_429_slows_the_refill_for_every_caller_of_the_model() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_pauses_the_model_for_everyone() {
-    let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", rpm(600)));
+    let limiter = TokenBucketRateLimiter::new(exact("m", rpm(600)));
     limiter.feedback(Feedback::RateLimited {
         retry_after: Some(Duration::from_secs(7)),
     });
@@ -774,7 +772,7 @@ async fn remaining_zero_continuous_allows_next_after_one_unit() {
 #[tokio::test(start_paused = true)]
 async fn remaining_zero_fixed_window_waits_for_reset() {
     let limiter = TokenBucketRateLimiter::new(
-        LimiterConfig::new("m", rpm(30))
+        exact("m", rpm(30))
             .with_adaptive(false)
             .with_window(RateWindow::Fixed),
     );
@@ -796,7 +794,7 @@ async fn fixed_window_remaining_is_all_there_is_until_the_reset() {
     // 5 left in a window that turns in 30 s: 5 go now, nothing refills before the turn
     // (a continuous bucket would have let 15 more through by then).
     let limiter = TokenBucketRateLimiter::new(
-        LimiterConfig::new("m", rpm(30))
+        exact("m", rpm(30))
             .with_adaptive(false)
             .with_window(RateWindow::Fixed),
     );
@@ -821,7 +819,7 @@ async fn header_never_pauses_longer_than_a_429() {
     // A fixed window that turns in ten minutes (a daily or hourly limit read as one) holds
     // the model back no longer than a 429's `retry-after` can.
     let fixed = TokenBucketRateLimiter::new(
-        LimiterConfig::new("m", rpm(600))
+        exact("m", rpm(600))
             .with_adaptive(false)
             .with_window(RateWindow::Fixed),
     );

@@ -46,9 +46,10 @@ struct Setup {
 fn setup(entry: ModelEntry) -> Setup {
     let fake = FakeProvider::new();
     let recorder = Arc::new(MemoryRecorder::new());
+    // Timings here are the bucket's arithmetic alone: no arrival allowance.
     let catalog = Catalog::builder()
         .embedding_width(8)
-        .model(entry)
+        .model(entry.with_arrival_allowance_ms(0))
         .build()
         .unwrap();
     let models = Models::builder()

@@ -57,9 +57,12 @@ impl Setup {
 fn setup_with(entries: Vec<ModelEntry>, config: PipelineConfig) -> Setup {
     let fake = FakeProvider::new();
     let recorder = Arc::new(MemoryRecorder::new());
+    // Timings here are the bucket's arithmetic alone: no arrival allowance.
     let catalog = entries
         .into_iter()
-        .fold(Catalog::builder(), |b, e| b.model(e))
+        .fold(Catalog::builder(), |b, e| {
+            b.model(e.with_arrival_allowance_ms(0))
+        })
         .build()
         .unwrap();
     let config = PipelineConfig {

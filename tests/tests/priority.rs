@@ -22,6 +22,7 @@ fn one_per_second(aging: Duration) -> TokenBucketRateLimiter {
     };
     TokenBucketRateLimiter::new(
         LimiterConfig::new("p", limits)
+            .with_arrival_allowance(Duration::ZERO)
             .with_adaptive(false)
             .with_burst(Burst::Seconds(1))
             .with_aging(aging),
@@ -36,6 +37,7 @@ fn sixty_tokens(aging: Duration) -> TokenBucketRateLimiter {
     };
     TokenBucketRateLimiter::new(
         LimiterConfig::new("p", limits)
+            .with_arrival_allowance(Duration::ZERO)
             .with_adaptive(false)
             .with_aging(aging),
     )

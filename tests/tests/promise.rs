@@ -26,10 +26,12 @@ fn rpm(n: u64) -> Limits {
     }
 }
 
+/// Timings here are the bucket's arithmetic alone: no arrival allowance.
 fn model(id: &str, limits: Limits) -> ModelEntry {
     ModelEntry::new(id, "fake", format!("fake-{id}"))
         .with_output_tokens(100, 10)
         .with_limits(limits)
+        .with_arrival_allowance_ms(0)
 }
 
 fn ask(model_id: &str, text: &str) -> LlmRequest {

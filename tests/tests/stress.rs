@@ -226,6 +226,7 @@ async fn run(seed: u64) {
     let limiter = TokenBucketRateLimiter::new(
         LimiterConfig::new("stress", limits)
             .with_adaptive(false)
+            .with_arrival_allowance(Duration::ZERO)
             // No promotion: the order is exactly class first, FIFO within a class.
             .with_aging(Duration::MAX),
     );

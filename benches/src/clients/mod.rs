@@ -224,9 +224,12 @@ pub fn tollgate_config(config: &ClientConfig, adaptive: bool) -> LimiterConfig {
         SimCapacity::FullMinute => Burst::FullMinute,
         SimCapacity::PerSecond => Burst::Seconds(1),
     };
+    // The simulated provider is called in process: a request arrives the instant it is
+    // sent, so none can arrive late and no allowance is needed.
     LimiterConfig::new("sim", limits)
         .with_burst(burst)
         .with_adaptive(adaptive)
+        .with_arrival_allowance(std::time::Duration::ZERO)
 }
 
 impl Client {

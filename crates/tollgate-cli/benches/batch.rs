@@ -307,9 +307,12 @@ fn main() {
         ],
         table,
         notes: vec![
-            "A lone 429 here comes from arrival skew: the provider's bucket starts draining \
-             when the first request of the opening burst *arrives*, the client's when it was \
-             *granted*, and the opening burst's connections arrive spread out."
+            "A lone 429 at the opening burst comes from arrival skew: the provider's bucket \
+             starts draining when the first request of the burst *arrives*, the client's when \
+             it was *granted*, and the burst's fresh connections arrive later than the reused \
+             ones after them. tollgate holds its refill for the arrival allowance (500 ms) \
+             after a grant out of a full bucket (docs/rate-limiting.md); the cookbook's pacing \
+             has no such hold."
                 .into(),
             "tollgate takes a 429 as a sign that the provider serves less than it publishes: \
              its adaptive throttle lowers the refill (x0.8) and climbs back over about a \

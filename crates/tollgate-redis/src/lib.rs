@@ -210,6 +210,8 @@ struct Inner {
     key: String,
     dims: Vec<Dim>,
     adaptive: bool,
+    /// [`LimiterConfig::arrival_allowance`] in µs, for the script's reserve.
+    arrival_allowance_us: u64,
     conn: Arc<Conn>,
     fallback: Option<TokenBucketRateLimiter>,
     /// Script calls in flight (reserves, settles, feedback), for [`RedisLimiter::flush`].
@@ -324,6 +326,7 @@ impl RedisLimiter {
                 model_id: config.model_id.clone(),
                 dims,
                 adaptive: config.adaptive,
+                arrival_allowance_us: micros(config.arrival_allowance),
                 conn,
                 fallback,
                 pending: AtomicUsize::new(0),
@@ -511,7 +514,12 @@ impl Inner {
         cost: Cost,
         max_wait_us: i64,
     ) -> Result<Booked, RedisLimiterError> {
-        let inv = self.invocation(at, "reserve", None, max_wait_us, Default::default(), |d| {
+        let extra = [
+            String::new(),
+            self.arrival_allowance_us.to_string(),
+            String::new(),
+        ];
+        let inv = self.invocation(at, "reserve", None, max_wait_us, extra, |d| {
             i64::try_from(cost.on(d)).unwrap_or(i64::MAX)
         });
         self.round_trips.fetch_add(1, Ordering::Relaxed);

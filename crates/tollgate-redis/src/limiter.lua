@@ -3,14 +3,17 @@
 -- KEYS[1]  the model's hash (tollgate:{model}:lim): per dimension its level in units, plus
 --          ts (µs of the last update), f (throttle factor), fdec (µs of the last decrease),
 --          fupd (µs of the last recovery step), pause (µs until which the model is paused),
---          grants, waited.
+--          per dimension hold:<name> (µs before which it does not refill: the arrival
+--          allowance after a grant out of a full bucket), grants, waited.
 -- KEYS[2]  settle only: the operation's id key (same hash tag) so that a retried settle is
 --          applied once; equal to KEYS[1] when there is none.
 -- ARGV[1]  op: reserve | settle | feedback | snapshot
 -- ARGV[2]  now in µs ("" = Redis TIME, the production clock)
 -- ARGV[3]  reserve: the longest wait in µs the caller accepts (-1 = any)
 -- ARGV[4]  feedback: ok | 429 | 529 | pause | remaining; settle: the id key's TTL in ms
--- ARGV[5]  feedback: the pause in µs, or the dimension index for remaining
+-- ARGV[5]  feedback: the pause in µs, or the dimension index for remaining; reserve: the
+--          arrival allowance in µs (a grant out of a full bucket holds the refill that
+--          long, as the in-process bucket does)
 -- ARGV[6]  feedback: the remaining amount (tokens)
 -- ARGV[7]  1 if the adaptive throttle is on
 -- ARGV[8]  n, the number of dimensions; then n × (name, capacity, limit per minute, amount)
@@ -43,15 +46,17 @@ local dt = now - last
 local f = tonumber(h['f'] or '1')
 local adaptive = ARGV[7] == '1'
 local n = tonumber(ARGV[8])
-local names, caps, rates, amts, levels = {}, {}, {}, {}, {}
+local names, caps, rates, amts, levels, holds = {}, {}, {}, {}, {}, {}
 for i = 1, n do
   local b = 8 + (i - 1) * 4
   names[i] = ARGV[b + 1]
   caps[i] = tonumber(ARGV[b + 2]) * UNITS
   rates[i] = math.max(tonumber(ARGV[b + 3]) * f, 1e-9)
   amts[i] = tonumber(ARGV[b + 4]) * UNITS
+  holds[i] = tonumber(h['hold:' .. names[i]] or '0')
   local lvl = tonumber(h[names[i]] or caps[i])
-  if lvl < caps[i] then lvl = math.min(caps[i], lvl + dt * rates[i]) end
+  local refilled = now - math.max(last, holds[i])
+  if lvl < caps[i] and refilled > 0 then lvl = math.min(caps[i], lvl + refilled * rates[i]) end
   if lvl > caps[i] then lvl = caps[i] end -- a smaller capacity than before
   levels[i] = lvl
 end
@@ -73,14 +78,23 @@ if op == 'reserve' then
     if amts[i] > caps[i] then return {-1, i, tonumber(ARGV[8 + (i - 1) * 4 + 2])} end
     local deficit = amts[i] - levels[i]
     if deficit > 0 then
-      local w = math.ceil(deficit / rates[i])
+      local w = math.ceil(deficit / rates[i]) + math.max(0, holds[i] - now)
       if w > wait then wait = w end
     end
   end
   if pause - now > wait then wait = pause - now end
   local max_wait = tonumber(ARGV[3])
   if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
-  for i = 1, n do levels[i] = levels[i] - amts[i] end
+  local allowance = tonumber(ARGV[5]) or 0
+  for i = 1, n do
+    -- Out of a (nearly) full bucket: the provider's spills until the request arrives.
+    local hold = allowance - math.floor((caps[i] - levels[i]) / rates[i])
+    if allowance > 0 and hold > 0 and now + hold > holds[i] then
+      holds[i] = now + hold
+      redis.call('HSET', key, 'hold:' .. names[i], str(holds[i]))
+    end
+    levels[i] = levels[i] - amts[i]
+  end
   redis.call('HINCRBY', key, 'grants', 1)
   if wait > 0 then redis.call('HINCRBY', key, 'waited', 1) end
   reply = {1, wait, now, math.floor(f * 1000000 + 0.5)}
@@ -98,6 +112,8 @@ elseif op == 'feedback' then
   elseif kind == 'remaining' then
     local i = tonumber(ARGV[5])
     levels[i] = math.min(levels[i], tonumber(ARGV[6]) * UNITS)
+    -- the provider has seen a request: its bucket refills from now on
+    if holds[i] > 0 then holds[i] = 0; redis.call('HDEL', key, 'hold:' .. names[i]) end
   elseif adaptive then
     local fdec = tonumber(h['fdec'] or '-1e18')
     local nf = f
@@ -123,7 +139,7 @@ end
 local ttl = 1000
 for i = 1, n do
   redis.call('HSET', key, names[i], str(levels[i]))
-  local full = math.ceil((caps[i] - levels[i]) / (rates[i] * 1000))
+  local full = math.ceil((caps[i] - levels[i]) / (rates[i] * 1000) + math.max(0, holds[i] - now) / 1000)
   if full > ttl then ttl = full end
 end
 if pause > now and math.ceil((pause - now) / 1000) > ttl then ttl = math.ceil((pause - now) / 1000) end

@@ -31,6 +31,8 @@ fn config() -> LimiterConfig {
     )
     .with_burst(Burst::Seconds(1))
     .with_adaptive(false)
+    // The bound checked is the bucket's arithmetic alone: no arrival allowance.
+    .with_arrival_allowance(Duration::ZERO)
 }
 
 /// The child's side: runs only when spawned by the parent test below.

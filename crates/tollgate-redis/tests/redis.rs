@@ -22,6 +22,8 @@ fn rpm(n: u64) -> LimiterConfig {
         },
     )
     .with_adaptive(false)
+    // Timings here are the bucket's arithmetic alone: no arrival allowance.
+    .with_arrival_allowance(Duration::ZERO)
 }
 
 fn one() -> Cost {
@@ -164,6 +166,31 @@ async fn provider_remaining_header_lowers_the_shared_bucket() {
         }
         other => panic!("expected WouldWait, got {other:?}"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_report_ends_the_arrival_allowance_hold_for_every_process() {
+    let Some((p1, p2)) = two_processes() else {
+        return;
+    };
+    let allowed = || rpm(60).with_arrival_allowance(LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE);
+    let (a, b) = (p1.limiter(allowed()), p2.limiter(allowed()));
+    drain(&a, 60).await;
+    let wait = |l: RedisLimiter| async move {
+        match l.try_reserve(one(), Priority::default()).await {
+            Err(TryReserveError::WouldWait { ready_in }) => ready_in,
+            other => panic!("expected WouldWait, got {other:?}"),
+        }
+    };
+    // Out of a full bucket: the refill waits the allowance.
+    assert_eq!(wait(b.clone()).await, Duration::from_millis(1500));
+    // The provider says what it has left: it has seen a request, its refill runs.
+    a.feedback(Feedback::Remaining {
+        dimension: Dimension::Requests,
+        remaining: 0,
+    });
+    p1.flush().await;
+    assert_eq!(wait(b).await, Duration::from_secs(1));
 }
 
 #[tokio::test(start_paused = true)]

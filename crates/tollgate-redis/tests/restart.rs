@@ -21,6 +21,8 @@ fn rpm(n: u64) -> LimiterConfig {
         },
     )
     .with_adaptive(false)
+    // Timings here are the bucket's arithmetic alone: no arrival allowance.
+    .with_arrival_allowance(Duration::ZERO)
 }
 
 fn one() -> Cost {

@@ -67,6 +67,7 @@ macro_rules! limiter_acceptance_tests {
             try_reserve_does_not_jump_the_queue,
             retry_after_pauses_the_model_for_everyone,
             a_429_slows_the_refill_for_every_caller,
+            a_grant_out_of_a_full_bucket_holds_the_refill_for_the_arrival_allowance,
         );
     };
     (@each $backends:expr; $($name:ident),+ $(,)?) => {
@@ -82,7 +83,9 @@ macro_rules! limiter_acceptance_tests {
 }
 
 fn config(limits: Limits) -> LimiterConfig {
-    LimiterConfig::new("m", limits).with_adaptive(false)
+    LimiterConfig::new("m", limits)
+        .with_adaptive(false)
+        .with_arrival_allowance(Duration::ZERO)
 }
 
 fn rpm(n: u64) -> Limits {
@@ -228,6 +231,36 @@ pub async fn waiters_are_granted_in_fifo_order(b: &impl Backends) {
             (4, secs(5))
         ]
     );
+}
+
+/// The first request out of a full bucket may reach the provider later than the ones
+/// after it (a fresh connection), and the provider's full bucket starts draining only
+/// then: so the refill waits the arrival allowance (default half a second). A refund
+/// that fills the bucket again leaves nothing held.
+pub async fn a_grant_out_of_a_full_bucket_holds_the_refill_for_the_arrival_allowance(
+    b: &impl Backends,
+) {
+    let config = LimiterConfig::new("m", rpm(60)).with_adaptive(false);
+    assert_eq!(
+        config.arrival_allowance,
+        LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE
+    );
+    let backend = b.build(config);
+    // Granted out of the full bucket and dropped unsent: the bucket is full again.
+    drop(backend.reserve(one(), Priority::default()).await.unwrap());
+    b.settled().await;
+    let snap = backend.snapshot().await.unwrap();
+    assert_level(&snap.levels, Dimension::Requests, 60.0);
+    drain(&backend, 60).await;
+    let start = tollgate::clock::now();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..2).map(|i| waiter(&backend, start, &log, i)).collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    let ms = |ms: u64| Duration::from_millis(ms);
+    assert_eq!(log, [(0, ms(1500)), (1, ms(2500))]);
 }
 
 /// Greedy callers never get more than limit + capacity into any 60 s window, and get
@@ -403,7 +436,7 @@ pub async fn retry_after_pauses_the_model_for_everyone(b: &impl Backends) {
 
 /// A 429 slows the model's refill (the adaptive throttle) for every caller.
 pub async fn a_429_slows_the_refill_for_every_caller(b: &impl Backends) {
-    let backend = b.build(LimiterConfig::new("m", rpm(60)));
+    let backend = b.build(LimiterConfig::new("m", rpm(60)).with_arrival_allowance(Duration::ZERO));
     drain(&backend, 60).await;
     let start = tollgate::clock::now();
     backend.feedback(Feedback::RateLimited { retry_after: None });

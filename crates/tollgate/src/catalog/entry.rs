@@ -172,6 +172,11 @@ pub struct ModelEntry {
     /// Bucket size in seconds of refill (1 to 60); `None` = a full minute. Some
     /// providers enforce `60 rpm` as one request per second: set 1 for them.
     pub burst_seconds: Option<u64>,
+    /// How much later the first request out of a full bucket may reach the provider than
+    /// the ones after it, in milliseconds (`arrival_allowance_ms`, 0 to 60000); `None` =
+    /// [`LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE`](crate::limit::LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE).
+    /// See [`LimiterConfig::arrival_allowance`](crate::limit::LimiterConfig::arrival_allowance).
+    pub arrival_allowance_ms: Option<u64>,
     /// How the provider refills its limits (`window = "continuous" | "fixed"`); decides
     /// how long a header saying nothing is left holds the model back.
     pub window: RateWindow,
@@ -216,6 +221,7 @@ impl ModelEntry {
             credential: None,
             limits: Limits::default(),
             burst_seconds: None,
+            arrival_allowance_ms: None,
             window: RateWindow::Continuous,
             max_output_tokens: None,
             default_output_tokens: None,
@@ -250,6 +256,13 @@ impl ModelEntry {
     /// Sets the stream idle timeout (`stream_idle_timeout_secs`), in whole seconds.
     pub fn with_stream_idle_timeout_secs(mut self, secs: u64) -> Self {
         self.stream_idle_timeout_secs = Some(secs);
+        self
+    }
+
+    /// Sets the arrival allowance in milliseconds (`arrival_allowance_ms`); 0 for a
+    /// provider whose requests all arrive alike (in process, or on one warm connection).
+    pub fn with_arrival_allowance_ms(mut self, ms: u64) -> Self {
+        self.arrival_allowance_ms = Some(ms);
         self
     }
 
@@ -413,6 +426,12 @@ impl ModelEntry {
             return Err(invalid(
                 "burst_seconds",
                 "must be from 1 to 60 (seconds of refill the bucket holds)",
+            ));
+        }
+        if self.arrival_allowance_ms.is_some_and(|ms| ms > 60_000) {
+            return Err(invalid(
+                "arrival_allowance_ms",
+                "must be from 0 to 60000 (milliseconds a first request may arrive late)",
             ));
         }
         for (field, value) in [

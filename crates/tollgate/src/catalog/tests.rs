@@ -317,6 +317,27 @@ fn catalog_accepts_burst_seconds_from_1_to_60_only() {
 }
 
 #[test]
+fn catalog_arrival_allowance_ms_sets_the_limiter_s_allowance_from_0_to_60000() {
+    use crate::limit::LimiterConfig;
+    use std::time::Duration;
+    let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
+    let default = load(base).unwrap();
+    assert_eq!(
+        LimiterConfig::for_model(default.model("x").unwrap()).arrival_allowance,
+        LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE
+    );
+    for (ms, expected) in [("0", 0), ("250", 250), ("60000", 60_000)] {
+        let ok = load(&format!("{base}arrival_allowance_ms = {ms}\n")).unwrap();
+        let config = LimiterConfig::for_model(ok.model("x").unwrap());
+        assert_eq!(config.arrival_allowance, Duration::from_millis(expected));
+    }
+    for bad in ["60001", "-1", "\"1s\""] {
+        let m = err(&format!("{base}arrival_allowance_ms = {bad}\n"));
+        assert_names(&m, "x", "arrival_allowance_ms");
+    }
+}
+
+#[test]
 fn catalog_window_is_continuous_by_default_or_fixed_and_a_typo_names_model_and_field() {
     let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\nrpm = 60\n";
     let default = load(base).unwrap();

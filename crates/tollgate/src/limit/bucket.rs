@@ -37,6 +37,12 @@ pub(crate) struct Bucket {
     /// A known turn of the fixed window (from a provider's reset or `retry-after`): from
     /// then on the bucket is full at each turn and refills not at all in between.
     turn_ns: Option<u64>,
+    /// How much later than the requests that follow it the first request out of a full
+    /// bucket may reach the provider ([`Bucket::grant_units`]).
+    allowance_ns: u64,
+    /// Nothing refills before this (ns since the epoch): set by a grant out of a (nearly)
+    /// full bucket, while its request may still be on its way.
+    hold_until_ns: u64,
 }
 
 impl Bucket {
@@ -51,7 +57,15 @@ impl Bucket {
             last_ns: now_ns,
             window_ns: 0,
             turn_ns: None,
+            allowance_ns: 0,
+            hold_until_ns: 0,
         }
+    }
+
+    /// Sets the arrival allowance ([`Bucket::grant_units`]).
+    pub(crate) fn with_allowance(mut self, allowance_ns: u64) -> Self {
+        self.allowance_ns = allowance_ns;
+        self
     }
 
     /// Capacity in whole tokens.
@@ -81,8 +95,9 @@ impl Bucket {
             return;
         }
         if now_ns > self.last_ns {
-            if self.level < self.capacity {
-                let gained = i128::from(now_ns - self.last_ns) * self.rate;
+            let from = self.last_ns.max(self.hold_until_ns);
+            if self.level < self.capacity && now_ns > from {
+                let gained = i128::from(now_ns - from) * self.rate;
                 self.level = self.capacity.min(self.level.saturating_add(gained));
             }
             self.last_ns = now_ns;
@@ -99,14 +114,39 @@ impl Bucket {
         self.level >= units
     }
 
+    /// Grants `units` that fit (see [`Bucket::fits_units`]), after [`Bucket::refill`].
+    ///
+    /// The provider's bucket starts draining when the first request *arrives*; ours when
+    /// it is granted. While a request out of a full bucket is on its way, the provider's
+    /// bucket is full and spills what refills; ours would count that refill. A later
+    /// request that travels faster than the first (a reused connection against a fresh
+    /// handshake) would then find the provider one refill short: a 429. So a grant out of
+    /// a full bucket holds the refill for the allowance (less the time the bucket was
+    /// short of full, when it was nearly full). A refund that fills the bucket again
+    /// undoes it: a full bucket gains nothing from refill anyway. A fixed window whose
+    /// turns are known spills nothing the provider would not.
+    pub(crate) fn grant_units(&mut self, units: i128) {
+        if self.turn_ns.is_none() && self.allowance_ns > 0 {
+            // Cheap tests first: this is the fast path, and a division of i128s is not.
+            let short = (self.capacity - self.level).max(0);
+            if short < i128::from(self.allowance_ns) * self.rate {
+                let short_ns = if short == 0 {
+                    0
+                } else {
+                    u64::try_from(short / self.rate).unwrap_or(0)
+                };
+                let until = self
+                    .last_ns
+                    .saturating_add(self.allowance_ns.saturating_sub(short_ns));
+                self.hold_until_ns = self.hold_until_ns.max(until);
+            }
+        }
+        self.level -= units;
+    }
+
     /// Gives `units` back, capped at capacity.
     pub(crate) fn give_units(&mut self, units: i128) {
         self.level = self.capacity.min(self.level.saturating_add(units));
-    }
-
-    /// Takes `units` that fit (see [`Bucket::fits_units`]).
-    pub(crate) fn take_units(&mut self, units: i128) {
-        self.level -= units;
     }
 
     /// Whether `tokens` is more than the bucket can ever hold.
@@ -135,7 +175,10 @@ impl Bucket {
             }
         } else {
             // Ceiling division: the first nanosecond at which enough has refilled.
-            u64::try_from((missing + self.rate - 1) / self.rate).unwrap_or(u64::MAX)
+            let held = self.hold_until_ns.saturating_sub(self.last_ns);
+            u64::try_from((missing + self.rate - 1) / self.rate)
+                .unwrap_or(u64::MAX)
+                .saturating_add(held)
         }
     }
 
@@ -178,6 +221,9 @@ impl Bucket {
         let refilled = i128::from(now_ns.saturating_sub(sent_ns)) * self.rate;
         let target = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN + refilled;
         self.level = self.level.min(target.min(self.capacity));
+        // The provider has seen a request: its bucket drains and refills from now on,
+        // whatever arrived late.
+        self.hold_until_ns = 0;
     }
 
     /// Makes this a fixed-window bucket: `capacity` per window of `capacity / limit`
@@ -207,6 +253,7 @@ impl Bucket {
         self.refill(now_ns);
         let left = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN;
         self.level = self.level.min(left);
+        self.hold_until_ns = 0; // as in `lower_as_of`
         if self.window_ns > 0 {
             self.turn_ns = Some(turn_ns.max(now_ns));
         }
@@ -216,6 +263,7 @@ impl Bucket {
     pub(crate) fn lower_to(&mut self, tokens: u64, now_ns: u64) {
         self.refill(now_ns);
         self.level = self.level.min(i128::from(tokens) * UNITS_PER_TOKEN);
+        self.hold_until_ns = 0; // as in `lower_as_of`
     }
 }
 
@@ -273,5 +321,69 @@ mod tests {
         assert_eq!(b.wait_ns(1), 10 * SECOND);
         b.add_tokens(-5); // debt
         assert_eq!(b.wait_ns(1), 60 * SECOND);
+    }
+
+    #[test]
+    fn bucket_grant_out_of_a_full_bucket_holds_the_refill_for_the_allowance() {
+        // 60 rpm: one token a second; the allowance is half a second.
+        let mut b = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        for _ in 0..60 {
+            b.grant_units(units(1));
+        }
+        // The 61st waits 1.5 s, not 1 s: the first arrival may be half a second late.
+        assert_eq!(b.wait_ns(1), SECOND + SECOND / 2);
+        b.refill(SECOND / 2);
+        assert!(b.level == 0);
+        b.refill(SECOND + SECOND / 2);
+        assert!(b.fits(1) && !b.fits(2));
+        // Granted from far below full, nothing is held again.
+        b.grant_units(units(1));
+        assert_eq!(b.wait_ns(1), SECOND);
+    }
+
+    #[test]
+    fn bucket_hold_ends_when_the_provider_reports_what_it_has_left() {
+        let mut b = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        for _ in 0..60 {
+            b.grant_units(units(1));
+        }
+        // The provider answered the first: it has seen a request, its refill runs.
+        b.lower_as_of(0, 0, SECOND / 10, SECOND / 10);
+        assert_eq!(b.wait_ns(1), SECOND);
+        let mut c = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        c.grant_units(units(60));
+        c.lower_to(0, 0);
+        assert_eq!(c.wait_ns(1), SECOND);
+    }
+
+    #[test]
+    fn bucket_grant_near_full_holds_only_what_would_overflow() {
+        // A quarter second short of full, with half a second of allowance: a quarter held.
+        let mut b = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        b.level -= units(1) / 4;
+        b.grant_units(units(1));
+        assert_eq!(b.wait_ns(59), SECOND / 4 + SECOND / 4);
+    }
+
+    #[test]
+    fn bucket_refund_to_full_after_a_grant_out_of_a_full_bucket_leaves_it_full() {
+        let mut b = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        b.grant_units(units(1));
+        b.give_units(units(1));
+        b.refill(SECOND / 4);
+        assert_eq!(b.level, b.capacity);
+    }
+
+    #[test]
+    fn bucket_grant_without_allowance_or_with_a_known_window_turn_holds_nothing() {
+        let mut b = Bucket::new(60, 60, 0);
+        b.grant_units(units(1));
+        assert_eq!(b.wait_ns(60), SECOND);
+        // A fixed window whose turns are known spills nothing the provider would not.
+        let mut w = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        w.set_fixed_window();
+        w.hold_until_turn(60, 0, 10 * SECOND, 0);
+        w.grant_units(units(1));
+        assert_eq!(w.hold_until_ns, 0);
     }
 }

@@ -56,12 +56,22 @@ pub struct LimiterConfig {
     /// How the provider refills: decides how long a rate-limit header saying nothing is
     /// left holds the model back ([`Feedback::Reported`](super::Feedback::Reported)).
     pub window: RateWindow,
+    /// How much later the first request out of a full bucket may reach the provider than
+    /// the requests after it (a fresh connection's handshake against reused ones). The
+    /// provider's full bucket starts draining only when that request arrives, so the
+    /// refill it spills meanwhile is charged to the grant: at most this long's worth,
+    /// once per burst out of a full bucket. Default
+    /// [`LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE`] (500 ms); zero trusts the grant time.
+    pub arrival_allowance: Duration,
 }
 
 impl LimiterConfig {
     /// How long a waiter waits before it is promoted above every class (the default of
     /// [`LimiterConfig::aging`]).
     pub const DEFAULT_AGING: Duration = Duration::from_secs(30);
+
+    /// The default of [`LimiterConfig::arrival_allowance`]: a TLS handshake and more.
+    pub const DEFAULT_ARRIVAL_ALLOWANCE: Duration = Duration::from_millis(500);
 
     /// Limits for `model_id` with a full-minute burst and the adaptive throttle on.
     pub fn new(model_id: impl Into<String>, limits: Limits) -> Self {
@@ -72,6 +82,7 @@ impl LimiterConfig {
             adaptive: true,
             aging: Self::DEFAULT_AGING,
             window: RateWindow::Continuous,
+            arrival_allowance: Self::DEFAULT_ARRIVAL_ALLOWANCE,
         }
     }
 
@@ -83,6 +94,9 @@ impl LimiterConfig {
         LimiterConfig {
             burst,
             window: model.window,
+            arrival_allowance: model
+                .arrival_allowance_ms
+                .map_or(Self::DEFAULT_ARRIVAL_ALLOWANCE, Duration::from_millis),
             ..Self::new(model.id.clone(), model.limits)
         }
     }
@@ -102,6 +116,12 @@ impl LimiterConfig {
     /// Sets the aging bound ([`LimiterConfig::aging`]).
     pub fn with_aging(mut self, aging: Duration) -> Self {
         self.aging = aging;
+        self
+    }
+
+    /// Sets the arrival allowance ([`LimiterConfig::arrival_allowance`]).
+    pub fn with_arrival_allowance(mut self, allowance: Duration) -> Self {
+        self.arrival_allowance = allowance;
         self
     }
 

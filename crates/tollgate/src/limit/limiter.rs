@@ -85,7 +85,8 @@ pub struct LimiterSnapshot {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> tollgate::Result<()> {
-/// // 3 requests a minute: a full bucket of 3 at once, then one every 20 s.
+/// // 3 requests a minute: a full bucket of 3 at once, then one every 20 s, the first of
+/// // them half a second later (the arrival allowance: see `LimiterConfig`).
 /// let limiter = TokenBucketRateLimiter::new(LimiterConfig::new("m", Limits { rpm: 3, ..Limits::default() }));
 /// for _ in 0..3 {
 ///     let mut reservation = limiter.try_reserve(Cost::call(800, 200))?;
@@ -98,7 +99,7 @@ pub struct LimiterSnapshot {
 /// let mut fourth = limiter.reserve(Cost::call(800, 200)).await?;
 /// fourth.mark_sent();
 /// let waited = clock::now() - started;
-/// assert!(waited >= Duration::from_secs(20) && waited < Duration::from_millis(20_010));
+/// assert!(waited >= Duration::from_millis(20_500) && waited < Duration::from_millis(20_510));
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -149,7 +150,10 @@ impl TokenBucketRateLimiter {
         let l = config.limits;
         let bucket = |limit: u64| {
             (limit > 0).then(|| {
-                let mut bucket = Bucket::new(limit, config.burst.capacity(limit), 0);
+                let mut bucket = Bucket::new(limit, config.burst.capacity(limit), 0)
+                    .with_allowance(
+                        u64::try_from(config.arrival_allowance.as_nanos()).unwrap_or(u64::MAX),
+                    );
                 if config.window == RateWindow::Fixed {
                     bucket.set_fixed_window();
                 }
@@ -569,7 +573,7 @@ impl State {
         if fits {
             for (bucket, units) in self.buckets.iter_mut().zip(units) {
                 if let Some(bucket) = bucket {
-                    bucket.take_units(units);
+                    bucket.grant_units(units);
                 }
             }
             self.grants += 1;
@@ -588,7 +592,7 @@ impl State {
     fn take(&mut self, cost: &Cost) {
         for (d, bucket) in DIMENSIONS.iter().zip(self.buckets.iter_mut()) {
             if let Some(bucket) = bucket {
-                bucket.add_tokens(-i64::try_from(cost.on(*d)).unwrap_or(i64::MAX));
+                bucket.grant_units(units(cost.on(*d)));
             }
         }
     }
