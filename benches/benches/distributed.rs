@@ -88,7 +88,7 @@ fn main() {
     let run = seconds();
     let Some(redis) = Redis::find_or_start() else {
         let mut section = Section {
-            title: "4. Many processes, one quota (tollgate-redis)".into(),
+            title: "6. Many processes, one quota (tollgate-redis)".into(),
             ..Section::default()
         };
         section.intro.push(
@@ -112,7 +112,7 @@ fn main() {
         table.row(row);
     }
     let section = Section {
-        title: "4. Many processes, one quota (tollgate-redis)".into(),
+        title: "6. Many processes, one quota (tollgate-redis)".into(),
         intro: vec![format!(
             "{PROCESSES} OS processes × {CALLERS} greedy callers share one model's limits \
              (rpm {RPM}, input tpm {TPM}; every call {INPUT} input tokens, so the token \
