@@ -87,10 +87,10 @@ if op == 'reserve' then
   if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
   local allowance = tonumber(ARGV[5]) or 0
   for i = 1, n do
-    -- Out of a (nearly) full bucket: the provider's spills until the request arrives.
-    local hold = allowance - math.floor((caps[i] - levels[i]) / rates[i])
-    if allowance > 0 and hold > 0 and now + hold > holds[i] then
-      holds[i] = now + hold
+    -- Within the allowance's refill of full (as the in-process bucket): the provider's
+    -- spills until the request arrives.
+    if allowance > 0 and caps[i] - levels[i] < allowance * rates[i] and now + allowance > holds[i] then
+      holds[i] = now + allowance
       redis.call('HSET', key, 'hold:' .. names[i], str(holds[i]))
     end
     levels[i] = levels[i] - amts[i]

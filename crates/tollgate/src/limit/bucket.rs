@@ -121,25 +121,20 @@ impl Bucket {
     /// bucket is full and spills what refills; ours would count that refill. A later
     /// request that travels faster than the first (a reused connection against a fresh
     /// handshake) would then find the provider one refill short: a 429. So a grant out of
-    /// a full bucket holds the refill for the allowance (less the time the bucket was
-    /// short of full, when it was nearly full). A refund that fills the bucket again
-    /// undoes it: a full bucket gains nothing from refill anyway. A fixed window whose
-    /// turns are known spills nothing the provider would not.
+    /// a full bucket (or one within the allowance's refill of full) holds the refill for
+    /// the allowance. A refund that fills the bucket again undoes it: a full bucket gains
+    /// nothing from refill anyway. A fixed window whose turns are known spills nothing
+    /// the provider would not.
     pub(crate) fn grant_units(&mut self, units: i128) {
-        if self.turn_ns.is_none() && self.allowance_ns > 0 {
-            // Cheap tests first: this is the fast path, and a division of i128s is not.
-            let short = (self.capacity - self.level).max(0);
-            if short < i128::from(self.allowance_ns) * self.rate {
-                let short_ns = if short == 0 {
-                    0
-                } else {
-                    u64::try_from(short / self.rate).unwrap_or(0)
-                };
-                let until = self
-                    .last_ns
-                    .saturating_add(self.allowance_ns.saturating_sub(short_ns));
-                self.hold_until_ns = self.hold_until_ns.max(until);
-            }
+        // Within the allowance's refill of full, hold for the whole allowance: a little
+        // more than the provider spills when the bucket was not quite full, and no
+        // division (of i128s, slow) on the fast path.
+        if self.turn_ns.is_none()
+            && self.allowance_ns > 0
+            && self.capacity - self.level < i128::from(self.allowance_ns) * self.rate
+        {
+            let until = self.last_ns.saturating_add(self.allowance_ns);
+            self.hold_until_ns = self.hold_until_ns.max(until);
         }
         self.level -= units;
     }
@@ -357,12 +352,17 @@ mod tests {
     }
 
     #[test]
-    fn bucket_grant_near_full_holds_only_what_would_overflow() {
-        // A quarter second short of full, with half a second of allowance: a quarter held.
+    fn bucket_grant_near_full_holds_the_allowance_and_far_from_full_nothing() {
+        // A quarter token short of full, within half a second's refill: held.
         let mut b = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
         b.level -= units(1) / 4;
         b.grant_units(units(1));
-        assert_eq!(b.wait_ns(59), SECOND / 4 + SECOND / 4);
+        assert_eq!(b.wait_ns(60), SECOND / 2 + SECOND + SECOND / 4);
+        // Half a token short: as far as the allowance refills, nothing is held.
+        let mut c = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
+        c.level -= units(1) / 2;
+        c.grant_units(units(1));
+        assert_eq!(c.wait_ns(60), SECOND + SECOND / 2);
     }
 
     #[test]

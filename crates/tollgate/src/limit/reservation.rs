@@ -86,6 +86,16 @@ impl Reservation {
         }
     }
 
+    /// A reservation whose ledger has already counted it as opened (the in-process
+    /// limiter does so under its lock, sparing the fast path an atomic operation).
+    pub(crate) fn counted(ledger: Arc<dyn BucketLedger>, cost: Cost) -> Self {
+        Reservation {
+            ledger: Some(ledger),
+            cost,
+            sent: false,
+        }
+    }
+
     /// A reservation that holds nothing (an unlimited model).
     pub fn unlimited(cost: Cost) -> Self {
         Reservation {

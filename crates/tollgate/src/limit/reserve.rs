@@ -71,12 +71,13 @@ impl Reserve {
         }
     }
 
-    /// Ends the future with a reservation that takes over its handle on the limiter.
+    /// Ends the future with a reservation that takes over its handle on the limiter
+    /// (counted as opened by the caller, under the lock).
     fn granted(&mut self) -> Poll<Result<Reservation>> {
         Poll::Ready(
             self.shared
                 .take()
-                .map(|shared| Reservation::new(shared, self.cost))
+                .map(|shared| Reservation::counted(shared, self.cost))
                 .ok_or(Error::Cancelled),
         )
     }
@@ -101,6 +102,7 @@ impl Future for Reserve {
             // First poll: the fast path, or join the queue.
             let now = shared.now_ns();
             if state.take_if_ready(&this.cost, this.priority, now) {
+                state.opened += 1;
                 drop(state);
                 return this.granted();
             }
@@ -135,6 +137,7 @@ impl Future for Reserve {
         };
         match state.queue.poll_granted(id, cx.waker()) {
             Some(true) => {
+                state.opened += 1;
                 drop(state);
                 this.granted()
             }
