@@ -256,9 +256,10 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
             let runs = final_stat(&text, "stat::number_of_executed_units:");
             let rate = final_stat(&text, "stat::average_exec_per_sec:");
             let total = ok.then(|| add_to_total(&root, target, runs.unwrap_or(0)));
+            let result = fuzz_result(ok, &text);
             println!(
                 "    {target}: {} in {:.0}s, {} executions ({} exec/s)",
-                if ok { "no crash" } else { "FAILED" },
+                if ok { "no crash" } else { result },
                 run_started.elapsed().as_secs_f64(),
                 runs.map_or("?".into(), |n| n.to_string()),
                 rate.map_or("?".into(), |n| n.to_string()),
@@ -267,7 +268,11 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
                 "| `{target}` | {} | {} | {} | {} |\n",
                 runs.map_or("?".into(), |n| n.to_string()),
                 rate.map_or("?".into(), |n| n.to_string()),
-                if ok { "no crash" } else { "**crash**" },
+                if ok {
+                    "no crash".to_owned()
+                } else {
+                    format!("**{result}**")
+                },
                 total.map_or("-".into(), |n| n.to_string()),
             ));
             if !ok {
@@ -343,9 +348,45 @@ fn add_to_total(fuzz: &Path, target: &str, runs: u64) -> u64 {
 }
 
 /// A `-print_final_stats` figure from a libFuzzer log.
+/// What a failed run of one target was, from its log: a crash (libFuzzer or a sanitizer
+/// reported one and kept its input), the target failing to build (`cargo fuzz run`
+/// builds first), or some other failure (e.g. it could not start).
+fn fuzz_result(ok: bool, log: &str) -> &'static str {
+    const CRASH: [&str; 4] = [
+        "ERROR: libFuzzer",
+        "ERROR: AddressSanitizer",
+        "Test unit written to",
+        "Failing input",
+    ];
+    if ok {
+        "no crash"
+    } else if CRASH.iter().any(|m| log.contains(m)) {
+        "crash"
+    } else if log.contains("error: could not compile") || log.contains("error[E") {
+        "build failed"
+    } else {
+        "failed"
+    }
+}
+
 fn final_stat(log: &str, name: &str) -> Option<u64> {
     log.lines()
         .rev()
         .find_map(|l| l.strip_prefix(name))
         .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fuzz_result;
+
+    #[test]
+    fn fuzz_result_tells_a_crash_from_a_build_failure() {
+        assert_eq!(fuzz_result(true, ""), "no crash");
+        let crash = "==12== ERROR: libFuzzer: deadly signal\nTest unit written to ./a/crash-1";
+        assert_eq!(fuzz_result(false, crash), "crash");
+        let build = "error[E0425]: cannot find value `x`\nerror: could not compile `fuzz`";
+        assert_eq!(fuzz_result(false, build), "build failed");
+        assert_eq!(fuzz_result(false, "no such file"), "failed");
+    }
 }
