@@ -1,8 +1,8 @@
 //! The opening burst's arrival skew. A provider's full bucket starts draining when the
-//! first request *arrives*; tollgate's when it *grants* it. When the first request of a
-//! burst travels slower than the ones after it (a fresh connection's handshake against
-//! reused ones), the provider is one refill short of what tollgate counts, and the first
-//! request granted on refill is refused. The arrival allowance charges that refill.
+//! first request *arrives*; tollgate's when it *grants* it. When a burst travels slower
+//! than the requests after it (fresh connections' handshakes against reused ones), the
+//! provider is one refill short of what tollgate counts, and the first request granted
+//! on refill is refused. The arrival allowance holds the refill after such a grant.
 
 use std::time::Duration;
 

@@ -254,7 +254,11 @@ pub async fn a_grant_out_of_a_full_bucket_holds_the_refill_for_the_arrival_allow
     drain(&backend, 60).await;
     let start = tollgate::clock::now();
     let log = Arc::new(Mutex::new(Vec::new()));
-    let tasks: Vec<_> = (0..2).map(|i| waiter(&backend, start, &log, i)).collect();
+    let mut tasks = Vec::new();
+    for i in 0..2 {
+        tasks.push(waiter(&backend, start, &log, i));
+        b.settled().await; // arrived before the next one
+    }
     for t in tasks {
         t.await.unwrap();
     }

@@ -58,9 +58,10 @@ pub struct LimiterConfig {
     pub window: RateWindow,
     /// How much later the first request out of a full bucket may reach the provider than
     /// the requests after it (a fresh connection's handshake against reused ones). The
-    /// provider's full bucket starts draining only when that request arrives, so the
-    /// refill it spills meanwhile is charged to the grant: at most this long's worth,
-    /// once per burst out of a full bucket. Default
+    /// provider's full bucket starts draining only when that request arrives, so a grant
+    /// out of a full bucket (or one within this long's refill of full) holds the refill
+    /// this long, once per burst; a provider's report of what it has left ends the hold.
+    /// Default
     /// [`LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE`] (500 ms); zero trusts the grant time.
     pub arrival_allowance: Duration,
 }

@@ -221,7 +221,6 @@ impl TokenBucketRateLimiter {
         let now = shared.now_ns();
         let mut state = shared.lock();
         if state.take_if_ready(&cost, priority, now) {
-            state.opened += 1;
             drop(state);
             return Ok(Reservation::counted(shared.clone(), cost));
         }
@@ -574,7 +573,7 @@ impl State {
 
     /// The fast path: refills to `now`, and if nobody waits who would go before a
     /// newcomer of class `priority`, no pause holds and `cost` fits every bucket, takes it
-    /// and counts the grant. A cost that fits is never too large for a bucket, so the
+    /// and counts the grant and the reservation the caller makes of it. A cost that fits is never too large for a bucket, so the
     /// size check is left to the slow path.
     pub(super) fn take_if_ready(&mut self, cost: &Cost, priority: Priority, now: u64) -> bool {
         let units = DIMENSIONS.map(|d| units(cost.on(d)));
@@ -592,6 +591,7 @@ impl State {
                 }
             }
             self.grants += 1;
+            self.opened += 1; // its caller makes the reservation (`Reservation::counted`)
         }
         fits
     }

@@ -102,7 +102,6 @@ impl Future for Reserve {
             // First poll: the fast path, or join the queue.
             let now = shared.now_ns();
             if state.take_if_ready(&this.cost, this.priority, now) {
-                state.opened += 1;
                 drop(state);
                 return this.granted();
             }
