@@ -14,20 +14,10 @@ use tollgate::limit::{LimiterBackend, LimiterConfig};
 use tollgate_redis::{RedisClock, RedisConfig, RedisLimiter, RedisLimiters};
 use tollgate_testkit::limiter::Backends;
 
-/// The test server's URL; `None` skips the test, unless `TOLLGATE_PEERS_REQUIRED` is
-/// set (then a missing server fails it).
+/// The test server's URL (`TOLLGATE_REDIS_URL`); `None` skips the test, unless
+/// `TOLLGATE_PEERS_REQUIRED` is set (then a missing server fails it).
 pub fn redis_url() -> Option<String> {
-    match std::env::var("TOLLGATE_REDIS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("TOLLGATE_PEERS_REQUIRED").is_none(),
-                "TOLLGATE_PEERS_REQUIRED is set but TOLLGATE_REDIS_URL is not"
-            );
-            eprintln!("skipped: TOLLGATE_REDIS_URL is not set (cargo xtask test-all sets it)");
-            None
-        }
-    }
+    tollgate_testkit::peers::url("TOLLGATE_REDIS_URL")
 }
 
 /// A key prefix no other test (or run) uses.
