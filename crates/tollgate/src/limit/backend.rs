@@ -9,7 +9,7 @@ use super::cost::Cost;
 use super::limiter::{LimiterSnapshot, TokenBucketRateLimiter};
 use super::priority::Priority;
 use super::reservation::{Reservation, TryReserveError};
-use super::throttle::{Feedback, SendMark};
+use super::throttle::Feedback;
 use crate::error::Result;
 
 /// Where a model's buckets live. The in-process [`TokenBucketRateLimiter`] is the
@@ -47,13 +47,6 @@ pub trait LimiterBackend: Send + Sync + Debug {
     /// A point-in-time view, for dashboards, progress bars and tests.
     async fn snapshot(&self) -> Result<LimiterSnapshot>;
 
-    /// A mark taken right after a reservation is granted, so that the rate-limit headers
-    /// of its answer can be read as of when it was sent ([`Feedback::Reported`]). `None`
-    /// when the backend cannot tell (the headers are then read as of their arrival).
-    fn send_mark(&self) -> Option<SendMark> {
-        None
-    }
-
     /// The adaptive throttle's factor now (1 = full rate), if the backend can tell
     /// without a round trip; spans record it on each attempt (`tollgate.throttle_factor`).
     fn throttle_factor(&self) -> Option<f64> {
@@ -85,10 +78,6 @@ impl LimiterBackend for TokenBucketRateLimiter {
 
     async fn snapshot(&self) -> Result<LimiterSnapshot> {
         Ok(TokenBucketRateLimiter::snapshot(self))
-    }
-
-    fn send_mark(&self) -> Option<SendMark> {
-        Some(TokenBucketRateLimiter::send_mark(self))
     }
 
     fn throttle_factor(&self) -> Option<f64> {

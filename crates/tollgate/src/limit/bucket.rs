@@ -189,8 +189,13 @@ impl Bucket {
     }
 
     /// Refills at `limit` per minute (scaled by `factor_milli`‰) and holds at most
-    /// `capacity_tokens` from now on (after refilling at the old rate); the level is cut
-    /// to the new capacity.
+    /// `capacity_tokens` from now on (after refilling at the old rate).
+    ///
+    /// A smaller bucket keeps what has been taken out of the larger one: the provider's
+    /// bucket of the new size has had the same requests taken from it, so the level drops
+    /// by the capacity lost (a bucket of 60 with 20 taken, told the limit is 30, has 10
+    /// left, not 30), though never below zero for it (what was taken before may have been
+    /// refused by the provider, or refilled there). A larger one keeps its level.
     pub(crate) fn set_limit(
         &mut self,
         limit: u64,
@@ -199,8 +204,13 @@ impl Bucket {
         now_ns: u64,
     ) {
         self.refill(now_ns);
+        let capacity = i128::from(capacity_tokens.max(1)) * UNITS_PER_TOKEN;
+        if capacity < self.capacity && self.level > 0 {
+            let kept = (self.level - (self.capacity - capacity)).max(0);
+            self.level = kept.min(capacity);
+        }
         self.limit = limit.max(1);
-        self.capacity = i128::from(capacity_tokens.max(1)) * UNITS_PER_TOKEN;
+        self.capacity = capacity;
         self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
         self.level = self.level.min(self.capacity);
         if self.window_ns > 0 {
@@ -208,13 +218,14 @@ impl Bucket {
         }
     }
 
-    /// Lowers the level to what the provider has left now, knowing it had `tokens` left
-    /// at `sent_ns` and that `in_flight` tokens have been taken since: `tokens -
-    /// in_flight` plus the refill since then at the current rate.
-    pub(crate) fn lower_as_of(&mut self, tokens: u64, in_flight: u64, sent_ns: u64, now_ns: u64) {
+    /// Lowers the level to what the provider had left when it admitted a request sent
+    /// at `sent_ns` (`tokens`), plus what has refilled since at the current rate. Every
+    /// grant made since is already taken from our level once; it is not taken again (see
+    /// `State::on_report`).
+    pub(crate) fn lower_as_of(&mut self, tokens: u64, sent_ns: u64, now_ns: u64) {
         self.refill(now_ns);
         let refilled = i128::from(now_ns.saturating_sub(sent_ns)) * self.rate;
-        let target = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN + refilled;
+        let target = i128::from(tokens) * UNITS_PER_TOKEN + refilled;
         self.level = self.level.min(target.min(self.capacity));
         // The provider has seen a request: its bucket drains and refills from now on,
         // whatever arrived late.
@@ -235,18 +246,12 @@ impl Bucket {
         self.window_ns > 0
     }
 
-    /// A fixed window with `tokens` left (less the `in_flight` taken since the provider
-    /// said so) that turns at `turn_ns`: the level is at most that, nothing refills until
-    /// the turn, and from then on the bucket is full at every turn.
-    pub(crate) fn hold_until_turn(
-        &mut self,
-        tokens: u64,
-        in_flight: u64,
-        turn_ns: u64,
-        now_ns: u64,
-    ) {
+    /// A fixed window with `tokens` left that turns at `turn_ns`: the level is at most
+    /// that, nothing refills until the turn, and from then on the bucket is full at every
+    /// turn. Grants made since the provider said so are already taken from our level.
+    pub(crate) fn hold_until_turn(&mut self, tokens: u64, turn_ns: u64, now_ns: u64) {
         self.refill(now_ns);
-        let left = (i128::from(tokens) - i128::from(in_flight)) * UNITS_PER_TOKEN;
+        let left = i128::from(tokens) * UNITS_PER_TOKEN;
         self.level = self.level.min(left);
         self.hold_until_ns = 0; // as in `lower_as_of`
         if self.window_ns > 0 {
@@ -343,7 +348,7 @@ mod tests {
             b.grant_units(units(1));
         }
         // The provider answered the first: it has seen a request, its refill runs.
-        b.lower_as_of(0, 0, SECOND / 10, SECOND / 10);
+        b.lower_as_of(0, SECOND / 10, SECOND / 10);
         assert_eq!(b.wait_ns(1), SECOND);
         let mut c = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
         c.grant_units(units(60));
@@ -382,7 +387,7 @@ mod tests {
         // A fixed window whose turns are known spills nothing the provider would not.
         let mut w = Bucket::new(60, 60, 0).with_allowance(SECOND / 2);
         w.set_fixed_window();
-        w.hold_until_turn(60, 0, 10 * SECOND, 0);
+        w.hold_until_turn(60, 10 * SECOND, 0);
         w.grant_units(units(1));
         assert_eq!(w.hold_until_ns, 0);
     }

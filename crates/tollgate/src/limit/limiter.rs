@@ -293,18 +293,17 @@ impl TokenBucketRateLimiter {
                     reset_in,
                     since,
                 } => {
-                    // What was granted after the request (in flight), and how long ago it
-                    // was sent: `remaining` is as of then.
+                    // When the request was sent: `remaining` is as of then.
                     let since = since.map(|mark| {
-                        let sent = u64::try_from(
-                            mark.at.saturating_duration_since(shared.epoch).as_nanos(),
-                        )
-                        .unwrap_or(u64::MAX);
-                        (state.grants.saturating_sub(mark.grants), sent)
+                        u64::try_from(mark.at.saturating_duration_since(shared.epoch).as_nanos())
+                            .unwrap_or(u64::MAX)
                     });
                     state.on_report(dimension, limit, remaining, reset_in, since, now);
                 }
-                _ => {}
+                // Only the throttle (above) reads these.
+                Feedback::Success
+                | Feedback::RateLimitedAgain { retry_after: None }
+                | Feedback::Overloaded { retry_after: None } => {}
             }
             state.grant_ready(now)
         };
@@ -313,13 +312,10 @@ impl TokenBucketRateLimiter {
     }
 
     /// Marks a request as sent now: take it right after its reservation is granted, and
-    /// hand it back with the answer's rate-limit headers ([`Feedback::Reported`]).
+    /// hand it back with the answer's rate-limit headers ([`Feedback::Reported`]). The
+    /// same as [`SendMark::now`].
     pub fn send_mark(&self) -> SendMark {
-        let grants = self.shared.lock().grants;
-        SendMark {
-            at: clock::now(),
-            grants,
-        }
+        SendMark::now()
     }
 
     /// A point-in-time view.
@@ -479,22 +475,32 @@ impl State {
                 }
                 let wait =
                     u64::try_from(wait.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
-                bucket.hold_until_turn(0, 0, now.saturating_add(wait), now);
+                bucket.hold_until_turn(0, now.saturating_add(wait), now);
             }
             _ => bucket.lower_to(0, now),
         }
     }
 
     /// A provider's rate-limit headers for one dimension, read as it means them (see
-    /// [`Feedback::Reported`]). `since`: grants made after the answer's request, and when
-    /// it was sent (ns).
+    /// [`Feedback::Reported`]). `sent_ns`: when the answer's request was sent.
+    ///
+    /// What a report can know: `remaining` was left when the provider admitted this
+    /// request, so it counts this request and *some* of the others in flight (those that
+    /// reached the provider first), at least none of them and at most every grant made
+    /// before the answer arrived. Answers come back in any order, so which ones cannot be
+    /// told. Our level already holds every grant once; so the report is read as having
+    /// counted all of them: the level is lowered to `remaining` plus the refill since the
+    /// request was sent, and never by a grant a second time. A report therefore never
+    /// puts the bucket below what the provider has left once everything we sent has
+    /// reached it; what it may miss (requests still on their way, when the provider has
+    /// less than we thought) the next answers' reports bring in.
     fn on_report(
         &mut self,
         dimension: Dimension,
         limit: Option<u64>,
         remaining: Option<u64>,
         reset_in: Option<Duration>,
-        since: Option<(u64, u64)>,
+        sent_ns: Option<u64>,
         now: u64,
     ) {
         let Some(i) = DIMENSIONS.iter().position(|x| *x == dimension) else {
@@ -518,29 +524,12 @@ impl State {
         if let (RateWindow::Fixed, Some(remaining), Some(reset)) =
             (self.window, remaining, reset_in)
         {
-            let in_flight = match since {
-                Some((granted_after, _)) if dimension == Dimension::Requests => granted_after,
-                _ => 0,
-            };
             let reset = u64::try_from(reset.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
-            bucket.hold_until_turn(remaining, in_flight, now.saturating_add(reset), now);
+            bucket.hold_until_turn(remaining, now.saturating_add(reset), now);
             return;
         }
         if let Some(remaining) = remaining {
-            match since {
-                // `remaining` was left when the provider admitted the request. Since
-                // then, it has refilled (at most what ours has) and the requests granted
-                // after it have been taken from it too.
-                Some((granted_after, sent_ns)) => {
-                    let in_flight = if dimension == Dimension::Requests {
-                        granted_after
-                    } else {
-                        0 // token counts of the calls since are not kept
-                    };
-                    bucket.lower_as_of(remaining, in_flight, sent_ns, now);
-                }
-                None => bucket.lower_to(remaining, now),
-            }
+            bucket.lower_as_of(remaining, sent_ns.unwrap_or(now), now);
         }
         // Nothing left (a continuous bucket): the reset is when the provider's bucket is
         // *full*; the next request may go after one unit has refilled at the provider's

@@ -74,8 +74,12 @@ pub const OVERLOAD_RATIO_TRIGGER: f64 = 0.2;
 pub const OVERLOAD_WINDOW: Duration = Duration::from_secs(10);
 
 /// What a provider's answer says about the model's rate.
+///
+/// Deliberately *not* `#[non_exhaustive]`: every [`LimiterBackend`](super::LimiterBackend)
+/// matches it without a wildcard arm, so that a new variant does not compile until each
+/// backend has decided what it means (a wildcard once dropped every header report on
+/// Redis). Adding a variant is a breaking change, on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Feedback {
     /// The call succeeded.
     Success,
@@ -134,23 +138,37 @@ pub enum Feedback {
         remaining: Option<u64>,
         /// When the provider says its bucket is full again, if it said.
         reset_in: Option<Duration>,
-        /// When the answer's request was sent, and what the limiter had granted by then
-        /// ([`super::TokenBucketRateLimiter::send_mark`]): `remaining` is as of the
-        /// provider's admission of that request, so what was granted since (in flight)
-        /// and what has refilled since are accounted for. `None`: as of now.
+        /// When the answer's request was sent ([`SendMark::now`], taken right after its
+        /// reservation was granted): `remaining` is as of the provider's admission of
+        /// that request, so what has refilled since is credited. `None`: as of now.
         since: Option<SendMark>,
     },
 }
 
 /// When a request was sent, for reading the rate-limit headers of its answer as of then
 /// (see [`Feedback::Reported`]). Taken right after the request's reservation is granted.
+///
+/// Only the instant: which of the requests granted since the provider had counted when it
+/// answered cannot be known (answers come back in any order), so the limiter never
+/// subtracts them a second time (`docs/rate-limiting.md`, "Reading a report").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendMark {
     pub(crate) at: tokio::time::Instant,
-    pub(crate) grants: u64,
 }
 
 impl SendMark {
+    /// A mark for a request sent now (tokio's clock, so paused tests see it).
+    pub fn now() -> SendMark {
+        SendMark {
+            at: crate::clock::now(),
+        }
+    }
+
+    /// A mark for a request sent at `at`.
+    pub fn at_instant(at: tokio::time::Instant) -> SendMark {
+        SendMark { at }
+    }
+
     /// When the request was sent.
     pub fn at(&self) -> tokio::time::Instant {
         self.at

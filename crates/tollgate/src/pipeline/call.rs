@@ -204,7 +204,7 @@ impl CallState {
         self.queue_wait += queue_wait;
         telemetry::record_grant(span, &self.rt, deployment, queue_wait, cost);
         telemetry::measure_grant(&self.rt, deployment, queue_wait).await;
-        let mark = self.rt.deployments[deployment].limiter.send_mark();
+        let mark = Some(SendMark::now());
         // The circuit may have opened while we waited; dropping the reservation unsent
         // gives it back.
         self.rt.breaker.check()?;
