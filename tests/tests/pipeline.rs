@@ -159,6 +159,45 @@ async fn rate_limited_twice_then_success_returns_the_success_with_spaced_retries
     assert_eq!((call.attempts, call.outcome.clone()), (3, Outcome::Success));
 }
 
+/// A 429's `retry-after` is the wait: at rpm 30 (one request every 2 s) with the
+/// throttle on, three 429s that each say "2 s" cost 6.0 s, not 2 s plus a throttled
+/// refill each (2.5 s at the throttle's 0.8, 7.5 s in all).
+#[tokio::test(start_paused = true)]
+async fn a_429s_retry_after_is_the_wait_even_three_times_in_a_row() {
+    let s = setup_with(
+        vec![entry("m").with_limits(Limits {
+            rpm: 30,
+            tpm: 1_000_000,
+            ..Limits::default()
+        })],
+        config(),
+    );
+    let two_seconds = Some(Duration::from_secs(2));
+    for _ in 0..3 {
+        s.fake.fail(
+            "m",
+            Fault::RateLimited {
+                retry_after: two_seconds,
+            },
+        );
+    }
+    s.fake
+        .reply("m", FakeReply::text("ok").with_usage(usage(10, 2)));
+    let start = clock::now();
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(6));
+    let attempts = s.recorder.attempts();
+    assert_eq!(
+        outcomes(&attempts),
+        ["rate_limited", "rate_limited", "rate_limited", "ok"]
+    );
+    assert!(attempts[..3].iter().all(|a| a.retry_in == two_seconds));
+    // The throttle did slow the model (one signal for the call's three 429s): the
+    // retry-after overrode only the retry's own wait.
+    let factor = s.models.limiter("m").unwrap().throttle_factor().unwrap();
+    assert!(factor < 1.0, "{factor}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn overloaded_529_is_retried_and_slows_the_model_more_than_a_429() {
     let s = setup_with(vec![entry("m"), entry("n")], config());

@@ -259,6 +259,23 @@ impl Bucket {
         }
     }
 
+    /// Sets the level so that exactly one token has refilled `wait_ns` from now, at the
+    /// current rate (a provider's `retry-after`: one request is allowed then). A fixed
+    /// window whose turn is known is left alone: it is full at the turn. The provider has
+    /// seen a request, so the arrival hold ends.
+    pub(crate) fn next_unit_in(&mut self, wait_ns: u64, now_ns: u64) {
+        self.refill(now_ns);
+        self.hold_until_ns = 0;
+        if self.turn_ns.is_some() {
+            return;
+        }
+        // Assigned, not only lowered: the provider knows its requests bucket, and its
+        // caller has made sure nothing of ours is on its way uncounted. Our level may be
+        // lower only because a retry just took the unit that the throttle's slower refill
+        // gave back, and waiting for that refill is the delay this removes.
+        self.level = UNITS_PER_TOKEN.saturating_sub(i128::from(wait_ns).saturating_mul(self.rate));
+    }
+
     /// Lowers the level to `tokens` if it is above (the provider says it has less left).
     pub(crate) fn lower_to(&mut self, tokens: u64, now_ns: u64) {
         self.refill(now_ns);

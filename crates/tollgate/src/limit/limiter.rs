@@ -134,6 +134,9 @@ pub(super) struct State {
     catalog_limits: [u64; 4],
     /// `grants` at the last 429: what a fixed window allowed is what was sent since.
     grants_at_429: u64,
+    /// `grants` at the last 429 of any call (first or repeated): whether anything but a
+    /// refused call's own retry has been granted since ([`State::next_request_in`]).
+    grants_at_refusal: u64,
     burst: Burst,
     window: RateWindow,
 }
@@ -180,6 +183,7 @@ impl TokenBucketRateLimiter {
             opened: 0,
             catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
             grants_at_429: 0,
+            grants_at_refusal: 0,
             burst: config.burst,
             window: config.window,
         };
@@ -267,15 +271,22 @@ impl TokenBucketRateLimiter {
             }
             match feedback {
                 Feedback::RateLimited { retry_after } => {
-                    state.on_rate_limited(retry_after, now);
+                    if !retry_after.is_some_and(|wait| state.next_request_in(wait, now)) {
+                        state.on_rate_limited(retry_after, now);
+                    }
+                    state.grants_at_refusal = state.grants;
                     if let Some(pause) = retry_after {
                         state.pause_for(pause, now);
                     }
                 }
-                Feedback::RateLimitedAgain {
-                    retry_after: Some(pause),
+                Feedback::RateLimitedAgain { retry_after } => {
+                    if let Some(pause) = retry_after {
+                        state.next_request_in(pause, now);
+                        state.pause_for(pause, now);
+                    }
+                    state.grants_at_refusal = state.grants;
                 }
-                | Feedback::Overloaded {
+                Feedback::Overloaded {
                     retry_after: Some(pause),
                 } => state.pause_for(pause, now),
                 Feedback::Remaining {
@@ -301,9 +312,7 @@ impl TokenBucketRateLimiter {
                     state.on_report(dimension, limit, remaining, reset_in, since, now);
                 }
                 // Only the throttle (above) reads these.
-                Feedback::Success
-                | Feedback::RateLimitedAgain { retry_after: None }
-                | Feedback::Overloaded { retry_after: None } => {}
+                Feedback::Success | Feedback::Overloaded { retry_after: None } => {}
             }
             state.grant_ready(now)
         };
@@ -443,7 +452,8 @@ impl State {
 
     /// A 429 (the first of its call): the provider has nothing left now, and neither have
     /// we on requests, the dimension every call spends (tokens are left alone: emptying
-    /// them would stall a large call for long on a 429 that may be about requests).
+    /// them would stall a large call for long on a 429 that may be about requests); but
+    /// see [`State::next_request_in`], which takes precedence when it can.
     ///
     /// A fixed window refuses until it turns, `retry_after` from now: the requests sent
     /// since the previous 429 (this one aside) are what a window allows, and become the
@@ -479,6 +489,28 @@ impl State {
             }
             _ => bucket.lower_to(0, now),
         }
+    }
+
+    /// A 429 said one request is allowed in `wait` (its `retry-after`). When nothing but
+    /// the refused call's own attempt has been granted since the last refusal, nothing
+    /// of ours is on its way that the provider has not counted, so its word is exact:
+    /// the requests bucket is set so that one unit has refilled exactly then, at
+    /// whatever rate the throttle has just set, and the retry goes when the provider
+    /// said, not a (throttled, hence longer) refill later. Otherwise requests still on
+    /// their way may take what the provider will have, and the caller applies the
+    /// refusal as before (a first 429 empties the bucket). Returns whether it applied.
+    fn next_request_in(&mut self, wait: Duration, now: u64) -> bool {
+        if self.grants.saturating_sub(self.grants_at_refusal) > 1 {
+            return false;
+        }
+        let Some(bucket) = self.buckets[0].as_mut() else {
+            return false;
+        };
+        if bucket.is_fixed_window() {
+            return false; // a window's turn is what `on_rate_limited` sets
+        }
+        bucket.next_unit_in(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX), now);
+        true
     }
 
     /// A provider's rate-limit headers for one dimension, read as it means them (see

@@ -41,4 +41,6 @@ pub use reserve::Reserve;
 pub use throttle::{Feedback, SendMark};
 
 #[cfg(test)]
+mod report_tests;
+#[cfg(test)]
 mod tests;

@@ -2,7 +2,10 @@
 //!
 //! Waits are full-jitter exponential back-off (a uniform draw between zero and
 //! `base · 2ⁿ`, capped), so callers refused together spread out instead of returning
-//! together. A provider's `retry-after` is a floor; one longer than
+//! together. A provider's `retry-after` *is* the wait: the provider knows when it has
+//! room, and the retry reserves on the model's limiter again, whose queue spreads
+//! callers refused together (the limiter is told the same `retry-after`, so its pause
+//! ends and one request refills exactly then). One longer than
 //! [`RetryPolicy::max_retry_after`] is not waited out: the call fails with the error,
 //! which carries the wait, so the caller can reschedule.
 
@@ -37,9 +40,10 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `retry` (0 for the first retry): full jitter over
-    /// `min(max_delay, base_delay · 2^retry)`, raised to `retry_after` when the provider
-    /// sent one. `None` when `retry_after` is longer than [`RetryPolicy::max_retry_after`].
+    /// The wait before retry number `retry` (0 for the first retry): the provider's
+    /// `retry_after` when it sent one, else full jitter over
+    /// `min(max_delay, base_delay · 2^retry)`. `None` when `retry_after` is longer than
+    /// [`RetryPolicy::max_retry_after`].
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>, draw: f64) -> Option<Duration> {
         if retry_after.is_some_and(|ra| ra > self.max_retry_after) {
             return None;
@@ -48,8 +52,7 @@ impl RetryPolicy {
             .base_delay
             .saturating_mul(1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX))
             .min(self.max_delay);
-        let jittered = ceiling.mul_f64(draw.clamp(0.0, 1.0));
-        Some(jittered.max(retry_after.unwrap_or(Duration::ZERO)))
+        Some(retry_after.unwrap_or_else(|| ceiling.mul_f64(draw.clamp(0.0, 1.0))))
     }
 }
 
@@ -161,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn delay_is_full_jitter_capped_and_floored_by_retry_after() {
+    fn delay_is_full_jitter_capped_or_exactly_the_retry_after() {
         let p = RetryPolicy::default();
         assert_eq!(p.delay(0, None, 0.0), Some(Duration::ZERO));
         assert_eq!(p.delay(0, None, 0.5), Some(Duration::from_millis(250)));
@@ -173,6 +176,15 @@ mod tests {
         assert_eq!(
             p.delay(0, Some(Duration::from_secs(2)), 0.1),
             Some(Duration::from_secs(2))
+        );
+        // Exactly the provider's wait, not the back-off, however far the back-off grew.
+        assert_eq!(
+            p.delay(5, Some(Duration::from_secs(2)), 0.99),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            p.delay(0, Some(Duration::from_millis(10)), 0.99),
+            Some(Duration::from_millis(10))
         );
         assert_eq!(p.delay(0, Some(Duration::from_secs(61)), 0.1), None);
     }
