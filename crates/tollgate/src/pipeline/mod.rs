@@ -9,8 +9,8 @@
 //! 3. **limiter**: reserve on the model's buckets, waiting holding nothing (or fail at
 //!    once with `TooLargeForBucket`); check the model's [`CircuitBreaker`];
 //! 4. **send** through the provider's transport, the only per-provider part;
-//! 5. **classify** by error type: retryable failures back off (full jitter,
-//!    `retry-after` as a floor) and go again from step 2 with fresh holdings, within the
+//! 5. **classify** by error type: retryable failures wait (the provider's `retry-after`
+//!    when it sent one, else full-jitter back-off) and go again from step 2 with fresh holdings, within the
 //!    job's retry budget; everything else is final;
 //! 6. **settle** the reservation against reported usage, feed the adaptive throttle and
 //!    the breaker, cost the call from catalog prices, settle the spend cap, **record**.
