@@ -64,8 +64,9 @@ pub struct LimiterSnapshot {
     pub grants: u64,
     /// Of those, how many had to wait.
     pub waited: u64,
-    /// Reservations alive now (made and not yet settled, given back or dropped): 0 once
-    /// every call has finished, whatever failed. A backend that cannot tell says 0.
+    /// Reservations alive now (made and not yet settled, given back or dropped), and,
+    /// in process, `reserve` futures not yet finished (a call waiting for its grant):
+    /// 0 once every call has finished, whatever failed. A backend that cannot tell says 0.
     pub held: u64,
 }
 
@@ -104,19 +105,26 @@ pub struct LimiterSnapshot {
 /// ```
 #[derive(Clone)]
 pub struct TokenBucketRateLimiter {
+    handle: Arc<Handle>,
+}
+
+/// What every clone of a limiter shares: the one strong reference to [`Shared`] that is
+/// not a reservation's, so that [`LimiterSnapshot::held`] is the reference count less
+/// one and a reservation is counted by the `Arc` it holds anyway, with no counter of its
+/// own to touch on the fast path.
+struct Handle {
     shared: Arc<Shared>,
 }
 
+/// The limiter's state. Strong references to it are held only by the [`Handle`], by
+/// reservations and by [`Reserve`] futures (the driver holds a weak one).
 pub(super) struct Shared {
     pub(super) model_id: String,
-    /// Reservations ended (see [`LimiterSnapshot::held`]): the one counter a reservation
-    /// touches without the lock, on a cache line of its own so that counting does not
-    /// slow the lock down for other threads.
-    closed: Padded<std::sync::atomic::AtomicU64>,
     epoch: Instant,
     state: Mutex<State>,
-    /// Tells the driver that the head's deadline may have moved.
-    pub(super) notify: Notify,
+    /// Tells the driver that the head's deadline may have moved (its own `Arc`, so that
+    /// the driver can sleep without holding the limiter).
+    pub(super) notify: Arc<Notify>,
 }
 
 pub(super) struct State {
@@ -127,8 +135,6 @@ pub(super) struct State {
     throttle: AdaptiveThrottle,
     grants: u64,
     waited: u64,
-    /// Reservations made (their ends are [`Shared::closed`]).
-    pub(super) opened: u64,
     /// The catalog's limit per dimension (0 = unlimited): a provider's `*-limit` header
     /// may lower a bucket's limit below it, never raise it above.
     catalog_limits: [u64; 4],
@@ -144,7 +150,7 @@ pub(super) struct State {
 impl fmt::Debug for TokenBucketRateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenBucketRateLimiter")
-            .field("model_id", &self.shared.model_id)
+            .field("model_id", &self.handle.shared.model_id)
             .field("snapshot", &self.snapshot())
             .finish()
     }
@@ -180,7 +186,6 @@ impl TokenBucketRateLimiter {
             throttle: AdaptiveThrottle::new(config.adaptive),
             grants: 0,
             waited: 0,
-            opened: 0,
             catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
             grants_at_429: 0,
             grants_at_refusal: 0,
@@ -188,12 +193,13 @@ impl TokenBucketRateLimiter {
             window: config.window,
         };
         TokenBucketRateLimiter {
-            shared: Arc::new(Shared {
-                model_id: config.model_id,
-                closed: Padded(std::sync::atomic::AtomicU64::new(0)),
-                epoch,
-                state: Mutex::new(state),
-                notify: Notify::new(),
+            handle: Arc::new(Handle {
+                shared: Arc::new(Shared {
+                    model_id: config.model_id,
+                    epoch,
+                    state: Mutex::new(state),
+                    notify: Arc::new(Notify::new()),
+                }),
             }),
         }
     }
@@ -220,7 +226,7 @@ impl TokenBucketRateLimiter {
         cost: Cost,
         priority: Priority,
     ) -> Result<Reservation, TryReserveError> {
-        let shared = &self.shared;
+        let shared = &self.handle.shared;
         // Read before locking: a time earlier than another holder's only refills less.
         let now = shared.now_ns();
         let mut state = shared.lock();
@@ -255,12 +261,12 @@ impl TokenBucketRateLimiter {
     /// Cancellation-safe: dropping the future leaves the queue, and if it had already
     /// been granted, gives the capacity back.
     pub fn reserve_with(&self, cost: Cost, priority: Priority) -> Reserve {
-        Reserve::new(self.shared.clone(), cost, priority)
+        Reserve::new(self.handle.shared.clone(), cost, priority)
     }
 
     /// Tells the limiter what a provider's answer said (success, 429, 529, remaining).
     pub fn feedback(&self, feedback: Feedback) {
-        let shared = &self.shared;
+        let shared = &self.handle.shared;
         let wakers = {
             let mut state = shared.lock();
             let now = shared.now_ns();
@@ -329,8 +335,9 @@ impl TokenBucketRateLimiter {
 
     /// A point-in-time view.
     pub fn snapshot(&self) -> LimiterSnapshot {
-        let mut state = self.shared.lock();
-        let now = self.shared.now_ns();
+        let shared = &self.handle.shared;
+        let mut state = shared.lock();
+        let now = shared.now_ns();
         state.refill(now);
         LimiterSnapshot {
             levels: DIMENSIONS
@@ -346,23 +353,19 @@ impl TokenBucketRateLimiter {
             rate_factor: state.throttle.factor(),
             grants: state.grants,
             waited: state.waited,
-            held: state.opened.saturating_sub(
-                self.shared
-                    .closed
-                    .0
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
+            // Every strong reference but the handle's is a reservation or a `Reserve`.
+            held: u64::try_from(Arc::strong_count(shared).saturating_sub(1)).unwrap_or(u64::MAX),
         }
     }
 
     /// The adaptive throttle's factor now (1 = full rate).
     pub fn throttle_factor(&self) -> f64 {
-        self.shared.lock().throttle.factor()
+        self.handle.shared.lock().throttle.factor()
     }
 
     /// The model id.
     pub fn model_id(&self) -> &str {
-        &self.shared.model_id
+        &self.handle.shared.model_id
     }
 }
 
@@ -398,17 +401,8 @@ impl Shared {
 }
 
 impl BucketLedger for Shared {
-    fn opened(&self) {
-        // The limiter's own reservations are counted under the lock as they are granted
-        // (`Reservation::counted`); this is for any other.
-        self.lock().opened += 1;
-    }
-
-    fn closed(&self) {
-        self.closed
-            .0
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
+    // `opened` and `closed` are left at their defaults: a reservation is counted by the
+    // `Arc` it holds (see `Handle`).
 
     fn refund(&self, cost: &Cost) {
         // A credit needs no clock (see `adjust`); the head waiter may go now.
@@ -612,7 +606,6 @@ impl State {
                 }
             }
             self.grants += 1;
-            self.opened += 1; // its caller makes the reservation (`Reservation::counted`)
         }
         fits
     }
@@ -698,8 +691,3 @@ impl State {
         }
     }
 }
-
-/// A value alone on its cache line (64 bytes on the machines this runs on; 128 would
-/// cover the adjacent-line prefetch too, at twice the memory per limiter).
-#[repr(align(64))]
-pub(super) struct Padded<T>(pub(super) T);

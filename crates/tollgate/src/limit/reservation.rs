@@ -86,8 +86,8 @@ impl Reservation {
         }
     }
 
-    /// A reservation whose ledger has already counted it as opened (the in-process
-    /// limiter does so under its lock, sparing the fast path an atomic operation).
+    /// A reservation whose ledger needs no [`BucketLedger::opened`] call (the in-process
+    /// limiter counts reservations by the `Arc` each holds, sparing the fast path a call).
     pub(crate) fn counted(ledger: Arc<dyn BucketLedger>, cost: Cost) -> Self {
         Reservation {
             ledger: Some(ledger),

@@ -17,24 +17,28 @@ use crate::error::{Error, Result};
 /// The driver: sleeps until the head waiter fits, grants, repeats; exits when nobody waits.
 pub(super) async fn drive(weak: Weak<Shared>) {
     loop {
-        let Some(shared) = weak.upgrade() else { return };
-        let (wakers, deadline) = {
-            let mut state = shared.lock();
-            let now = shared.now_ns();
-            let wakers = state.grant_ready(now);
-            let deadline = state.head_deadline(now);
-            if deadline.is_none() {
-                state.driver_running = false;
-            }
-            (wakers, deadline)
+        let (deadline, notify) = {
+            let Some(shared) = weak.upgrade() else { return };
+            let (wakers, deadline) = {
+                let mut state = shared.lock();
+                let now = shared.now_ns();
+                let wakers = state.grant_ready(now);
+                let deadline = state.head_deadline(now);
+                if deadline.is_none() {
+                    state.driver_running = false;
+                }
+                (wakers, deadline)
+            };
+            wakers.into_iter().for_each(Waker::wake);
+            let Some(deadline) = deadline else { return };
+            (shared.instant_at(deadline), shared.notify.clone())
+            // The strong reference ends here: a sleeping driver holds no part of the
+            // limiter, so it is not counted as a reservation (`LimiterSnapshot::held`).
         };
-        wakers.into_iter().for_each(Waker::wake);
-        let Some(deadline) = deadline else { return };
-        let at = shared.instant_at(deadline);
-        let notified = shared.notify.notified();
+        // A notification sent meanwhile is kept by `Notify` as a permit: none is lost.
         tokio::select! {
-            () = tokio::time::sleep_until(at) => {}
-            () = notified => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            () = notify.notified() => {}
         }
     }
 }
@@ -136,7 +140,6 @@ impl Future for Reserve {
         };
         match state.queue.poll_granted(id, cx.waker()) {
             Some(true) => {
-                state.opened += 1;
                 drop(state);
                 this.granted()
             }

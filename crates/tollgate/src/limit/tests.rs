@@ -216,4 +216,12 @@ fn held_counts_the_reservations_alive_and_returns_to_zero_however_they_end() {
     assert_eq!(held(&limiter), 1);
     released.release();
     assert_eq!(held(&limiter), 0);
+    // Clones of the limiter are not reservations; a `reserve` future counts until it
+    // ends, granted (then as its reservation) or not.
+    let clone = limiter.clone();
+    assert_eq!(held(&clone), 0);
+    let pending = clone.reserve(cost);
+    assert_eq!(held(&limiter), 1);
+    drop(pending);
+    assert_eq!(held(&limiter), 0);
 }
