@@ -198,6 +198,97 @@ async fn a_429s_retry_after_is_the_wait_even_three_times_in_a_row() {
     assert!(factor < 1.0, "{factor}");
 }
 
+/// The spend cap is held when the reservation is granted, not while waiting: ten callers
+/// queued on a slow limiter (2 a minute) under a cap that fits three worst cases all
+/// finish, since each holds its worst case only while in flight and settles far below
+/// it. Held while waiting, seven of them failed `SpendCapExceeded` at once.
+#[tokio::test(start_paused = true)]
+async fn queued_calls_hold_nothing_on_the_spend_cap_so_no_sibling_fails_for_them() {
+    let s = setup_with(
+        vec![entry("m").with_limits(Limits {
+            rpm: 2,
+            tpm: 1_000_000,
+            ..Limits::default()
+        })],
+        config(),
+    );
+    for _ in 0..10 {
+        s.fake
+            .reply("m", FakeReply::text("ok").with_usage(usage(10, 2)));
+    }
+    // One call's worst case, as the pipeline holds it, read while a probe call is in
+    // flight (the provider answers after a second).
+    s.fake.with_latency(Duration::from_secs(1));
+    let probe = SpendCap::new("probe", 1.0);
+    let job = s
+        .models
+        .for_job(JobContext::new("probe", 0).with_spend_cap(probe.clone()));
+    s.fake
+        .reply("m", FakeReply::text("ok").with_usage(usage(10, 2)));
+    let chat = job.chat("m").await.unwrap();
+    let question = ask("hi");
+    let mut call = std::pin::pin!(chat.single_response(&question));
+    futures::poll!(call.as_mut());
+    let worst = probe.held_usd();
+    assert!(worst > 0.0);
+    call.await.unwrap();
+    s.fake.with_latency(Duration::ZERO);
+
+    let cap = SpendCap::new("three", 3.0 * worst);
+    let job = s
+        .models
+        .for_job(JobContext::new("ten", 0).with_spend_cap(cap.clone()));
+    let calls = (0..10).map(|_| {
+        let job = job.clone();
+        async move { job.chat("m").await?.single_response(&ask("hi")).await }
+    });
+    let start = clock::now();
+    let results = futures::future::join_all(calls).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    // The limiter, not the cap, spaced them: 2 a minute after the first two.
+    assert!(start.elapsed() >= Duration::from_secs(4 * 60 - 30));
+    assert_eq!(cap.held_usd(), 0.0);
+    assert!(cap.spent_usd() < 3.0 * worst);
+}
+
+/// A call whose worst case cannot fit the cap even with nothing in flight fails at once,
+/// without waiting for the limiter.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_cannot_fit_the_spend_cap_fails_without_queueing() {
+    let s = setup_with(
+        vec![entry("m").with_limits(Limits {
+            rpm: 1,
+            tpm: 1_000_000,
+            ..Limits::default()
+        })],
+        config(),
+    );
+    s.fake
+        .reply("m", FakeReply::text("ok").with_usage(usage(10, 2)));
+    let job = s.models.for_job(JobContext::new("j", 0));
+    job.chat("m")
+        .await
+        .unwrap()
+        .single_response(&ask("hi"))
+        .await
+        .unwrap();
+    // The bucket is empty for a minute now; a call that cannot fit fails at once.
+    let cap = SpendCap::new("tiny", 1e-9);
+    let job = s
+        .models
+        .for_job(JobContext::new("tiny", 0).with_spend_cap(cap));
+    let start = clock::now();
+    let err = job
+        .chat("m")
+        .await
+        .unwrap()
+        .single_response(&ask("hi"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SpendCapExceeded { .. }), "{err}");
+    assert_eq!(start.elapsed(), Duration::ZERO);
+}
+
 #[tokio::test(start_paused = true)]
 async fn overloaded_529_is_retried_and_slows_the_model_more_than_a_429() {
     let s = setup_with(vec![entry("m"), entry("n")], config());

@@ -168,8 +168,9 @@ impl CallState {
         self.retries = 0;
     }
 
-    /// Checks the circuit, holds the worst case on the spend cap, reserves on the
-    /// limiter. Nothing has been sent when this fails. Opens the attempt's span, which
+    /// Checks the circuit, checks the spend cap, reserves on the limiter, then holds the
+    /// worst case on the cap (waiters hold nothing). Nothing has been sent when this
+    /// fails. Opens the attempt's span, which
     /// covers the wait for the reservation.
     pub(crate) async fn prepare(&mut self, cost: Cost) -> Result<Prepared> {
         let span = telemetry::attempt_span(&self.span, self.attempts + 1, self.retry_reason);
@@ -194,10 +195,13 @@ impl CallState {
         // Fail fast while open; the probe slot is taken only once the bucket grants.
         self.rt.breaker.peek()?;
         let worst_usd = worst_case_usd(self.rt.entry.price.as_ref(), &cost);
-        let mut hold = match self.job.as_ref().and_then(JobContext::spend_cap) {
-            Some(cap) => cap.hold(worst_usd)?,
-            None => SpendHold::none(),
-        };
+        let cap = self.job.as_ref().and_then(JobContext::spend_cap).cloned();
+        // A call that could not fit even if every call in flight spent nothing fails
+        // now, without queueing; one that could waits holding nothing on the cap, so that
+        // waiters never make a sibling fail (the hold is taken once granted, below).
+        if let Some(cap) = &cap {
+            cap.check_fits_unheld(worst_usd)?;
+        }
         let queued_at = clock::now();
         let (deployment, mut reservation, guards) = self.reserve(cost).await?;
         let queue_wait = queued_at.elapsed();
@@ -205,8 +209,14 @@ impl CallState {
         telemetry::record_grant(span, &self.rt, deployment, queue_wait, cost);
         telemetry::measure_grant(&self.rt, deployment, queue_wait).await;
         let mark = Some(SendMark::now());
-        // The circuit may have opened while we waited; dropping the reservation unsent
-        // gives it back.
+        // The worst case is held before anything is sent: refused, the reservation is
+        // dropped unsent and given back.
+        let mut hold = match &cap {
+            Some(cap) => cap.hold(worst_usd)?,
+            None => SpendHold::none(),
+        };
+        // The circuit may have opened while we waited; dropping the reservation and the
+        // hold unsent gives both back.
         self.rt.breaker.check()?;
         reservation.mark_sent();
         hold.mark_sent();

@@ -178,18 +178,33 @@ impl SpendCap {
         (self.limit_usd - s.spent_usd - s.held_usd).max(0.0)
     }
 
+    /// Refuses a call whose `worst_case_usd` would not fit even if every call in flight
+    /// spent nothing (what is held aside): such a call need not wait for the limiter.
+    pub fn check_fits_unheld(&self, worst_case_usd: f64) -> Result<()> {
+        let s = self.lock();
+        let remaining = self.limit_usd - s.spent_usd;
+        if worst_case_usd > remaining + 1e-12 {
+            return Err(self.exceeded(remaining, worst_case_usd));
+        }
+        Ok(())
+    }
+
+    fn exceeded(&self, remaining: f64, needed: f64) -> Error {
+        Error::SpendCapExceeded {
+            cap: self.name.to_string(),
+            limit_usd: self.limit_usd,
+            remaining_usd: remaining.max(0.0),
+            needed_usd: needed,
+        }
+    }
+
     /// Holds `worst_case_usd` for a call about to be sent, or refuses.
     pub fn hold(&self, worst_case_usd: f64) -> Result<SpendHold> {
         let mut s = self.lock();
         let remaining = self.limit_usd - s.spent_usd - s.held_usd;
         // A tolerance for float rounding, far below a millionth of a cent.
         if worst_case_usd > remaining + 1e-12 {
-            return Err(Error::SpendCapExceeded {
-                cap: self.name.to_string(),
-                limit_usd: self.limit_usd,
-                remaining_usd: remaining.max(0.0),
-                needed_usd: worst_case_usd,
-            });
+            return Err(self.exceeded(remaining, worst_case_usd));
         }
         s.held_usd += worst_case_usd;
         Ok(SpendHold {
