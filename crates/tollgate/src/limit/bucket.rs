@@ -40,6 +40,9 @@ pub(crate) struct Bucket {
     /// How much later than the requests that follow it the first request out of a full
     /// bucket may reach the provider ([`Bucket::grant_units`]).
     allowance_ns: u64,
+    /// `allowance_ns × rate`: the refill of one allowance, kept with the rate so that a
+    /// grant does not multiply i128s.
+    allowance_units: i128,
     /// Nothing refills before this (ns since the epoch): set by a grant out of a (nearly)
     /// full bucket, while its request may still be on its way.
     hold_until_ns: u64,
@@ -58,6 +61,7 @@ impl Bucket {
             window_ns: 0,
             turn_ns: None,
             allowance_ns: 0,
+            allowance_units: 0,
             hold_until_ns: 0,
         }
     }
@@ -65,7 +69,14 @@ impl Bucket {
     /// Sets the arrival allowance ([`Bucket::grant_units`]).
     pub(crate) fn with_allowance(mut self, allowance_ns: u64) -> Self {
         self.allowance_ns = allowance_ns;
+        self.set_rate(self.rate);
         self
+    }
+
+    /// Sets the refill rate (units per ns) and what one allowance refills at it.
+    fn set_rate(&mut self, rate: i128) {
+        self.rate = rate;
+        self.allowance_units = i128::from(self.allowance_ns).saturating_mul(rate);
     }
 
     /// Capacity in whole tokens.
@@ -131,7 +142,7 @@ impl Bucket {
         // division (of i128s, slow) on the fast path.
         if self.turn_ns.is_none()
             && self.allowance_ns > 0
-            && self.capacity - self.level < i128::from(self.allowance_ns) * self.rate
+            && self.capacity - self.level < self.allowance_units
         {
             let until = self.last_ns.saturating_add(self.allowance_ns);
             self.hold_until_ns = self.hold_until_ns.max(until);
@@ -180,7 +191,7 @@ impl Bucket {
     /// Sets the refill to `factor_milli`‰ of the limit (after refilling at the old rate).
     pub(crate) fn set_factor(&mut self, factor_milli: u32, now_ns: u64) {
         self.refill(now_ns);
-        self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
+        self.set_rate((i128::from(self.limit) * i128::from(factor_milli)).max(1));
     }
 
     /// The per-minute limit the bucket refills at (before the throttle's factor).
@@ -211,7 +222,7 @@ impl Bucket {
         }
         self.limit = limit.max(1);
         self.capacity = capacity;
-        self.rate = (i128::from(self.limit) * i128::from(factor_milli)).max(1);
+        self.set_rate((i128::from(self.limit) * i128::from(factor_milli)).max(1));
         self.level = self.level.min(self.capacity);
         if self.window_ns > 0 {
             self.set_fixed_window();
