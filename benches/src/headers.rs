@@ -3,9 +3,13 @@
 //! The simulated provider runs continuous buckets or fixed one-minute windows and sends
 //! rate-limit headers the way Anthropic does (`anthropic-ratelimit-*`, the reset an RFC
 //! 3339 time when the bucket is full again) or the way OpenAI does (`x-ratelimit-*`, the
-//! reset a duration until full), or none. A batch of requests goes out at a fixed
-//! concurrency through tollgate's limiter, told the provider's rpm (or twice it: a
-//! catalog that is wrong) and its window kind.
+//! reset a duration until full), or none. It behaves as a real server does (issue 22):
+//! each request reaches it after a network delay drawn per request, is admitted and
+//! given its headers on arrival, and answers after an answer time drawn per request, so
+//! requests granted together arrive, and come back, in another order than they were
+//! granted. A batch of requests goes out at a fixed concurrency through tollgate's
+//! limiter, told the provider's rpm (or twice it: a catalog that is wrong) and its window
+//! kind.
 //!
 //! The client does what the pipeline does with an answer: the headers become
 //! [`Signals`] exactly as the transports fill them (`limit`, `remaining`, `reset_in`),
@@ -14,9 +18,16 @@
 //! [`RetryPolicy`] delay, `retry-after` as a floor.
 //!
 //! The best possible is computed by replaying the same batch against an oracle that
-//! knows the provider's buckets: each request goes at the earliest instant a caller is
-//! free and the provider will accept it.
+//! knows the provider's buckets and the delays it will draw: each request is admitted at
+//! the earliest instant a caller is free to send it and the provider accepts it on
+//! arrival.
 
+mod converge;
+
+pub use converge::{ConvergeConfig, ConvergeReport, converge, converge_section, converge_within};
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -26,8 +37,9 @@ use tollgate::limit::{Cost, Feedback, LimiterConfig, TokenBucketRateLimiter};
 use tollgate::pipeline::{RetryPolicy, Signals};
 use tollgate::{Dimension, Usage};
 use tollgate_sim::{
-    ContinuousBucket, RetryAfter, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency,
-    SimLimits, SimProvider, SimRefusal, SimRequest, SimReset, SimRng, SimWindow,
+    ContinuousBucket, RetryAfter, SimConfig, SimDelay, SimDimension, SimHeaderStyle, SimHeaders,
+    SimLatency, SimLimits, SimProvider, SimRefusal, SimRequest, SimReset, SimRng, SimTimings,
+    SimWindow,
 };
 
 use crate::report::{Section, Table, num, ratio};
@@ -41,24 +53,59 @@ pub struct HeadersConfig {
     pub concurrency: usize,
     /// What the provider serves, requests per minute.
     pub rpm: u64,
-    /// Answer time of an accepted call.
-    pub latency: Duration,
+    /// Answer time of an accepted call, from its admission, drawn per call.
+    pub answer_time: SimDelay,
+    /// Time from a call's send to its arrival at the provider, drawn per call.
+    pub network_delay: SimDelay,
     /// Attempts per request, first included.
     pub max_attempts: u32,
-    /// Seed of the retry jitter.
+    /// Seed of the retry jitter and of the provider's draws.
     pub seed: u64,
 }
 
+/// Answer times as real ones spread: log-normal between 20 and 800 ms (median 126 ms).
+pub const ANSWER_TIME: SimDelay = SimDelay::LogNormal {
+    min: Duration::from_millis(20),
+    max: Duration::from_millis(800),
+};
+
+/// The way to the provider: uniform between 0 and 100 ms, so requests sent together
+/// arrive in any order.
+pub const NETWORK_DELAY: SimDelay = SimDelay::Uniform {
+    min: Duration::ZERO,
+    max: Duration::from_millis(100),
+};
+
 impl HeadersConfig {
-    /// BENCHMARKS.md §5: 60 requests at concurrency 20 against rpm 30.
+    /// BENCHMARKS.md §5: 60 requests at concurrency 20 against rpm 30, answers and
+    /// arrivals out of order ([`ANSWER_TIME`], [`NETWORK_DELAY`]).
     pub const FULL: HeadersConfig = HeadersConfig {
         requests: 60,
         concurrency: 20,
         rpm: 30,
-        latency: Duration::from_secs(1),
+        answer_time: ANSWER_TIME,
+        network_delay: NETWORK_DELAY,
         max_attempts: 10,
         seed: 11,
     };
+
+    /// [`HeadersConfig::FULL`] with every answer in 1 s and no network delay: answers
+    /// come back in the order the requests were granted (the benchmark before issue 22).
+    pub const IN_ORDER: HeadersConfig = HeadersConfig {
+        answer_time: SimDelay::Fixed(Duration::from_secs(1)),
+        network_delay: SimDelay::ZERO,
+        ..HeadersConfig::FULL
+    };
+}
+
+/// A delay as tables say it: `1000 ms`, `uniform 0–100 ms`, `log-normal 20–800 ms`.
+pub fn describe(delay: SimDelay) -> String {
+    let ms = |d: Duration| d.as_millis();
+    match delay {
+        SimDelay::Fixed(d) => format!("{} ms", ms(d)),
+        SimDelay::Uniform { min, max } => format!("uniform {}–{} ms", ms(min), ms(max)),
+        SimDelay::LogNormal { min, max } => format!("log-normal {}–{} ms", ms(min), ms(max)),
+    }
 }
 
 /// One run's setting.
@@ -145,7 +192,8 @@ impl HeadersReport {
     }
 }
 
-fn provider_config(scenario: HeadersScenario, config: HeadersConfig) -> SimConfig {
+/// The simulated provider of a run (the oracle replays its draws).
+pub fn provider_config(scenario: HeadersScenario, config: HeadersConfig) -> SimConfig {
     SimConfig::new(SimLimits {
         rpm: config.rpm,
         ..SimLimits::default()
@@ -154,10 +202,13 @@ fn provider_config(scenario: HeadersScenario, config: HeadersConfig) -> SimConfi
     .with_headers(scenario.style)
     .with_retry_after(RetryAfter::WholeSeconds)
     .with_latency(SimLatency {
-        base: config.latency,
+        base: Duration::ZERO,
         per_output_token: Duration::ZERO,
         refusal: Duration::ZERO,
     })
+    .with_answer_time(config.answer_time)
+    .with_network_delay(config.network_delay)
+    .with_seed(config.seed)
 }
 
 /// Fills `signals` from the simulated headers as the transports fill them from the real
@@ -225,16 +276,23 @@ pub async fn run(scenario: HeadersScenario, config: HeadersConfig) -> HeadersRep
     }
 }
 
+/// Every request of the batch: 100 input tokens, 10 output.
+const REQUEST: SimRequest = SimRequest {
+    input_tokens: 100,
+    max_output: 10,
+    actual_output: 10,
+};
+
 /// One request through the limiter, retried like the pipeline retries; its completion
 /// time if answered, and the 429s it met.
-async fn one_request(
+pub(crate) async fn one_request(
     provider: &SimProvider,
     limiter: &TokenBucketRateLimiter,
     config: HeadersConfig,
     jitter: &mut SimRng,
 ) -> (Option<Duration>, u64) {
     let policy = RetryPolicy::default();
-    let request = SimRequest::new(100, 10, 10);
+    let request = REQUEST;
     let mut refusals = 0u64;
     for attempt in 0..config.max_attempts {
         let mut reservation = limiter
@@ -297,35 +355,50 @@ fn mean(values: &[Duration]) -> Duration {
     values.iter().sum::<Duration>() / u32::try_from(values.len()).unwrap_or(u32::MAX)
 }
 
-/// The oracle: each request in turn goes at the earliest instant a caller is free and the
-/// provider's bucket (replayed exactly) accepts it. Returns the makespan and the mean
-/// completion.
+/// The oracle: whenever a caller is free it sends the next request, which arrives after
+/// its network delay, or later, held back to arrive at the earliest instant the
+/// provider's bucket (replayed exactly) accepts it; it answers after its answer time and
+/// frees its caller. The network delays and answer times are those the run's provider
+/// draws ([`SimTimings`]: the n-th request sent gets the n-th network delay, the n-th
+/// admitted the n-th answer time; a run without 429s sends and admits exactly as many).
+/// Returns the makespan and the mean completion.
 pub fn best_possible(scenario: HeadersScenario, config: HeadersConfig) -> (Duration, Duration) {
+    // Events in time order; at the same instant a caller frees before a request arrives,
+    // and requests arrive in the order they were sent.
+    const FREE: u8 = 0;
+    const ARRIVE: u8 = 1;
     let limit = config.rpm;
     let mut bucket = match scenario.window {
         SimWindow::Continuous => ContinuousBucket::new(limit, limit),
         SimWindow::Fixed => ContinuousBucket::fixed_window(limit, limit),
     };
-    let latency = u64::try_from(config.latency.as_nanos()).unwrap_or(u64::MAX);
-    let mut free = vec![0u64; config.concurrency];
+    let mut timings = SimTimings::new(&provider_config(scenario, config));
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let mut events: BinaryHeap<Reverse<(u64, u8, usize)>> = (0..config.concurrency)
+        .map(|_| Reverse((0, FREE, 0)))
+        .collect();
+    let mut sent = 0;
     let mut completions = Vec::with_capacity(config.requests);
-    let mut last = 0u64;
-    for _ in 0..config.requests {
-        let (slot, at) = free
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by_key(|(_, t)| *t)
-            .unwrap_or_default();
-        // In order: never before the previous request went.
-        let at = at.max(last);
+    while let Some(Reverse((at, kind, n))) = events.pop() {
+        if kind == FREE {
+            if sent < config.requests {
+                let arrives = at + ns(timings.next_network_delay());
+                events.push(Reverse((arrives, ARRIVE, sent)));
+                sent += 1;
+            }
+            continue;
+        }
         bucket.refill(at);
-        let admitted = at + bucket.wait_ns(1).unwrap_or(0);
-        bucket.refill(admitted);
-        bucket.take(1);
-        last = admitted;
-        free[slot] = admitted + latency;
-        completions.push(Duration::from_nanos(admitted + latency));
+        match bucket.wait_ns(1) {
+            Some(0) | None => {
+                bucket.take(1);
+                let done = at + ns(timings.next_answer_time(REQUEST.actual_output));
+                completions.push(Duration::from_nanos(done));
+                events.push(Reverse((done, FREE, 0)));
+            }
+            // Sent later, to arrive when there is room.
+            Some(wait) => events.push(Reverse((at + wait, ARRIVE, n))),
+        }
     }
     (
         completions.iter().copied().max().unwrap_or_default(),
@@ -367,8 +440,11 @@ pub fn section(reports: &[HeadersReport], config: HeadersConfig) -> Section {
         title: "5. Pacing by the provider's headers".to_owned(),
         intro: vec![format!(
             "{} requests at concurrency {} against a simulated provider serving {} requests per \
-             minute (a full minute's bucket; answers in {} s; 429s with `retry-after` in whole \
-             seconds), on tokio's paused clock. The provider refills continuously or in fixed \
+             minute (a full minute's bucket; 429s with `retry-after` in whole seconds), on \
+             tokio's paused clock. Each request reaches the provider after a network delay \
+             ({}), is admitted (or refused) and given its headers on arrival, and is answered \
+             after an answer time ({}), both drawn per request: requests granted together \
+             arrive, and come back, in another order. The provider refills continuously or in fixed \
              one-minute windows, and sends rate-limit headers as Anthropic does (reset = the RFC \
              3339 time the bucket is full), as OpenAI does (reset = the duration until full), or \
              none. tollgate's limiter is told the window kind (`window` in the catalog) and the \
@@ -378,12 +454,14 @@ pub fn section(reports: &[HeadersReport], config: HeadersConfig) -> Section {
             config.requests,
             config.concurrency,
             config.rpm,
-            config.latency.as_secs_f64()
+            describe(config.network_delay),
+            describe(config.answer_time),
         )],
         table,
         notes: vec![
-            "best: each request sent at the earliest instant a caller is free and the provider's \
-             bucket, replayed exactly, accepts it. Targets (BENCHMARKS.md §5): with headers and \
+            "best: each request admitted at the earliest instant a caller is free to send it and \
+             the provider's bucket, replayed exactly, accepts it on arrival; with the network \
+             delays and answer times the provider draws. Targets (BENCHMARKS.md §5): with headers and \
              the catalog right, makespan ≤ 1.03x, 0 429s, mean completion ≤ 1.1x; with the \
              catalog at 2x, ≤ 3 429s and makespan ≤ 1.1x."
                 .to_owned(),
@@ -394,126 +472,10 @@ pub fn section(reports: &[HeadersReport], config: HeadersConfig) -> Section {
     }
 }
 
-/// The convergence run (issue item 4): closed-loop callers for several minutes against a
-/// provider that serves `rpm` while the catalog says `catalog_factor` times that.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConvergeConfig {
-    /// What the provider serves, requests per minute.
-    pub rpm: u64,
-    /// Closed-loop callers (each sends its next request when its last is answered).
-    pub callers: usize,
-    /// Answer time of an accepted call.
-    pub latency: Duration,
-    /// Simulated time.
-    pub duration: Duration,
-    /// Seed of the retry jitter.
-    pub seed: u64,
-}
-
-impl ConvergeConfig {
-    /// 600 rpm served (10 a second), 40 callers answered in 1 s (up to 40 a second
-    /// offered), six simulated minutes (the second half three whole fixed windows).
-    pub const FULL: ConvergeConfig = ConvergeConfig {
-        rpm: 600,
-        callers: 40,
-        latency: Duration::from_secs(1),
-        duration: Duration::from_secs(360),
-        seed: 17,
-    };
-}
-
-/// What a convergence run measured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConvergeReport {
-    /// The setting.
-    pub scenario: HeadersScenario,
-    /// From the start to the first window of a run of windows, lasting 60 s, whose send
-    /// rate is within ±10% of the served rate ([`converge_within`]): 10 s windows against
-    /// a continuous provider, the provider's own window (a minute) against a fixed-window
-    /// one, which allows its whole limit at once when it turns.
-    pub converge: Option<Duration>,
-    /// 429s at each second of the run.
-    pub rate_limited_at: Vec<Duration>,
-    /// 429s per minute over the second half.
-    pub steady_429_per_min: f64,
-    /// Accepted over served over the second half.
-    pub goodput: f64,
-    /// The throttle's factor at the end.
-    pub rate_factor: f64,
-    /// Calls sent per second.
-    pub sent_per_second: Vec<u32>,
-}
-
-/// Runs callers in a closed loop for `config.duration`. Must run on a paused clock.
-pub async fn converge(scenario: HeadersScenario, config: ConvergeConfig) -> ConvergeReport {
-    let batch = HeadersConfig {
-        requests: usize::MAX,
-        concurrency: config.callers,
-        rpm: config.rpm,
-        latency: config.latency,
-        max_attempts: 10,
-        seed: config.seed,
-    };
-    let provider = SimProvider::new(provider_config(scenario, batch));
-    let limiter = limiter_for(scenario, batch);
-    let mut seeds = SimRng::new(config.seed);
-    let tasks: Vec<_> = (0..config.callers)
-        .map(|_| {
-            let (provider, limiter) = (provider.clone(), limiter.clone());
-            let mut jitter = seeds.fork();
-            tokio::spawn(async move {
-                loop {
-                    one_request(&provider, &limiter, batch, &mut jitter).await;
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(config.duration).await;
-    for t in &tasks {
-        t.abort();
-    }
-    let journal = provider.journal();
-    let seconds = usize::try_from(config.duration.as_secs()).unwrap_or(usize::MAX);
-    let mut sent = vec![0u32; seconds];
-    for c in &journal {
-        if let Some(n) = usize::try_from(c.at.as_secs())
-            .ok()
-            .and_then(|s| sent.get_mut(s))
-        {
-            *n += 1;
-        }
-    }
-    let served_per_second = config.rpm as f64 / 60.0;
-    let half = config.duration / 2;
-    let steady: Vec<_> = journal.iter().filter(|c| c.at >= half).collect();
-    let steady_429 = steady
-        .iter()
-        .filter(|c| matches!(c.outcome, tollgate_sim::SimOutcome::RateLimited { .. }))
-        .count() as f64;
-    let accepted = steady
-        .iter()
-        .filter(|c| c.outcome == tollgate_sim::SimOutcome::Accepted)
-        .count() as f64;
-    let window = match scenario.window {
-        SimWindow::Continuous => crate::adaptive::WINDOW,
-        SimWindow::Fixed => Duration::from_secs(60),
-    };
-    ConvergeReport {
-        scenario,
-        converge: converge_within(&sent, config.duration, served_per_second, window),
-        rate_limited_at: journal
-            .iter()
-            .filter(|c| matches!(c.outcome, tollgate_sim::SimOutcome::RateLimited { .. }))
-            .map(|c| c.at)
-            .collect(),
-        steady_429_per_min: steady_429 / (half.as_secs_f64() / 60.0),
-        goodput: accepted / (served_per_second * half.as_secs_f64()),
-        rate_factor: limiter.snapshot().rate_factor,
-        sent_per_second: sent,
-    }
-}
-
-fn limiter_for(scenario: HeadersScenario, config: HeadersConfig) -> TokenBucketRateLimiter {
+pub(crate) fn limiter_for(
+    scenario: HeadersScenario,
+    config: HeadersConfig,
+) -> TokenBucketRateLimiter {
     TokenBucketRateLimiter::new(
         LimiterConfig::new(
             "sim",
@@ -527,69 +489,4 @@ fn limiter_for(scenario: HeadersScenario, config: HeadersConfig) -> TokenBucketR
             SimWindow::Fixed => RateWindow::Fixed,
         }),
     )
-}
-
-/// The convergence section: one row per window and header style, catalog at 2x.
-pub fn converge_section(reports: &[ConvergeReport], config: ConvergeConfig) -> Section {
-    let mut table = Table::new(&[
-        "provider",
-        "headers",
-        "catalog",
-        "time to converge",
-        "steady 429s / min",
-        "goodput",
-        "throttle at end",
-    ]);
-    for r in reports {
-        table.row(vec![
-            r.scenario.window_name().to_owned(),
-            r.scenario.style_name().to_owned(),
-            format!("{}x", r.scenario.catalog_factor),
-            r.converge
-                .map_or("never".to_owned(), |d| format!("{} s", d.as_secs())),
-            num(r.steady_429_per_min, 1),
-            ratio(r.goodput),
-            num(r.rate_factor, 2),
-        ]);
-    }
-    Section {
-        title: "5b. Convergence with the catalog at 2x what is served".to_owned(),
-        intro: vec![format!(
-            "{} closed-loop callers (answers in {} s) for {} simulated seconds against the same \
-             simulated provider serving {} requests per minute, the catalog saying twice that.",
-            config.callers,
-            config.latency.as_secs_f64(),
-            config.duration.as_secs(),
-            config.rpm
-        )],
-        table,
-        notes: vec![
-            "time to converge: to the start of the first window of a run of windows, lasting \
-             60 s, whose send rate (accepted or refused) is within ±10% of the served rate; 10 s \
-             windows against the continuous provider, the provider's own one-minute window \
-             against the fixed-window one (which allows its whole minute at once when it turns, \
-             so a client that uses it well sends in bursts). Target: within 60 s, and fewer \
-             than one 429 a minute in steady state (the second half, three whole windows)."
-                .to_owned(),
-        ],
-    }
-}
-
-/// The start of the first `window` after which every sliding `window`, for
-/// [`crate::adaptive::HOLD`], sends within [`crate::adaptive::BAND`] of `target` per
-/// second; `None` if none in `[0, to)`.
-pub fn converge_within(
-    per_second: &[u32],
-    to: Duration,
-    target: f64,
-    window: Duration,
-) -> Option<Duration> {
-    let w = usize::try_from(window.as_secs()).unwrap_or(usize::MAX);
-    let hold = usize::try_from(crate::adaptive::HOLD.as_secs()).unwrap_or(usize::MAX);
-    let to = usize::try_from(to.as_secs()).unwrap_or(usize::MAX);
-    let rate = |end: usize| f64::from(per_second[end - w..end].iter().sum::<u32>()) / w as f64;
-    let good = |end: usize| (rate(end) - target).abs() <= crate::adaptive::BAND * target;
-    (w..=to.saturating_sub(hold))
-        .find(|end| (*end..=end + hold).all(good))
-        .map(|end| Duration::from_secs((end - w) as u64))
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::SimDimension;
+use crate::{SimDelay, SimDimension};
 
 /// Published per-minute limits; 0 leaves a dimension unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -154,8 +154,16 @@ pub struct SimConfig {
     pub count_rejected: bool,
     /// What a 429 says about when to retry.
     pub retry_after: RetryAfter,
-    /// Answer times.
+    /// Answer times (the fixed base unless [`SimConfig::answer_time`] draws it).
     pub latency: SimLatency,
+    /// When set, each accepted call's time to first byte is drawn from it (in admission
+    /// order), in place of [`SimLatency::base`]; the per-token time is still added. Answers
+    /// of calls admitted together then come back in another order.
+    pub answer_time: Option<SimDelay>,
+    /// Time from a call's send to its arrival at the provider, drawn per call (in send
+    /// order): admission or refusal, and the answer's rate-limit headers, happen on
+    /// arrival, so calls sent close together arrive in another order.
+    pub network_delay: SimDelay,
     /// The fraction α of the published limits actually served, from the start (0–1,
     /// resolved to thousandths).
     pub served: f64,
@@ -164,7 +172,8 @@ pub struct SimConfig {
     pub served_steps: Vec<(Duration, f64)>,
     /// Probability that a call is refused as overloaded (529), independently of the rate.
     pub overload_probability: f64,
-    /// Seed of the generator that draws overloads.
+    /// Seed of the generators that draw overloads, network delays and answer times (three
+    /// independent streams, [`SimTimings`](crate::SimTimings)).
     pub seed: u64,
     /// Continuous buckets or fixed windows.
     pub window: SimWindow,
@@ -174,8 +183,8 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// `limits` with full-minute buckets, output charged at `max_tokens`, rejected calls
-    /// not counted, `retry-after` in whole seconds, 300 ms + 15 ms per output token, the
-    /// whole limit served and no overloads.
+    /// not counted, `retry-after` in whole seconds, 300 ms + 15 ms per output token, no
+    /// network delay, the whole limit served and no overloads.
     pub fn new(limits: SimLimits) -> Self {
         SimConfig {
             limits,
@@ -184,6 +193,8 @@ impl SimConfig {
             count_rejected: false,
             retry_after: RetryAfter::WholeSeconds,
             latency: SimLatency::default(),
+            answer_time: None,
+            network_delay: SimDelay::ZERO,
             served: 1.0,
             served_steps: Vec::new(),
             overload_probability: 0.0,
@@ -232,6 +243,26 @@ impl SimConfig {
     /// Sets the answer times.
     pub fn with_latency(mut self, latency: SimLatency) -> Self {
         self.latency = latency;
+        self
+    }
+
+    /// Draws each accepted call's time to first byte from `delay` (see
+    /// [`SimConfig::answer_time`]).
+    pub fn with_answer_time(mut self, delay: SimDelay) -> Self {
+        self.answer_time = Some(delay);
+        self
+    }
+
+    /// Delays each call's arrival by a time drawn from `delay` (see
+    /// [`SimConfig::network_delay`]).
+    pub fn with_network_delay(mut self, delay: SimDelay) -> Self {
+        self.network_delay = delay;
+        self
+    }
+
+    /// Seeds every draw (overloads, network delays, answer times).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
         self
     }
 

@@ -11,6 +11,13 @@
 //! (`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, tokens being input tokens, the
 //! reset a duration such as `1250ms`); otherwise only `x-ratelimit-limit-requests` and
 //! `x-ratelimit-limit-tokens`. Streaming is not simulated (400).
+//!
+//! The server has no timing of its own: each request is one [`SimProvider`] call, so the
+//! provider's network delay ([`SimConfig::network_delay`](crate::SimConfig::network_delay),
+//! added to loopback's) passes before it is admitted and its headers are computed, as
+//! llmock admits a request after its configured latency, and its answer time
+//! ([`SimConfig::answer_time`](crate::SimConfig::answer_time)) before it answers;
+//! requests on separate connections are served concurrently.
 
 use std::convert::Infallible;
 use std::fmt;

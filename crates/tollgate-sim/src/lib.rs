@@ -7,10 +7,12 @@
 //!    `use tollgate_sim as _;`) gets one [`SimProvider`] built from its limits
 //!    ([`provider::sim_config_for`]): `rpm`, `input_tpm` (or `tpm`), `output_tpm`,
 //!    `burst_seconds = 1` for per-second buckets, and `[models.ID.options]` for answer
-//!    times and output size.
+//!    times (fixed or drawn), network delays and output size.
 //! 2. The model's chat transport turns each request into three numbers (input tokens as
 //!    tollgate estimates them, the output limit, the output it will produce) and calls
-//!    the simulated provider on tokio's clock; a refusal becomes
+//!    the simulated provider on tokio's clock (the call reaches it after its network
+//!    delay, is admitted or refused and given its headers then, and answers after its
+//!    answer time, so concurrent calls can arrive and come back out of order); a refusal becomes
 //!    `ProviderError::RateLimited { retry_after }` or `ProviderError::Overloaded`, an
 //!    acceptance a generated answer with its usage.
 //! 3. [`http::serve`] puts a [`SimProvider`] behind an OpenAI chat-completions endpoint on
@@ -54,6 +56,7 @@
 mod bucket;
 mod call;
 mod config;
+mod delay;
 pub mod http;
 pub mod provider;
 mod rng;
@@ -67,6 +70,7 @@ pub use config::{
     OutputCharge, RetryAfter, SimCapacity, SimConfig, SimHeaderStyle, SimHeaders, SimLatency,
     SimLimitHeader, SimLimits, SimReset, SimWindow,
 };
+pub use delay::{SimDelay, SimTimings};
 pub use provider::{KEY, SimClientProvider};
 pub use rng::SimRng;
 pub use simulator::SimProvider;

@@ -5,12 +5,13 @@
 //!
 //! | option | default | meaning |
 //! |---|---|---|
-//! | `latency_ms` | 300 | time to answer an accepted call |
+//! | `latency_ms` | 300 | time to answer an accepted call: a number, or drawn per call from `{ min = 20, max = 800, distribution = "uniform" }` (or `"log-normal"`), so concurrent answers come back out of order |
 //! | `per_output_token_ms` | 0 | added per output token produced |
+//! | `network_delay_ms` | 0 | time for a call to reach the provider, which admits it and computes its headers on arrival: a number or drawn, as `latency_ms`, so calls arrive out of order |
 //! | `output_tokens` | 24 | output produced per call (capped at the call's output limit) |
 //! | `served` | 1.0 | the fraction of the published limits actually served |
 //! | `overload_probability` | 0.0 | chance that a call is refused as overloaded (529) |
-//! | `seed` | 0 | seed of the overload draws |
+//! | `seed` | 0 | seed of the overload, latency and network delay draws |
 //! | `window` | `"continuous"` | `"fixed"`: fixed windows instead of continuous buckets |
 //! | `headers` | `"none"` | `"openai"` or `"anthropic"`: every answer reports what remains of each limit and when it is full again, as that provider's headers do (in process, to the pipeline; over HTTP, as headers, [`crate::http`]) |
 //!
@@ -26,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    SimCapacity, SimConfig, SimDimension, SimHeaderStyle, SimHeaders, SimLatency, SimLimits,
-    SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
+    SimCapacity, SimConfig, SimDelay, SimDimension, SimHeaderStyle, SimHeaders, SimLatency,
+    SimLimits, SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
 };
 use futures::stream;
 use tollgate::catalog::{CatalogError, ModelEntry};
@@ -87,6 +88,47 @@ fn number(model: &ModelEntry, field: &str) -> Result<Option<f64>> {
     }
 }
 
+/// A time in milliseconds: a number (fixed), or `{ min, max, distribution }` drawn per
+/// call (`distribution` `"uniform"`, the default, or `"log-normal"`).
+fn delay(model: &ModelEntry, field: &str) -> Result<Option<SimDelay>> {
+    let ms = |v: f64| Duration::from_micros((v * 1000.0) as u64);
+    let Some(toml::Value::Table(table)) = model.options.get(field) else {
+        return Ok(number(model, field)?.map(|v| SimDelay::Fixed(ms(v))));
+    };
+    let bound = |key: &str| match table.get(key) {
+        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(ms(*n as f64)),
+        Some(toml::Value::Float(x)) if *x >= 0.0 => Ok(ms(*x)),
+        _ => Err(option_error(
+            model,
+            field,
+            &format!("`{key}` must be a non-negative number of milliseconds"),
+        )),
+    };
+    let (min, max) = (bound("min")?, bound("max")?);
+    if min > max {
+        return Err(option_error(model, field, "`min` must not exceed `max`"));
+    }
+    if let Some(key) = table
+        .keys()
+        .find(|k| !["min", "max", "distribution"].contains(&k.as_str()))
+    {
+        return Err(option_error(
+            model,
+            field,
+            &format!("unknown key `{key}` (expected `min`, `max`, `distribution`)"),
+        ));
+    }
+    match table.get("distribution").map(toml::Value::as_str) {
+        None | Some(Some("uniform")) => Ok(Some(SimDelay::Uniform { min, max })),
+        Some(Some("log-normal")) => Ok(Some(SimDelay::LogNormal { min, max })),
+        Some(_) => Err(option_error(
+            model,
+            field,
+            "`distribution` must be \"uniform\" or \"log-normal\"",
+        )),
+    }
+}
+
 /// The simulated provider's configuration for a catalog entry (see the module doc).
 pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
     let l = model.limits;
@@ -101,14 +143,25 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
         SimCapacity::FullMinute
     };
     let ms = |v: f64| Duration::from_micros((v * 1000.0) as u64);
+    let answer_time = delay(model, "latency_ms")?;
     let latency = SimLatency {
-        base: ms(number(model, "latency_ms")?.unwrap_or(300.0)),
+        base: match answer_time {
+            Some(SimDelay::Fixed(d)) => d,
+            _ => Duration::from_millis(300),
+        },
         per_output_token: ms(number(model, "per_output_token_ms")?.unwrap_or(0.0)),
         refusal: Duration::ZERO,
     };
     let mut config = SimConfig::new(limits)
         .with_capacity(capacity)
-        .with_latency(latency);
+        .with_latency(latency)
+        .with_seed(number(model, "seed")?.unwrap_or(0.0) as u64);
+    if let Some(drawn @ (SimDelay::Uniform { .. } | SimDelay::LogNormal { .. })) = answer_time {
+        config = config.with_answer_time(drawn);
+    }
+    if let Some(network) = delay(model, "network_delay_ms")? {
+        config = config.with_network_delay(network);
+    }
     if let Some(served) = number(model, "served")? {
         if !(served > 0.0 && served <= 1.0) {
             return Err(option_error(model, "served", "must be in (0, 1]"));
@@ -146,7 +199,7 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
                 "must be in [0, 1]",
             ));
         }
-        let seed = number(model, "seed")?.unwrap_or(0.0) as u64;
+        let seed = config.seed;
         config = config.with_overloads(p, seed);
     }
     Ok(config)

@@ -3,6 +3,9 @@
 //!
 //! How a call flows through [`SimProvider::call`]:
 //!
+//! 0. it travels to the provider for its network delay ([`SimConfig::network_delay`],
+//!    drawn per call, none by default): everything below happens on *arrival*, so calls
+//!    sent close together can arrive in another order;
 //! 1. with probability [`SimConfig::overload_probability`] (seeded, so deterministic) the
 //!    call is refused as *overloaded* (a 529), whatever the rate: capacity is untouched;
 //! 2. the buckets (requests, input tokens, output tokens; exact and continuous, see
@@ -10,10 +13,14 @@
 //!    is *accepted* and charged, else refused as *rate limited* (a 429) with a
 //!    `retry-after` ([`RetryAfter`]), and charged anyway if
 //!    [`SimConfig::count_rejected`];
-//! 3. an accepted call answers after [`SimLatency`] (e.g. 300 ms + 15 ms per output
-//!    token), on tokio's clock, so a paused clock makes ten simulated minutes take
-//!    milliseconds; when output is charged as produced ([`OutputCharge::Actual`]) the
-//!    unused part of the output limit is given back then.
+//! 3. an accepted call answers after its answer time (by default the fixed
+//!    [`SimLatency`], e.g. 300 ms + 15 ms per output token; drawn per call from
+//!    [`SimConfig::answer_time`] if set, so calls admitted together come back in another
+//!    order), on tokio's clock, so a paused clock makes ten simulated minutes take
+//!    milliseconds; calls are answered concurrently, each on its own timer; when output is
+//!    charged as produced ([`OutputCharge::Actual`]) the unused part of the output limit
+//!    is given back then. Its rate-limit headers are those of the moment it was admitted
+//!    (or refused), as a real provider computes them.
 //!
 //! The provider publishes its limits but can serve only a fraction α of them
 //! ([`SimConfig::served`], [`SimConfig::served_steps`], [`SimProvider::set_served`]): rate
@@ -54,7 +61,7 @@ use crate::rng::SimRng;
 use crate::{
     OutputCharge, RetryAfter, SimAnswer, SimCall, SimCharge, SimConfig, SimDimension,
     SimHeaderStyle, SimHeaders, SimLimitHeader, SimOutcome, SimRefusal, SimRequest, SimReset,
-    SimStats, SimWindow,
+    SimStats, SimTimings, SimWindow,
 };
 
 /// The simulated provider. Cheap to clone; clones share the buckets and the journal.
@@ -74,6 +81,7 @@ struct SimState {
     fraction: u32,
     next_step: usize,
     rng: SimRng,
+    timings: SimTimings,
     journal: Vec<SimCall>,
     stats: SimStats,
 }
@@ -119,6 +127,7 @@ impl SimProvider {
             fraction,
             next_step: 0,
             rng: SimRng::new(config.seed),
+            timings: SimTimings::new(&config),
             journal: Vec::new(),
             stats: SimStats::default(),
         };
@@ -202,12 +211,14 @@ impl SimProvider {
         self.lock().stats
     }
 
-    /// Makes one call: refused at once (after [`SimLatency::refusal`](crate::SimLatency::refusal)) with a 529 or a
-    /// 429, or accepted and answered after the simulated answer time.
+    /// Makes one call: it arrives after its network delay, then is refused at once (after
+    /// [`SimLatency::refusal`](crate::SimLatency::refusal)) with a 529 or a 429, or
+    /// accepted and answered after its answer time.
     ///
     /// The answer's bookkeeping (the output refund under [`OutputCharge::Actual`], the
     /// journal's completion time) happens when the future completes: drop it and the call
-    /// stays charged as accepted.
+    /// stays charged as accepted (or, dropped before it arrived, never reaches the
+    /// provider).
     pub async fn call(&self, request: SimRequest) -> Result<SimAnswer, SimRefusal> {
         self.call_with_headers(request).await.0
     }
@@ -224,13 +235,20 @@ impl SimProvider {
             request.actual_output,
         );
         let config = &self.shared.config;
+        let on_the_way = self.lock().timings.next_network_delay();
+        if !on_the_way.is_zero() {
+            tokio::time::sleep(on_the_way).await;
+        }
         let (admitted, headers) = {
             let mut state = self.lock();
             let now = self.now_ns();
-            let admitted = state.admit(config, request, now);
+            let admitted = state.admit(config, request, now).map(|(id, at)| {
+                let answer_time = state.timings.next_answer_time(request.actual_output);
+                (id, at, answer_time)
+            });
             (admitted, state.headers(config.headers, now))
         };
-        let (id, accepted_at) = match admitted {
+        let (id, accepted_at, answer_time) = match admitted {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 if !config.latency.refusal.is_zero() {
@@ -239,23 +257,18 @@ impl SimProvider {
                 return (Err(refusal), headers);
             }
         };
-        (self.answer(request, id, accepted_at).await, headers)
+        tokio::time::sleep(answer_time).await;
+        (self.answer(request, id, accepted_at), headers)
     }
 
-    /// Answers an admitted call after the simulated answer time.
-    async fn answer(
+    /// Completes an admitted call whose answer time has passed.
+    fn answer(
         &self,
         request: SimRequest,
         id: u64,
         accepted_at: Duration,
     ) -> Result<SimAnswer, SimRefusal> {
         let config = &self.shared.config;
-        let latency = config.latency.base
-            + config
-                .latency
-                .per_output_token
-                .saturating_mul(u32::try_from(request.actual_output).unwrap_or(u32::MAX));
-        tokio::time::sleep(latency).await;
         let mut state = self.lock();
         let now = self.now_ns();
         state.advance(config, now);

@@ -271,3 +271,149 @@ async fn sim_headers_say_limit_remaining_and_when_full_in_each_style() {
     let quiet = SimProvider::new(SimConfig::new(rpm(60)));
     assert!(quiet.call_with_headers(small()).await.1.limits.is_empty());
 }
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A call whose input size is its number in send order, so the journal tells who it was.
+fn numbered(i: u64) -> SimRequest {
+    SimRequest::new(i, 10, 0)
+}
+
+/// Sends `n` calls at once (call `i` after `i * gap`), each on its own task; returns each
+/// call's send number, answer and headers.
+async fn send_concurrently(
+    p: &SimProvider,
+    n: u64,
+    gap: Duration,
+) -> Vec<(u64, SimAnswer, SimHeaders)> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(gap * u32::try_from(i).unwrap()).await;
+                let (answer, headers) = p.call_with_headers(numbered(i)).await;
+                (i, answer.unwrap(), headers)
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// tokio's timers fire on whole milliseconds: a drawn time is waited to within 1 ms.
+fn waited(actual: Duration, drawn: Duration) -> bool {
+    actual >= drawn && actual <= drawn + MS
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_of_concurrent_requests_come_back_out_of_order() {
+    let p = SimProvider::new(SimConfig::new(rpm(600)).with_seed(1).with_answer_time(
+        SimDelay::Uniform {
+            min: 20 * MS,
+            max: 800 * MS,
+        },
+    ));
+    let mut answers: Vec<_> = send_concurrently(&p, 20, Duration::ZERO)
+        .await
+        .into_iter()
+        .map(|(_, a, _)| a)
+        .collect();
+    // Admitted one after another; each answered after its own drawn time, the draws
+    // being those a replay of the configuration makes in admission order.
+    answers.sort_by_key(|a| a.id);
+    let mut replay = SimTimings::new(p.config());
+    for a in &answers {
+        let drawn = replay.next_answer_time(0);
+        assert!((20 * MS..=800 * MS).contains(&drawn));
+        assert!(
+            waited(a.finished_at - a.accepted_at, drawn),
+            "{a:?} {drawn:?}"
+        );
+    }
+    let admitted: Vec<u64> = answers.iter().map(|a| a.id).collect();
+    answers.sort_by_key(|a| a.finished_at);
+    let answered: Vec<u64> = answers.iter().map(|a| a.id).collect();
+    assert_ne!(answered, admitted);
+    assert_eq!(p.stats().completed, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_fixed_latency_answers_come_back_in_admission_order() {
+    let p = SimProvider::new(SimConfig::new(rpm(600)).with_seed(1));
+    let answers = send_concurrently(&p, 20, Duration::ZERO).await;
+    let mut by_finish: Vec<_> = answers.iter().map(|(_, a, _)| a).collect();
+    by_finish.sort_by_key(|a| (a.finished_at, a.id));
+    assert!(by_finish.windows(2).all(|w| w[0].id < w[1].id));
+    assert!(by_finish.iter().all(|a| a.finished_at == 300 * MS));
+}
+
+#[tokio::test(start_paused = true)]
+async fn network_delay_reorders_arrivals() {
+    let p = SimProvider::new(
+        SimConfig::new(SimLimits::default())
+            .with_seed(2)
+            .with_latency(instant())
+            .with_network_delay(SimDelay::Uniform {
+                min: Duration::ZERO,
+                max: 200 * MS,
+            }),
+    );
+    let gap = 10 * MS;
+    send_concurrently(&p, 20, gap).await;
+    let journal = p.journal();
+    // The journal is in arrival order; each call arrived its drawn delay after it was
+    // sent, the draws being a replay's in send order.
+    let mut replay = SimTimings::new(p.config());
+    let delays: Vec<Duration> = (0..20).map(|_| replay.next_network_delay()).collect();
+    for call in &journal {
+        let i = call.request.input_tokens;
+        let sent = gap * u32::try_from(i).unwrap();
+        assert!(waited(call.at - sent, delays[i as usize]), "{call:?}");
+    }
+    assert!(journal.windows(2).all(|w| w[0].at <= w[1].at));
+    let arrived: Vec<u64> = journal.iter().map(|c| c.request.input_tokens).collect();
+    let mut sent = arrived.clone();
+    sent.sort();
+    assert_eq!(sent, (0..20).collect::<Vec<_>>());
+    assert_ne!(arrived, sent);
+}
+
+#[tokio::test(start_paused = true)]
+async fn headers_are_computed_when_the_request_arrives() {
+    // 60 rpm, so a request refills in 1 s; answers take 10 s, by when the bucket would be
+    // full again; calls sent together arrive within 500 ms, in another order.
+    let p = SimProvider::new(
+        SimConfig::new(rpm(60))
+            .with_seed(3)
+            .with_headers(SimHeaderStyle::OpenAi)
+            .with_latency(SimLatency {
+                base: Duration::from_secs(10),
+                ..instant()
+            })
+            .with_network_delay(SimDelay::Uniform {
+                min: Duration::ZERO,
+                max: 500 * MS,
+            }),
+    );
+    let answers = send_concurrently(&p, 10, Duration::ZERO).await;
+    let mut reordered = false;
+    for (sent, answer, headers) in &answers {
+        reordered |= answer.id != *sent;
+        assert!(answer.finished_at >= Duration::from_secs(10));
+        let [h] = headers.limits.as_slice() else {
+            panic!("one limited dimension: {headers:?}")
+        };
+        // What was left when it arrived, the `id`-th: 60 less the arrivals so far (less
+        // than half a request refilled meanwhile), not what is left when it is answered.
+        assert_eq!(h.remaining, 59 - answer.id, "{answer:?} {h:?}");
+        let SimReset::In(full_in) = h.reset else {
+            panic!("{h:?}")
+        };
+        let missing = Duration::from_secs(answer.id + 1);
+        assert!(full_in <= missing && full_in > missing - 500 * MS, "{h:?}");
+    }
+    assert!(reordered, "{answers:?}");
+}

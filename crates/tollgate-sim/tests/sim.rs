@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tollgate::{Catalog, Conversation, Error, JobContext, Models, ProviderError, SamplingParams};
 use tollgate_sim::http::serve;
-use tollgate_sim::{SimClientProvider, SimConfig, SimLatency, SimLimits, SimProvider};
+use tollgate_sim::{SimClientProvider, SimConfig, SimDelay, SimLatency, SimLimits, SimProvider};
 
 use tollgate_openai as _;
 
@@ -230,4 +230,63 @@ async fn sim_model_with_headers_reports_what_remains_to_the_limiter() {
         .copied()
         .unwrap();
     assert!(level < 0.5, "level {level}");
+}
+
+fn sim_options(options: &str) -> tollgate::Result<SimConfig> {
+    let catalog = Catalog::from_toml_str(&format!(
+        "[models.m]\nprovider = \"sim\"\nrpm = 60\nmax_output_tokens = 100\n[models.m.options]\n{options}\n"
+    ))?;
+    tollgate_sim::provider::sim_config_for(catalog.model("m").unwrap())
+}
+
+#[test]
+fn sim_options_draw_answer_times_and_network_delays_from_a_distribution() {
+    let ms = Duration::from_millis;
+    let config = sim_options(
+        "latency_ms = { min = 20, max = 800, distribution = \"log-normal\" }\n\
+         network_delay_ms = { min = 0, max = 150 }\nseed = 7",
+    )
+    .unwrap();
+    assert_eq!(
+        config.answer_time,
+        Some(SimDelay::LogNormal {
+            min: ms(20),
+            max: ms(800)
+        })
+    );
+    assert_eq!(
+        config.network_delay,
+        SimDelay::Uniform {
+            min: ms(0),
+            max: ms(150)
+        }
+    );
+    assert_eq!(config.seed, 7);
+    // A number is a fixed time, as before.
+    let fixed = sim_options("latency_ms = 120\nnetwork_delay_ms = 5").unwrap();
+    assert_eq!((fixed.answer_time, fixed.latency.base), (None, ms(120)));
+    assert_eq!(fixed.network_delay, SimDelay::Fixed(ms(5)));
+    let default = sim_options("").unwrap();
+    assert_eq!(
+        (default.latency.base, default.network_delay),
+        (ms(300), SimDelay::ZERO)
+    );
+}
+
+#[test]
+fn sim_options_refuse_a_malformed_distribution() {
+    for bad in [
+        "latency_ms = { min = 20 }",
+        "latency_ms = { min = 800, max = 20 }",
+        "latency_ms = { min = 20, max = 800, distribution = \"pareto\" }",
+        "network_delay_ms = { min = 0, max = 10, mean = 5 }",
+        "network_delay_ms = -1",
+    ] {
+        let field = bad.split(' ').next().unwrap();
+        let error = sim_options(bad).expect_err(bad).to_string();
+        assert!(
+            error.contains(&format!("options.{field}")),
+            "{bad}: {error}"
+        );
+    }
 }
