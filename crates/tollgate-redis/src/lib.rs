@@ -1,14 +1,17 @@
 //! A [`LimiterBackend`] on Redis: many processes sharing one provider quota.
 //!
 //! Each catalog model's buckets (requests, tokens, input and output tokens per minute),
-//! its adaptive throttle factor and its provider pause live in one Redis hash,
-//! `{prefix}:{model}:lim` (a hash tag, so one Redis Cluster slot). One Lua script call
-//! (one round trip) reserves every dimension at once or none and answers "granted, start
-//! after D" (*reserve-ahead*, as `golang.org/x/time/rate`'s `Reserve`): order across
-//! processes is arrival order at Redis, a large call is never starved, and the waiter
-//! sleeps exactly D holding a booked slot and nothing else (no connection, no permit).
+//! its adaptive throttle factor, its provider pause and any lower limit a provider's
+//! headers said live in one Redis hash, `{prefix}:{model}:lim` (a hash tag, so one Redis
+//! Cluster slot). One Lua script call (one round trip) reserves every dimension at once
+//! or none and answers "granted, start after D" (*reserve-ahead*, as
+//! `golang.org/x/time/rate`'s `Reserve`): order across processes is arrival order at
+//! Redis, a large call is never starved, and the waiter sleeps exactly D holding a booked
+//! slot and nothing else (no connection, no permit).
 //! Dropping a reservation before it is sent gives it back; settlement after the answer
-//! is a second call. See `docs/distributed.md`.
+//! is a second call (`background.rs`), and so is what the answer said about the rate
+//! (`feedback.rs`: 429s, 529s, rate-limit headers), which every process then sees. See
+//! `docs/distributed.md`.
 //!
 //! ```
 //! use tollgate_redis::{FailurePolicy, RedisConfig, RedisLimiters};
@@ -37,118 +40,28 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tollgate::limit::{
     BucketLedger, Burst, Cost, CostDelta, Feedback, LimiterBackend, LimiterConfig, LimiterFactory,
-    LimiterSnapshot, MAX_PROVIDER_PAUSE, Priority, Reservation, TokenBucketRateLimiter,
-    TryReserveError,
+    LimiterSnapshot, Priority, Reservation, TokenBucketRateLimiter, TryReserveError,
 };
 use tollgate::{Dimension, Error, Result};
 
+mod background;
+mod config;
+mod conn;
+mod feedback;
 mod script;
 
-use script::SCRIPT;
-
-/// How long a settle's id is remembered, so that a retried settle is applied once.
-const SETTLE_ID_TTL_MS: u64 = 10 * 60 * 1000;
-/// A throttle factor of 1, in millionths.
-const FACTOR_ONE_MICRO: u64 = 1_000_000;
-/// How often a settle or feedback call is tried before it is given up (logged).
-const SETTLE_ATTEMPTS: u32 = 8;
-
-mod config;
-
+use background::{InFlight, Ledger, Sent};
 pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 use config::{key_for, shown};
+use conn::Conn;
+use script::{SCRIPT, ScriptArgs};
 
-/// The connection, shared by every model of one [`RedisLimiters`].
-struct Conn {
-    config: RedisConfig,
-    /// The URL with any password removed, for errors.
-    shown_url: String,
-    manager: OnceCell<ConnectionManager>,
-    /// Ids for idempotent settles: `<instance>:<n>`; the instance is a Redis `INCR`.
-    instance: OnceCell<u64>,
-    next_op: AtomicU64,
-}
-
-impl fmt::Debug for Conn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Conn")
-            .field("url", &self.shown_url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Conn {
-    async fn manager(&self) -> Result<ConnectionManager, RedisLimiterError> {
-        self.manager
-            .get_or_try_init(|| async {
-                let client = redis::Client::open(self.config.url.as_str())
-                    .map_err(|e| self.redis_error(e))?;
-                let timeouts = match self.config.clock {
-                    RedisClock::Server => Some(self.config.call_timeout),
-                    RedisClock::Tokio { .. } => None,
-                };
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(1)
-                    .set_min_delay(Duration::from_millis(20))
-                    .set_max_delay(Duration::from_millis(200))
-                    .set_connection_timeout(timeouts)
-                    .set_response_timeout(timeouts);
-                ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| self.redis_error(e))
-            })
-            .await
-            .cloned()
-    }
-
-    fn redis_error(&self, source: redis::RedisError) -> RedisLimiterError {
-        RedisLimiterError::Redis {
-            url: self.shown_url.clone(),
-            source,
-        }
-    }
-
-    /// One script call, bounded by the call timeout on the server clock.
-    async fn invoke<T: redis::FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, RedisLimiterError> {
-        let mut manager = self.manager().await?;
-        let call = invocation.invoke_async::<T>(&mut manager);
-        match self.config.clock {
-            RedisClock::Tokio { .. } => call.await.map_err(|e| self.redis_error(e)),
-            RedisClock::Server => {
-                match tokio::time::timeout(self.config.call_timeout, call).await {
-                    Ok(r) => r.map_err(|e| self.redis_error(e)),
-                    Err(_) => Err(RedisLimiterError::Timeout {
-                        url: self.shown_url.clone(),
-                        timeout: self.config.call_timeout,
-                    }),
-                }
-            }
-        }
-    }
-
-    /// A process-unique prefix for settle ids.
-    async fn instance(&self) -> Result<u64, RedisLimiterError> {
-        self.instance
-            .get_or_try_init(|| async {
-                let mut manager = self.manager().await?;
-                let key = format!("{}:instances", self.config.key_prefix);
-                redis::cmd("INCR")
-                    .arg(&key)
-                    .query_async::<u64>(&mut manager)
-                    .await
-                    .map_err(|e| self.redis_error(e))
-            })
-            .await
-            .copied()
-    }
-}
+/// A throttle factor of 1, in millionths.
+const FACTOR_ONE_MICRO: u64 = 1_000_000;
 
 /// The [`LimiterFactory`] that puts models' buckets on Redis. Cheap to clone; all models
 /// built by one factory share one auto-reconnecting connection.
@@ -167,13 +80,7 @@ impl RedisLimiters {
         })?;
         drop(info);
         Ok(RedisLimiters {
-            conn: Arc::new(Conn {
-                shown_url: shown(&config.url),
-                config,
-                manager: OnceCell::new(),
-                instance: OnceCell::new(),
-                next_op: AtomicU64::new(0),
-            }),
+            conn: Arc::new(Conn::new(config)),
         })
     }
 
@@ -210,6 +117,8 @@ struct Inner {
     key: String,
     dims: Vec<Dim>,
     adaptive: bool,
+    /// How a limit learned from a provider's headers sizes its bucket.
+    burst: Burst,
     /// [`LimiterConfig::arrival_allowance`] in µs, for the script's reserve.
     arrival_allowance_us: u64,
     conn: Arc<Conn>,
@@ -254,24 +163,6 @@ pub struct Booking {
     pub wait: Duration,
     /// How long the booking call took (request to answer).
     pub round_trip: Duration,
-}
-
-/// Counts a script call in flight for [`RedisLimiter::flush`].
-struct InFlight(Arc<Inner>);
-
-impl InFlight {
-    fn new(inner: &Arc<Inner>) -> Self {
-        inner.pending.fetch_add(1, Ordering::SeqCst);
-        InFlight(inner.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if self.0.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 /// Burst capacity, as [`Burst`] defines it for the in-process limiter.
@@ -326,6 +217,7 @@ impl RedisLimiter {
                 model_id: config.model_id.clone(),
                 dims,
                 adaptive: config.adaptive,
+                burst: config.burst,
                 arrival_allowance_us: micros(config.arrival_allowance),
                 conn,
                 fallback,
@@ -487,14 +379,13 @@ impl Inner {
         at: Instant,
         op: &str,
         second_key: Option<&str>,
-        max_wait_us: i64,
-        extra: [String; 3],
+        args: ScriptArgs,
         amounts: impl Fn(Dimension) -> i64,
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = SCRIPT.prepare_invoke();
         inv.key(&self.key).key(second_key.unwrap_or(&self.key));
-        inv.arg(op).arg(self.now_arg(at)).arg(max_wait_us);
-        for x in extra {
+        inv.arg(op).arg(self.now_arg(at));
+        for x in args.0 {
             inv.arg(x);
         }
         inv.arg(if self.adaptive { "1" } else { "0" })
@@ -514,12 +405,8 @@ impl Inner {
         cost: Cost,
         max_wait_us: i64,
     ) -> Result<Booked, RedisLimiterError> {
-        let extra = [
-            String::new(),
-            self.arrival_allowance_us.to_string(),
-            String::new(),
-        ];
-        let inv = self.invocation(at, "reserve", None, max_wait_us, extra, |d| {
+        let args = ScriptArgs::reserve(max_wait_us, self.arrival_allowance_us);
+        let inv = self.invocation(at, "reserve", None, args, |d| {
             i64::try_from(cost.on(d)).unwrap_or(i64::MAX)
         });
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -548,99 +435,6 @@ impl Inner {
                 url: self.conn.shown_url.clone(),
                 reply: format!("{other:?}"),
             }),
-        }
-    }
-
-    /// A settle or feedback call, retried while Redis is unreachable (a settle carries
-    /// an id, so a retry after a lost reply is not applied twice).
-    async fn send_retried(self: Arc<Self>, what: &'static str, make: Sent) {
-        let mut delay = Duration::from_millis(20);
-        let mut settle_id: Option<String> = None;
-        for attempt in 1..=SETTLE_ATTEMPTS {
-            // A settle carries an id (its process's, from Redis, then a counter), so that
-            // a retry after a lost answer is applied once.
-            if matches!(make, Sent::Settle(_)) && settle_id.is_none() {
-                match self.conn.instance().await {
-                    Ok(instance) => {
-                        settle_id = Some(format!(
-                            "{}:op:{instance}:{}",
-                            self.key.trim_end_matches(":lim"),
-                            self.conn.next_op.fetch_add(1, Ordering::Relaxed)
-                        ));
-                    }
-                    Err(e) => {
-                        self.failures.fetch_add(1, Ordering::Relaxed);
-                        if attempt == SETTLE_ATTEMPTS {
-                            tracing::warn!(model = %self.model_id, error = %e, "tollgate-redis: {what} given up");
-                            return;
-                        }
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(Duration::from_secs(2));
-                        continue;
-                    }
-                }
-            }
-            let inv = match &make {
-                Sent::Settle(delta) => self.invocation(
-                    tollgate::clock::now(),
-                    "settle",
-                    settle_id.as_deref(),
-                    -1,
-                    [SETTLE_ID_TTL_MS.to_string(), String::new(), String::new()],
-                    |d| delta.on(d),
-                ),
-                Sent::Feedback(kind, a, b) => self.invocation(
-                    tollgate::clock::now(),
-                    "feedback",
-                    None,
-                    -1,
-                    [(*kind).to_owned(), a.to_string(), b.to_string()],
-                    |_| 0,
-                ),
-            };
-            self.round_trips.fetch_add(1, Ordering::Relaxed);
-            match self.conn.invoke::<Vec<i64>>(&inv).await {
-                Ok(_) => return,
-                Err(e) => {
-                    self.failures.fetch_add(1, Ordering::Relaxed);
-                    if attempt == SETTLE_ATTEMPTS {
-                        tracing::warn!(model = %self.model_id, error = %e, "tollgate-redis: {what} given up");
-                        return;
-                    }
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                }
-            }
-        }
-    }
-
-    fn spawn(self: &Arc<Self>, what: &'static str, sent: Sent) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(model = %self.model_id, "tollgate-redis: {what} outside a tokio runtime is lost");
-            return;
-        };
-        let flight = InFlight::new(self);
-        let inner = self.clone();
-        runtime.spawn(async move {
-            inner.send_retried(what, sent).await;
-            drop(flight);
-        });
-    }
-}
-
-/// What a background call sends.
-enum Sent {
-    Settle(CostDelta),
-    Feedback(&'static str, u64, u64),
-}
-
-/// Issues the Redis reservations' refunds and settlements.
-struct Ledger(Arc<Inner>);
-
-impl BucketLedger for Ledger {
-    fn adjust(&self, delta: CostDelta) {
-        if !delta.is_zero() {
-            self.0.spawn("settle", Sent::Settle(delta));
         }
     }
 }
@@ -679,61 +473,18 @@ impl LimiterBackend for RedisLimiter {
         }
     }
 
+    /// Applies `feedback` to the shared buckets in one script call on a task of its own
+    /// (see `feedback.rs` for what each kind does), and to the local fallback if there is
+    /// one.
     fn feedback(&self, feedback: Feedback) {
-        let pause = |d: Duration| micros(d.min(MAX_PROVIDER_PAUSE));
-        let mut sends: Vec<Sent> = Vec::new();
-        let adaptive = self.inner.adaptive;
-        match feedback {
-            // A success only moves a factor below 1: at full rate (as of the last
-            // reservation's answer) it would cost a round trip for nothing.
-            Feedback::Success
-                if adaptive
-                    && self.inner.factor_micro.load(Ordering::Relaxed) < FACTOR_ONE_MICRO =>
-            {
-                sends.push(Sent::Feedback("ok", 0, 0));
-            }
-            Feedback::RateLimited { retry_after } => {
-                if adaptive {
-                    sends.push(Sent::Feedback("429", 0, 0));
-                }
-                if let Some(d) = retry_after {
-                    sends.push(Sent::Feedback("pause", pause(d), 0));
-                }
-            }
-            Feedback::Overloaded { retry_after } => {
-                if adaptive {
-                    sends.push(Sent::Feedback("529", 0, 0));
-                }
-                if let Some(d) = retry_after {
-                    sends.push(Sent::Feedback("pause", pause(d), 0));
-                }
-            }
-            Feedback::Exhausted { reset_in, .. } => {
-                sends.push(Sent::Feedback("pause", pause(reset_in), 0));
-            }
-            Feedback::Remaining {
-                dimension,
-                remaining,
-            } => {
-                if let Some(i) = self
-                    .inner
-                    .dims
-                    .iter()
-                    .position(|d| d.dimension == dimension)
-                {
-                    sends.push(Sent::Feedback("remaining", i as u64 + 1, remaining));
-                }
-            }
-            _ => {}
-        }
         if let Some(local) = &self.inner.fallback {
             local.feedback(feedback);
         }
         if self.inner.dims.is_empty() {
             return;
         }
-        for sent in sends {
-            self.inner.spawn("feedback", sent);
+        if let Some(call) = self.inner.feedback_call(feedback) {
+            self.inner.spawn("feedback", Sent::Feedback(call));
         }
     }
 
@@ -753,8 +504,7 @@ impl LimiterBackend for RedisLimiter {
             tollgate::clock::now(),
             "snapshot",
             None,
-            -1,
-            Default::default(),
+            ScriptArgs::default(),
             |_| 0,
         );
         self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -775,12 +525,14 @@ impl LimiterBackend for RedisLimiter {
         };
         let int = |v: &redis::Value| redis::from_redis_value_ref::<u64>(v).ok();
         let n = self.inner.dims.len();
-        if reply.len() != n + 3 {
+        if reply.len() != 2 * n + 3 {
             return Err(bad());
         }
         let mut levels = Vec::with_capacity(n);
-        for (d, v) in self.inner.dims.iter().zip(&reply) {
-            levels.push((d.dimension, float(v).ok_or_else(bad)?, d.capacity));
+        for (i, d) in self.inner.dims.iter().enumerate() {
+            // The capacity in force: the catalog's, or a provider's lower limit's.
+            let capacity = int(&reply[n + 3 + i]).ok_or_else(bad)?;
+            levels.push((d.dimension, float(&reply[i]).ok_or_else(bad)?, capacity));
         }
         Ok(LimiterSnapshot {
             levels,

@@ -4,19 +4,28 @@
 --          ts (µs of the last update), f (throttle factor), fdec (µs of the last decrease),
 --          fupd (µs of the last recovery step), pause (µs until which the model is paused),
 --          per dimension hold:<name> (µs before which it does not refill: the arrival
---          allowance after a grant out of a full bucket), grants, waited.
+--          allowance after a grant out of a full bucket), per dimension limit:<name> and
+--          cap:<name> (a provider's limit below the catalog's, learned from its headers, and
+--          the capacity that goes with it), grants, waited.
 -- KEYS[2]  settle only: the operation's id key (same hash tag) so that a retried settle is
 --          applied once; equal to KEYS[1] when there is none.
 -- ARGV[1]  op: reserve | settle | feedback | snapshot
 -- ARGV[2]  now in µs ("" = Redis TIME, the production clock)
--- ARGV[3]  reserve: the longest wait in µs the caller accepts (-1 = any)
--- ARGV[4]  feedback: ok | 429 | 529 | pause | remaining; settle: the id key's TTL in ms
--- ARGV[5]  feedback: the pause in µs, or the dimension index for remaining; reserve: the
---          arrival allowance in µs (a grant out of a full bucket holds the refill that
---          long, as the in-process bucket does)
--- ARGV[6]  feedback: the remaining amount (tokens)
--- ARGV[7]  1 if the adaptive throttle is on
--- ARGV[8]  n, the number of dimensions; then n × (name, capacity, limit per minute, amount)
+-- ARGV[3]  reserve: the longest wait in µs the caller accepts (-1 = any); settle: the id
+--          key's TTL in ms
+-- ARGV[4]  reserve: the arrival allowance in µs (a grant out of a full bucket holds the
+--          refill that long, as the in-process bucket does); feedback: the kind,
+--          ok | 429 | 529 | pause | report
+-- ARGV[5]  feedback: a pause in µs from now ("" = none), for any kind
+-- ARGV[6]  report: the dimension's index (1-based)
+-- ARGV[7]  report: the limit per minute the bucket is to have (the catalog's, or the
+--          provider's when lower)
+-- ARGV[8]  report: the capacity in tokens that goes with that limit
+-- ARGV[9]  report: what the provider had left, in tokens ("" = it did not say)
+-- ARGV[10] report: µs since the answer's request was sent (what was left is as of then)
+-- ARGV[11] 1 if the adaptive throttle is on
+-- ARGV[12] n, the number of dimensions; then n × (name, catalog capacity, catalog limit per
+--          minute, amount)
 --
 -- A level is kept in units of 1/60_000_000 token, so that the refill per µs is exactly the
 -- per-minute limit times the throttle factor: at full rate the arithmetic is exact integer
@@ -25,9 +34,11 @@
 -- Replies: reserve → {1, wait_us, now_us, factor in millionths} granted (start after wait_us),
 -- {0, wait_us, now_us, factor} not within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
 -- settle/feedback → {1, 0, now_us} ({2, 0, now_us}: a settle already applied);
--- snapshot → {level_1, …, level_n (strings, tokens), factor (string), grants, waited}.
+-- snapshot → {level_1, …, level_n (strings, tokens), factor (string), grants, waited,
+-- capacity_1, …, capacity_n (tokens)}.
 if redis.replicate_commands then redis.replicate_commands() end
 local UNITS = 60000000
+local H = 12 -- ARGV before the dimensions
 local function str(x) return string.format('%.17g', x) end
 local key, op = KEYS[1], ARGV[1]
 local now
@@ -42,16 +53,23 @@ local h = {}
 for i = 1, #state, 2 do h[state[i]] = state[i + 1] end
 local last = tonumber(h['ts'] or now)
 if now < last then now = last end -- never refill backwards (a failover to a slower clock)
-local dt = now - last
 local f = tonumber(h['f'] or '1')
-local adaptive = ARGV[7] == '1'
-local n = tonumber(ARGV[8])
-local names, caps, rates, amts, levels, holds = {}, {}, {}, {}, {}, {}
+local adaptive = ARGV[11] == '1'
+local n = tonumber(ARGV[H])
+local names, caps, limits, catalog, rates, amts, levels, holds = {}, {}, {}, {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 8 + (i - 1) * 4
+  local b = H + (i - 1) * 4
   names[i] = ARGV[b + 1]
+  catalog[i] = tonumber(ARGV[b + 3])
+  limits[i] = catalog[i]
   caps[i] = tonumber(ARGV[b + 2]) * UNITS
-  rates[i] = math.max(tonumber(ARGV[b + 3]) * f, 1e-9)
+  -- a provider's lower limit, learned from its headers by any process
+  local learned = tonumber(h['limit:' .. names[i]] or '')
+  if learned and learned < catalog[i] then
+    limits[i] = learned
+    caps[i] = tonumber(h['cap:' .. names[i]] or ARGV[b + 2]) * UNITS
+  end
+  rates[i] = math.max(limits[i] * f, 1e-9)
   amts[i] = tonumber(ARGV[b + 4]) * UNITS
   holds[i] = tonumber(h['hold:' .. names[i]] or '0')
   local lvl = tonumber(h[names[i]] or caps[i])
@@ -68,14 +86,20 @@ if op == 'snapshot' then
   out[n + 1] = str(f)
   out[n + 2] = tonumber(h['grants'] or '0')
   out[n + 3] = tonumber(h['waited'] or '0')
+  for i = 1, n do out[n + 3 + i] = caps[i] / UNITS end
   return out
+end
+
+-- The provider has seen a request: its bucket drains and refills from now on.
+local function end_hold(i)
+  if holds[i] > 0 then holds[i] = 0; redis.call('HDEL', key, 'hold:' .. names[i]) end
 end
 
 local reply = {1, 0, now}
 if op == 'reserve' then
   local wait = 0
   for i = 1, n do
-    if amts[i] > caps[i] then return {-1, i, tonumber(ARGV[8 + (i - 1) * 4 + 2])} end
+    if amts[i] > caps[i] then return {-1, i, caps[i] / UNITS} end
     local deficit = amts[i] - levels[i]
     if deficit > 0 then
       local w = math.ceil(deficit / rates[i]) + math.max(0, holds[i] - now)
@@ -85,7 +109,7 @@ if op == 'reserve' then
   if pause - now > wait then wait = pause - now end
   local max_wait = tonumber(ARGV[3])
   if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
-  local allowance = tonumber(ARGV[5]) or 0
+  local allowance = tonumber(ARGV[4]) or 0
   for i = 1, n do
     -- Within the allowance's refill of full (as the in-process bucket): the provider's
     -- spills until the request arrives.
@@ -100,21 +124,50 @@ if op == 'reserve' then
   reply = {1, wait, now, math.floor(f * 1000000 + 0.5)}
 elseif op == 'settle' then
   if KEYS[2] ~= key then
-    if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[4])) then return {2, 0, now} end
+    if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[3])) then return {2, 0, now} end
   end
   -- amount > 0 takes more (debt), < 0 gives back, capped at capacity
   for i = 1, n do levels[i] = math.min(caps[i], levels[i] - amts[i]) end
 elseif op == 'feedback' then
   local kind = ARGV[4]
-  if kind == 'pause' then
+  if kind == 'report' then
+    local i = tonumber(ARGV[6])
+    local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8]) * UNITS
+    if limit ~= limits[i] then
+      -- A smaller bucket keeps what was taken out of the larger one (never below zero for
+      -- it); a larger one keeps its level.
+      if cap < caps[i] and levels[i] > 0 then levels[i] = math.max(0, levels[i] - (caps[i] - cap)) end
+      limits[i], caps[i] = limit, cap
+      rates[i] = math.max(limit * f, 1e-9)
+      if levels[i] > cap then levels[i] = cap end
+      if limit < catalog[i] then
+        redis.call('HSET', key, 'limit:' .. names[i], str(limit), 'cap:' .. names[i], str(cap / UNITS))
+      else
+        redis.call('HDEL', key, 'limit:' .. names[i], 'cap:' .. names[i])
+      end
+    end
+    if ARGV[9] ~= '' then
+      -- What was left when the request was sent, plus what has refilled since; every grant
+      -- made since is already taken from the level once, and is not taken again.
+      local sent_ago = math.max(0, tonumber(ARGV[10]) or 0)
+      local target = math.min(caps[i], tonumber(ARGV[9]) * UNITS + sent_ago * rates[i])
+      if target < levels[i] then levels[i] = target end
+      end_hold(i)
+    end
+  elseif kind == '429' then
+    -- Nothing left now, on requests, the dimension every call spends.
+    for i = 1, n do
+      if names[i] == 'rpm' then
+        if levels[i] > 0 then levels[i] = 0 end
+        end_hold(i)
+      end
+    end
+  end
+  if ARGV[5] ~= '' then
     local until_us = now + tonumber(ARGV[5])
     if until_us > pause then pause = until_us; redis.call('HSET', key, 'pause', str(pause)) end
-  elseif kind == 'remaining' then
-    local i = tonumber(ARGV[5])
-    levels[i] = math.min(levels[i], tonumber(ARGV[6]) * UNITS)
-    -- the provider has seen a request: its bucket refills from now on
-    if holds[i] > 0 then holds[i] = 0; redis.call('HDEL', key, 'hold:' .. names[i]) end
-  elseif adaptive then
+  end
+  if adaptive and (kind == '429' or kind == '529' or kind == 'ok') then
     local fdec = tonumber(h['fdec'] or '-1e18')
     local nf = f
     if kind == '429' or kind == '529' then
@@ -123,7 +176,7 @@ elseif op == 'feedback' then
         nf = math.max(@MIN_RATE_FACTOR@, f * beta)
         redis.call('HSET', key, 'fdec', str(now), 'fupd', str(now))
       end
-    elseif kind == 'ok' and f < 1 then
+    elseif f < 1 then
       local from = math.max(tonumber(h['fupd'] or now), fdec + @RECOVERY_US@)
       if now > from then
         local step = math.min(1, @APPROACH_PER_SECOND@ * (now - from) / 1000000)
@@ -137,12 +190,16 @@ elseif op == 'feedback' then
 end
 
 local ttl = 1000
+local learned = false
 for i = 1, n do
   redis.call('HSET', key, names[i], str(levels[i]))
   local full = math.ceil((caps[i] - levels[i]) / (rates[i] * 1000) + math.max(0, holds[i] - now) / 1000)
   if full > ttl then ttl = full end
+  if limits[i] < catalog[i] then learned = true end
 end
 if pause > now and math.ceil((pause - now) / 1000) > ttl then ttl = math.ceil((pause - now) / 1000) end
+-- a learned limit outlives full buckets for a while: an absent key is the catalog's limit
+if learned and ttl < @LEARNED_LIMIT_TTL_MS@ then ttl = @LEARNED_LIMIT_TTL_MS@ end
 redis.call('HSET', key, 'ts', str(now))
 -- idle buckets expire once full again (expiry = full, at factor 1)
 redis.call('PEXPIRE', key, ttl + 1000)

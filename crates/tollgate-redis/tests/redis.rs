@@ -42,6 +42,14 @@ fn two_processes() -> Option<(Harness, Harness)> {
     Some((Harness::with(config.clone()), Harness::with(config)))
 }
 
+/// How long `try_reserve` says one request would wait (it must not fit now).
+async fn ready_in(l: &RedisLimiter) -> Duration {
+    match l.try_reserve(one(), Priority::default()).await {
+        Err(TryReserveError::WouldWait { ready_in }) => ready_in,
+        other => panic!("expected WouldWait, got {other:?}"),
+    }
+}
+
 async fn drain(l: &RedisLimiter, n: usize) {
     for _ in 0..n {
         let mut r = l.try_reserve(one(), Priority::default()).await.unwrap();
@@ -160,12 +168,7 @@ async fn provider_remaining_header_lowers_the_shared_bucket() {
     });
     p1.flush().await;
     drain(&b, 2).await;
-    match b.try_reserve(one(), Priority::default()).await {
-        Err(TryReserveError::WouldWait { ready_in }) => {
-            assert_eq!(ready_in, Duration::from_secs(1))
-        }
-        other => panic!("expected WouldWait, got {other:?}"),
-    }
+    assert_eq!(ready_in(&b).await, Duration::from_secs(1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,21 +179,15 @@ async fn a_provider_report_ends_the_arrival_allowance_hold_for_every_process() {
     let allowed = || rpm(60).with_arrival_allowance(LimiterConfig::DEFAULT_ARRIVAL_ALLOWANCE);
     let (a, b) = (p1.limiter(allowed()), p2.limiter(allowed()));
     drain(&a, 60).await;
-    let wait = |l: RedisLimiter| async move {
-        match l.try_reserve(one(), Priority::default()).await {
-            Err(TryReserveError::WouldWait { ready_in }) => ready_in,
-            other => panic!("expected WouldWait, got {other:?}"),
-        }
-    };
     // Out of a full bucket: the refill waits the allowance.
-    assert_eq!(wait(b.clone()).await, Duration::from_millis(1500));
+    assert_eq!(ready_in(&b).await, Duration::from_millis(1500));
     // The provider says what it has left: it has seen a request, its refill runs.
     a.feedback(Feedback::Remaining {
         dimension: Dimension::Requests,
         remaining: 0,
     });
     p1.flush().await;
-    assert_eq!(wait(b).await, Duration::from_secs(1));
+    assert_eq!(ready_in(&b).await, Duration::from_secs(1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -361,15 +358,118 @@ async fn successes_after_a_429_bring_the_shared_factor_back_up() {
     let config = rpm(60).with_adaptive(true);
     let a = p1.limiter(config.clone());
     let b = p2.limiter(config);
+    let start = tollgate::clock::now();
     a.feedback(Feedback::RateLimited { retry_after: None });
     p1.flush().await;
-    // b learns the factor from its next reservation's answer.
+    // b learns the factor from its next reservation's answer (after 1.25 s: the 429 left
+    // nothing on requests, which refill at 0.8 a second).
     let mut r = b.reserve(one(), Priority::default()).await.unwrap();
     r.mark_sent();
     // 5 s without a decrease, then 10 % of the gap closed per second: 5 s in, half.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep_until(start + Duration::from_secs(10)).await;
     b.feedback(Feedback::Success);
     p2.flush().await;
     let snap = a.snapshot().await.unwrap();
     assert!((snap.rate_factor - 0.9).abs() < 1e-9, "{snap:?}");
+}
+
+fn requests_limit(limit: Option<u64>) -> Feedback {
+    Feedback::Reported {
+        dimension: Dimension::Requests,
+        limit,
+        remaining: None,
+        reset_in: None,
+        since: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_learned_by_one_process_paces_every_process() {
+    let Some((p1, p2)) = two_processes() else {
+        return;
+    };
+    let (a, b) = (p1.limiter(rpm(60)), p2.limiter(rpm(60)));
+    drain(&b, 20).await;
+    // a's answer says the provider allows 30 a minute: every process's bucket is 30, with
+    // what b took kept out of it.
+    a.feedback(requests_limit(Some(30)));
+    p1.flush().await;
+    let snap = b.snapshot().await.unwrap();
+    assert_eq!(snap.levels, [(Dimension::Requests, 10.0, 30)]);
+    drain(&b, 10).await;
+    assert_eq!(ready_in(&b).await, Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_limit_is_kept_in_the_hash_for_ten_minutes_and_dropped_when_raised() {
+    let Some(url) = redis_url() else { return };
+    let h = Harness::with(
+        RedisConfig::new(url.clone())
+            .with_key_prefix(fresh_prefix())
+            .with_clock(RedisClock::Tokio {
+                epoch: tollgate::clock::now(),
+            }),
+    );
+    let l = h.limiter(rpm(60));
+    let mut admin = admin(&url).await;
+    l.feedback(requests_limit(Some(30)));
+    h.flush().await;
+    let (limit, cap, pttl): (Option<String>, Option<String>, i64) = redis::pipe()
+        .hget(l.key(), "limit:rpm")
+        .hget(l.key(), "cap:rpm")
+        .pttl(l.key())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!((limit.as_deref(), cap.as_deref()), (Some("30"), Some("30")));
+    // The buckets are full, yet the key outlives them: absent, it would mean the catalog's
+    // limit.
+    assert!(pttl > 600_000 - 1000, "PTTL {pttl}");
+    // The provider says it allows the catalog's limit again: nothing learned remains, and
+    // the key expires once the 30 left have refilled to 60.
+    l.feedback(requests_limit(Some(60)));
+    h.flush().await;
+    let (limit, pttl): (Option<String>, i64) = redis::pipe()
+        .hget(l.key(), "limit:rpm")
+        .pttl(l.key())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(limit, None);
+    assert!((30_000..=31_000).contains(&pttl), "PTTL {pttl}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_feedback_is_at_most_one_script_call() {
+    let Some(h) = Harness::new() else { return };
+    let l = h.limiter(rpm(60).with_adaptive(true));
+    let calls = |f: Feedback| {
+        let l = l.clone();
+        let h = &h;
+        async move {
+            let before = l.round_trips();
+            l.feedback(f);
+            h.flush().await;
+            l.round_trips() - before
+        }
+    };
+    let pause = Some(Duration::from_secs(1));
+    // A 429 throttles, empties requests and pauses in one call.
+    assert_eq!(calls(Feedback::RateLimited { retry_after: pause }).await, 1);
+    assert_eq!(calls(Feedback::Overloaded { retry_after: pause }).await, 1);
+    assert_eq!(
+        calls(Feedback::RateLimitedAgain { retry_after: pause }).await,
+        1
+    );
+    assert_eq!(
+        calls(Feedback::RateLimitedAgain { retry_after: None }).await,
+        0
+    );
+    assert_eq!(calls(requests_limit(Some(30))).await, 1);
+    // A dimension the catalog does not limit has nothing to report to.
+    let tokens = Feedback::Remaining {
+        dimension: Dimension::Tokens,
+        remaining: 5,
+    };
+    assert_eq!(calls(tokens).await, 0);
 }

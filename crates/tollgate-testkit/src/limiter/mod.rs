@@ -8,7 +8,9 @@
 //!
 //! The properties hold for the in-process limiter (waiters queue, capacity is taken at
 //! the grant) and for a reserve-ahead backend such as Redis (capacity is booked at
-//! arrival and the waiter sleeps until its slot) alike.
+//! arrival and the waiter sleeps until its slot) alike. Those about what a provider's
+//! answers say (rate-limit headers, repeated 429s, 529s) are in [`feedback`] and
+//! re-exported here.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,6 +24,10 @@ use tollgate::limit::{
     Reservation, TryReserveError,
 };
 use tollgate::{Dimension, Error, Usage};
+
+mod feedback;
+
+pub use feedback::*;
 
 /// What the suite needs from a backend.
 pub trait Backends: Send + Sync {
@@ -68,6 +74,15 @@ macro_rules! limiter_acceptance_tests {
             retry_after_pauses_the_model_for_everyone,
             a_429_slows_the_refill_for_every_caller,
             a_grant_out_of_a_full_bucket_holds_the_refill_for_the_arrival_allowance,
+            a_report_lowers_the_level_to_remaining_plus_refill_since_send,
+            a_report_never_counts_a_grant_made_since_twice,
+            a_lower_provider_limit_keeps_what_was_taken,
+            a_provider_limit_never_raises_the_catalog_limit,
+            a_report_ends_the_arrival_hold,
+            an_exhausted_report_waits_one_unit_at_the_providers_rate,
+            a_429_leaves_nothing_on_requests_and_leaves_tokens_alone,
+            a_repeated_429_pauses_for_its_retry_after_and_nothing_else,
+            an_overload_with_retry_after_pauses_the_model,
         );
     };
     (@each $backends:expr; $($name:ident),+ $(,)?) => {
@@ -82,20 +97,20 @@ macro_rules! limiter_acceptance_tests {
     };
 }
 
-fn config(limits: Limits) -> LimiterConfig {
+pub(crate) fn config(limits: Limits) -> LimiterConfig {
     LimiterConfig::new("m", limits)
         .with_adaptive(false)
         .with_arrival_allowance(Duration::ZERO)
 }
 
-fn rpm(n: u64) -> Limits {
+pub(crate) fn rpm(n: u64) -> Limits {
     Limits {
         rpm: n,
         ..Limits::default()
     }
 }
 
-fn one() -> Cost {
+pub(crate) fn one() -> Cost {
     Cost::call(0, 0)
 }
 
@@ -107,7 +122,7 @@ fn level(levels: &[(Dimension, f64, u64)], d: Dimension) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn assert_level(backend_levels: &[(Dimension, f64, u64)], d: Dimension, want: f64) {
+pub(crate) fn assert_level(backend_levels: &[(Dimension, f64, u64)], d: Dimension, want: f64) {
     let got = level(backend_levels, d);
     assert!(
         (got - want).abs() < 1e-6,
@@ -116,7 +131,7 @@ fn assert_level(backend_levels: &[(Dimension, f64, u64)], d: Dimension, want: f6
 }
 
 /// Takes `n` reservations of one request now and marks them sent.
-async fn drain(backend: &Arc<dyn LimiterBackend>, n: usize) {
+pub(crate) async fn drain(backend: &Arc<dyn LimiterBackend>, n: usize) {
     for _ in 0..n {
         let mut r = backend
             .try_reserve(one(), Priority::default())

@@ -1,0 +1,155 @@
+//! What a provider's answer tells the shared buckets. Each [`Feedback`] becomes at most
+//! one script call (`op = feedback`), which applies it atomically to the model's hash, so
+//! every process sees it in its next call:
+//!
+//! - a 429 ([`Feedback::RateLimited`]) slows the shared throttle factor (adaptive models),
+//!   leaves nothing on requests (the dimension every call spends) and pauses the model for
+//!   its `retry-after`;
+//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) only pauses: it is no new signal;
+//! - a 529 ([`Feedback::Overloaded`]) slows the factor harder and pauses;
+//! - a success nudges a factor below 1 back up;
+//! - rate-limit headers ([`Feedback::Reported`], and its shorthands
+//!   [`Feedback::Remaining`] and [`Feedback::Exhausted`]) set the bucket's limit to the
+//!   provider's when lower than the catalog's (kept in the hash, so every process paces
+//!   at it), lower the level to what the provider had left when the request was sent plus
+//!   what has refilled since, and end the arrival allowance's hold.
+//!
+//! As in process, a report never takes a grant made since the request was sent a second
+//! time: answers come back in any order, and the level already holds each grant once.
+//! The request's send instant is on this process's clock; the call carries its age
+//! instead, and the script reads the send time as its own `now` minus that age.
+//!
+//! Fixed windows (`window = "fixed"`) are not modelled on Redis: their buckets refill
+//! continuously, and a report's reset is not a turn of the window.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tollgate::Dimension;
+use tollgate::limit::{Feedback, MAX_PROVIDER_PAUSE};
+
+use crate::script::{ReportArgs, ScriptArgs};
+use crate::{FACTOR_ONE_MICRO, Inner, capacity, micros};
+
+/// One feedback call, ready to be sent (and sent again, if Redis is unreachable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FeedbackCall {
+    /// `ok`, `429`, `529`, `pause` or `report`.
+    kind: &'static str,
+    /// The model's pause from the call's `now`, in µs.
+    pause_us: Option<u64>,
+    report: Option<Report>,
+}
+
+/// A header report on one dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Report {
+    /// The dimension's index among the model's dimensions, from 1.
+    index: usize,
+    /// The limit to pace at: the provider's, capped at the catalog's.
+    limit: u64,
+    /// The bucket size that goes with it.
+    capacity: u64,
+    remaining: Option<u64>,
+    /// When the answer's request was sent; `None`: as of now.
+    sent: Option<Instant>,
+}
+
+impl FeedbackCall {
+    /// The script's arguments for this call made at `at` (a report's age runs to `at`).
+    pub(crate) fn args(&self, at: Instant) -> ScriptArgs {
+        let report = self.report.map(|r| ReportArgs {
+            index: r.index,
+            limit: r.limit,
+            capacity: r.capacity,
+            remaining: r.remaining,
+            sent_ago_us: r
+                .sent
+                .map_or(0, |sent| micros(at.saturating_duration_since(sent))),
+        });
+        ScriptArgs::feedback(self.kind, self.pause_us, report)
+    }
+}
+
+fn pause(retry_after: Option<Duration>) -> Option<u64> {
+    retry_after.map(|d| micros(d.min(MAX_PROVIDER_PAUSE)))
+}
+
+impl Inner {
+    /// The call `feedback` makes, or `None` when it changes nothing in the hash.
+    pub(crate) fn feedback_call(&self, feedback: Feedback) -> Option<FeedbackCall> {
+        let call = |kind, pause_us| {
+            Some(FeedbackCall {
+                kind,
+                pause_us,
+                report: None,
+            })
+        };
+        match feedback {
+            // A success only moves a factor below 1: at full rate (as of the last
+            // reservation's answer) it would cost a round trip for nothing.
+            Feedback::Success => {
+                if self.adaptive && self.factor_micro.load(Ordering::Relaxed) < FACTOR_ONE_MICRO {
+                    call("ok", None)
+                } else {
+                    None
+                }
+            }
+            // Empties the requests bucket whether or not the throttle is on.
+            Feedback::RateLimited { retry_after } => call("429", pause(retry_after)),
+            Feedback::RateLimitedAgain { retry_after } => {
+                retry_after.and_then(|d| call("pause", pause(Some(d))))
+            }
+            Feedback::Overloaded { retry_after } => {
+                if self.adaptive {
+                    call("529", pause(retry_after))
+                } else {
+                    retry_after.and_then(|d| call("pause", pause(Some(d))))
+                }
+            }
+            Feedback::Remaining {
+                dimension,
+                remaining,
+            } => self.report(dimension, None, Some(remaining), None),
+            // Nothing left: the next request waits for one unit to refill at the
+            // bucket's rate, not for the reset (when the provider's bucket is full).
+            Feedback::Exhausted { dimension, .. } => self.report(dimension, None, Some(0), None),
+            // The reset says when the provider's bucket is full again; a continuous bucket
+            // needs no more than the limit and what was left.
+            Feedback::Reported {
+                dimension,
+                limit,
+                remaining,
+                reset_in: _,
+                since,
+            } => self.report(dimension, limit, remaining, since.map(|m| m.at())),
+        }
+    }
+
+    fn report(
+        &self,
+        dimension: Dimension,
+        limit: Option<u64>,
+        remaining: Option<u64>,
+        sent: Option<Instant>,
+    ) -> Option<FeedbackCall> {
+        // Unlimited in the catalog: nothing to pace.
+        let i = self.dims.iter().position(|d| d.dimension == dimension)?;
+        let catalog = self.dims[i].limit;
+        // The provider's limit caps the catalog's, never raises it; without one, the
+        // catalog's holds (as in process).
+        let limit = limit.filter(|l| *l > 0).map_or(catalog, |l| l.min(catalog));
+        Some(FeedbackCall {
+            kind: "report",
+            pause_us: None,
+            report: Some(Report {
+                index: i + 1,
+                limit,
+                capacity: capacity(self.burst, limit),
+                remaining,
+                sent,
+            }),
+        })
+    }
+}
