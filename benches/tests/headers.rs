@@ -101,11 +101,6 @@ async fn throttle_converges_fixed_window_catalog_2x_with_headers() {
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 22: with arrivals out of order, a fixed window's 429 is read as allowing \
-            every request granted before it came back, those still in flight included \
-            (limiter.rs, State::on_rate_limited): the learnt limit stays a few requests above \
-            the window's and every window ends in 2 to 7 429s (3.0 a minute in steady state); \
-            the limiter is the lead's"]
 async fn throttle_converges_fixed_window_catalog_2x_without_headers() {
     let r = headers::converge(
         scenario(SimWindow::Fixed, SimHeaderStyle::None, 2),

@@ -366,6 +366,35 @@ async fn jobs_carry_a_priority_that_the_pipeline_reserves_at() {
     assert_eq!(start.elapsed(), Duration::from_secs(60));
 }
 
+/// The class a job carries reaches the limiter: a `Batch` call queued first and an
+/// `Interactive` call queued after it, on a drained model (one every 10 s, within the
+/// 30 s aging), go interactive first. Were the class dropped (both `Default`, FIFO), the
+/// batch call would go first.
+#[tokio::test(start_paused = true)]
+async fn a_jobs_class_orders_its_calls_in_the_limiters_queue() {
+    let s = setup(vec![model("m", rpm(6))]);
+    let chat = s.models.chat("m").await.unwrap();
+    for _ in 0..6 {
+        chat.single_response(&ask("m", "drain")).await.unwrap();
+    }
+    let start = clock::now();
+    let class_call = |name: &'static str, priority: Priority| {
+        let job = JobContext::new(name, 0).with_priority(priority);
+        let models = s.models.for_job(job);
+        tokio::spawn(async move {
+            let chat = models.chat("m").await.unwrap();
+            chat.single_response(&ask("m", name)).await.unwrap();
+            clock::now()
+        })
+    };
+    let batch = class_call("batch", Priority::Batch);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let interactive = class_call("interactive", Priority::Interactive);
+    let (batch, interactive) = (batch.await.unwrap(), interactive.await.unwrap());
+    assert_eq!(interactive - start, Duration::from_secs(10));
+    assert_eq!(batch - start, Duration::from_secs(20));
+}
+
 /// One run: four distinct requests at once, each one's first send failing with a 500
 /// (fewer than open the circuit);
 /// returns each call's retry waits, sorted.

@@ -5,7 +5,11 @@
 //! - a 429 ([`Feedback::RateLimited`]) slows the shared throttle factor (adaptive models),
 //!   leaves nothing on requests (the dimension every call spends) and pauses the model for
 //!   its `retry-after`;
-//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) only pauses: it is no new signal;
+//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) pauses: it is no new signal;
+//! - either, with a `retry-after`, when nothing but the refused call's own attempt has
+//!   been granted (by any process) since the last refusal, sets the requests bucket so
+//!   that one unit has refilled exactly at the end of the pause, at the throttled rate:
+//!   the retry goes when the provider said (as in process);
 //! - a 529 ([`Feedback::Overloaded`]) slows the factor harder and pauses;
 //! - a success nudges a factor below 1 back up;
 //! - rate-limit headers ([`Feedback::Reported`], and its shorthands
@@ -35,7 +39,7 @@ use crate::{FACTOR_ONE_MICRO, Inner, capacity, micros};
 /// One feedback call, ready to be sent (and sent again, if Redis is unreachable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FeedbackCall {
-    /// `ok`, `429`, `529`, `pause` or `report`.
+    /// `ok`, `429`, `again`, `529`, `pause` or `report`.
     kind: &'static str,
     /// The model's pause from the call's `now`, in µs.
     pause_us: Option<u64>,
@@ -47,10 +51,9 @@ pub(crate) struct FeedbackCall {
 struct Report {
     /// The dimension's index among the model's dimensions, from 1.
     index: usize,
-    /// The limit to pace at: the provider's, capped at the catalog's.
-    limit: u64,
-    /// The bucket size that goes with it.
-    capacity: u64,
+    /// The limit to pace at (the provider's, capped at the catalog's) and the bucket size
+    /// that goes with it; `None`: the one in force is kept.
+    limit: Option<(u64, u64)>,
     remaining: Option<u64>,
     /// When the answer's request was sent; `None`: as of now.
     sent: Option<Instant>,
@@ -62,7 +65,6 @@ impl FeedbackCall {
         let report = self.report.map(|r| ReportArgs {
             index: r.index,
             limit: r.limit,
-            capacity: r.capacity,
             remaining: r.remaining,
             sent_ago_us: r
                 .sent
@@ -99,7 +101,7 @@ impl Inner {
             // Empties the requests bucket whether or not the throttle is on.
             Feedback::RateLimited { retry_after } => call("429", pause(retry_after)),
             Feedback::RateLimitedAgain { retry_after } => {
-                retry_after.and_then(|d| call("pause", pause(Some(d))))
+                retry_after.and_then(|d| call("again", pause(Some(d))))
             }
             Feedback::Overloaded { retry_after } => {
                 if self.adaptive {
@@ -138,15 +140,17 @@ impl Inner {
         let i = self.dims.iter().position(|d| d.dimension == dimension)?;
         let catalog = self.dims[i].limit;
         // The provider's limit caps the catalog's, never raises it; without one, the
-        // catalog's holds (as in process).
-        let limit = limit.filter(|l| *l > 0).map_or(catalog, |l| l.min(catalog));
+        // limit in force is kept (as in process).
+        let limit = limit
+            .filter(|l| *l > 0)
+            .map(|l| l.min(catalog))
+            .map(|l| (l, capacity(self.burst, l)));
         Some(FeedbackCall {
             kind: "report",
             pause_us: None,
             report: Some(Report {
                 index: i + 1,
                 limit,
-                capacity: capacity(self.burst, limit),
                 remaining,
                 sent,
             }),

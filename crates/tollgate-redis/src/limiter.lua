@@ -6,7 +6,7 @@
 --          per dimension hold:<name> (µs before which it does not refill: the arrival
 --          allowance after a grant out of a full bucket), per dimension limit:<name> and
 --          cap:<name> (a provider's limit below the catalog's, learned from its headers, and
---          the capacity that goes with it), grants, waited.
+--          the capacity that goes with it), grants, waited, grefuse (grants at the last 429).
 -- KEYS[2]  settle only: the operation's id key (same hash tag) so that a retried settle is
 --          applied once; equal to KEYS[1] when there is none.
 -- ARGV[1]  op: reserve | settle | feedback | snapshot
@@ -15,12 +15,12 @@
 --          key's TTL in ms
 -- ARGV[4]  reserve: the arrival allowance in µs (a grant out of a full bucket holds the
 --          refill that long, as the in-process bucket does); feedback: the kind,
---          ok | 429 | 529 | pause | report
+--          ok | 429 | again (a repeated 429) | 529 | pause | report
 -- ARGV[5]  feedback: a pause in µs from now ("" = none), for any kind
 -- ARGV[6]  report: the dimension's index (1-based)
 -- ARGV[7]  report: the limit per minute the bucket is to have (the catalog's, or the
---          provider's when lower)
--- ARGV[8]  report: the capacity in tokens that goes with that limit
+--          provider's when lower); "" = keep the one in force
+-- ARGV[8]  report: the capacity in tokens that goes with that limit ("" likewise)
 -- ARGV[9]  report: what the provider had left, in tokens ("" = it did not say)
 -- ARGV[10] report: µs since the answer's request was sent (what was left is as of then)
 -- ARGV[11] 1 if the adaptive throttle is on
@@ -96,6 +96,7 @@ local function end_hold(i)
 end
 
 local reply = {1, 0, now}
+local lone = false
 if op == 'reserve' then
   local wait = 0
   for i = 1, n do
@@ -132,8 +133,10 @@ elseif op == 'feedback' then
   local kind = ARGV[4]
   if kind == 'report' then
     local i = tonumber(ARGV[6])
-    local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8]) * UNITS
-    if limit ~= limits[i] then
+    -- "" = the report named no limit: the one in force is kept
+    local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8] or '')
+    if cap then cap = cap * UNITS end
+    if limit and limit ~= limits[i] then
       -- A smaller bucket keeps what was taken out of the larger one (never below zero for
       -- it); a larger one keeps its level.
       if cap < caps[i] and levels[i] > 0 then levels[i] = math.max(0, levels[i] - (caps[i] - cap)) end
@@ -154,11 +157,16 @@ elseif op == 'feedback' then
       if target < levels[i] then levels[i] = target end
       end_hold(i)
     end
-  elseif kind == '429' then
-    -- Nothing left now, on requests, the dimension every call spends.
+  elseif kind == '429' or kind == 'again' then
+    -- A lone call (nothing but its own attempt granted since the last refusal): the
+    -- provider's retry-after is exact, applied after the throttle below. Otherwise a first
+    -- 429 leaves nothing on requests, the dimension every call spends.
+    local grants = tonumber(h['grants'] or '0')
+    lone = ARGV[5] ~= '' and grants - tonumber(h['grefuse'] or '0') <= 1
+    redis.call('HSET', key, 'grefuse', tostring(grants))
     for i = 1, n do
       if names[i] == 'rpm' then
-        if levels[i] > 0 then levels[i] = 0 end
+        if kind == '429' and not lone and levels[i] > 0 then levels[i] = 0 end
         end_hold(i)
       end
     end
@@ -186,6 +194,12 @@ elseif op == 'feedback' then
       end
     end
     if nf ~= f then redis.call('HSET', key, 'f', str(nf)); f = nf end
+  end
+  if lone then
+    -- One unit has refilled exactly at the end of the pause, at the rate now in force.
+    for i = 1, n do
+      if names[i] == 'rpm' then levels[i] = UNITS - tonumber(ARGV[5]) * math.max(limits[i] * f, 1e-9) end
+    end
   end
 end
 

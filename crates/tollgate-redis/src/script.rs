@@ -46,10 +46,9 @@ pub(crate) struct ScriptArgs(pub(crate) [String; 8]);
 pub(crate) struct ReportArgs {
     /// The dimension's index among the call's dimensions, from 1.
     pub(crate) index: usize,
-    /// The limit per minute the bucket is to have.
-    pub(crate) limit: u64,
-    /// The capacity in tokens that goes with it.
-    pub(crate) capacity: u64,
+    /// The limit per minute the bucket is to have, and the capacity in tokens that goes
+    /// with it; `None`: the one in force is kept.
+    pub(crate) limit: Option<(u64, u64)>,
     /// What the provider had left, if it said.
     pub(crate) remaining: Option<u64>,
     /// µs since the answer's request was sent.
@@ -81,8 +80,10 @@ impl ScriptArgs {
         args.0[2] = pause_us.map(|p| p.to_string()).unwrap_or_default();
         if let Some(r) = report {
             args.0[3] = r.index.to_string();
-            args.0[4] = r.limit.to_string();
-            args.0[5] = r.capacity.to_string();
+            if let Some((limit, capacity)) = r.limit {
+                args.0[4] = limit.to_string();
+                args.0[5] = capacity.to_string();
+            }
             args.0[6] = r.remaining.map(|x| x.to_string()).unwrap_or_default();
             args.0[7] = r.sent_ago_us.to_string();
         }

@@ -200,13 +200,14 @@ pub async fn a_429_leaves_nothing_on_requests_and_leaves_tokens_alone(b: &impl B
     assert_eq!(ready_in(&backend).await, Duration::from_secs(6));
 }
 
-/// A call refused again after its first 429 pauses the model for its `retry-after`, and
-/// does nothing else: it is no new signal for the throttle and changes no level. Without
-/// a `retry-after` it changes nothing at all.
-pub async fn a_repeated_429_pauses_for_its_retry_after_and_nothing_else(b: &impl Backends) {
+/// A call refused again after its first 429 pauses the model for its `retry-after` and is
+/// no new signal for the throttle; without a `retry-after` it changes nothing at all.
+/// With nothing of ours in flight, its retry goes exactly at the end of the pause.
+pub async fn a_repeated_429_pauses_for_its_retry_after_and_is_no_new_signal(b: &impl Backends) {
     let backend = b.build(LimiterConfig::new("m", rpm(60)).with_arrival_allowance(Duration::ZERO));
     backend.feedback(Feedback::RateLimitedAgain { retry_after: None });
     b.settled().await;
+    assert_eq!(requests(&backend).await.0, 60.0);
     let start = tollgate::clock::now();
     backend.feedback(Feedback::RateLimitedAgain {
         retry_after: Some(Duration::from_secs(10)),
@@ -214,11 +215,50 @@ pub async fn a_repeated_429_pauses_for_its_retry_after_and_nothing_else(b: &impl
     b.settled().await;
     let snap = backend.snapshot().await.unwrap();
     assert_eq!(snap.rate_factor, 1.0, "{snap:?}");
-    assert_level(&snap.levels, Dimension::Requests, 60.0);
     assert_eq!(ready_in(&backend).await, Duration::from_secs(10));
     let mut r = backend.reserve(one(), Priority::default()).await.unwrap();
     r.mark_sent();
     assert_eq!(start.elapsed(), Duration::from_secs(10));
+}
+
+/// A lone call's 429 `retry-after` is when its retry goes, each time, even as the
+/// throttle slows the refill: at rpm 30 (a unit every 2 s, 2.5 s once throttled to 0.8)
+/// a first 429 and three repeated ones, each saying 2 s, put the retries at 2, 4, 6 and
+/// 8 s.
+pub async fn a_lone_calls_retry_goes_at_each_retry_after_even_throttled(b: &impl Backends) {
+    let backend = b.build(LimiterConfig::new("m", rpm(30)).with_arrival_allowance(Duration::ZERO));
+    let wait = Some(Duration::from_secs(2));
+    let start = tollgate::clock::now();
+    send_one(&backend).await;
+    backend.feedback(Feedback::RateLimited { retry_after: wait });
+    b.settled().await;
+    for again in 1..=4u64 {
+        let mut r = backend.reserve(one(), Priority::default()).await.unwrap();
+        r.mark_sent();
+        assert_eq!(start.elapsed(), Duration::from_secs(2 * again));
+        backend.feedback(Feedback::RateLimitedAgain { retry_after: wait });
+        b.settled().await;
+    }
+    let snap = backend.snapshot().await.unwrap();
+    assert!(snap.rate_factor < 1.0, "{snap:?}");
+}
+
+/// A 429 while other requests of ours are on their way empties the requests bucket and
+/// pauses: those requests may take what the provider will have at the end of the pause,
+/// so the next waits for a whole unit (at rpm 30, 2 s), not only for the pause (1 s).
+pub async fn a_429_while_others_are_in_flight_empties_the_requests_bucket(b: &impl Backends) {
+    let backend = b.build(config(rpm(30)));
+    let start = tollgate::clock::now();
+    for _ in 0..5 {
+        send_one(&backend).await;
+    }
+    backend.feedback(Feedback::RateLimited {
+        retry_after: Some(Duration::from_secs(1)),
+    });
+    b.settled().await;
+    let mut r = backend.reserve(one(), Priority::default()).await.unwrap();
+    r.mark_sent();
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
 }
 
 /// A 529 with a `retry-after` pauses the model for it (the throttle off: nothing else).

@@ -81,7 +81,9 @@ macro_rules! limiter_acceptance_tests {
             a_report_ends_the_arrival_hold,
             an_exhausted_report_waits_one_unit_at_the_providers_rate,
             a_429_leaves_nothing_on_requests_and_leaves_tokens_alone,
-            a_repeated_429_pauses_for_its_retry_after_and_nothing_else,
+            a_repeated_429_pauses_for_its_retry_after_and_is_no_new_signal,
+            a_lone_calls_retry_goes_at_each_retry_after_even_throttled,
+            a_429_while_others_are_in_flight_empties_the_requests_bucket,
             an_overload_with_retry_after_pauses_the_model,
         );
     };

@@ -138,8 +138,13 @@ pub(super) struct State {
     /// The catalog's limit per dimension (0 = unlimited): a provider's `*-limit` header
     /// may lower a bucket's limit below it, never raise it above.
     catalog_limits: [u64; 4],
-    /// `grants` at the last 429: what a fixed window allowed is what was sent since.
-    grants_at_429: u64,
+    /// Answers that succeeded, and their count at the last 429: what a fixed window
+    /// allowed is what the provider accepted since.
+    successes: u64,
+    successes_at_429: u64,
+    /// Until when the window whose allowance the last fixed-window 429 measured lasts:
+    /// the other calls' 429s of that window measure nothing new.
+    window_refused_until_ns: u64,
     /// `grants` at the last 429 of any call (first or repeated): whether anything but a
     /// refused call's own retry has been granted since ([`State::next_request_in`]).
     grants_at_refusal: u64,
@@ -187,7 +192,9 @@ impl TokenBucketRateLimiter {
             grants: 0,
             waited: 0,
             catalog_limits: [l.rpm, l.tpm, l.input_tpm, l.output_tpm],
-            grants_at_429: 0,
+            successes: 0,
+            successes_at_429: 0,
+            window_refused_until_ns: 0,
             grants_at_refusal: 0,
             burst: config.burst,
             window: config.window,
@@ -317,8 +324,9 @@ impl TokenBucketRateLimiter {
                     });
                     state.on_report(dimension, limit, remaining, reset_in, since, now);
                 }
-                // Only the throttle (above) reads these.
-                Feedback::Success | Feedback::Overloaded { retry_after: None } => {}
+                Feedback::Success => state.successes += 1,
+                // Only the throttle (above) reads this.
+                Feedback::Overloaded { retry_after: None } => {}
             }
             state.grant_ready(now)
         };
@@ -449,13 +457,15 @@ impl State {
     /// them would stall a large call for long on a 429 that may be about requests); but
     /// see [`State::next_request_in`], which takes precedence when it can.
     ///
-    /// A fixed window refuses until it turns, `retry_after` from now: the requests sent
-    /// since the previous 429 (this one aside) are what a window allows, and become the
-    /// bucket's limit if lower; the bucket then holds until the turn and is full at every
-    /// turn after it.
+    /// A fixed window refuses until it turns, `retry_after` from now: the requests the
+    /// provider accepted since the previous 429 (the successes answered since) are what a
+    /// window allows, and become the bucket's limit if lower; the bucket then holds until
+    /// the turn and is full at every turn after it. Not the requests *sent* since: with
+    /// answers coming back in any order, some of those are still on their way and meet
+    /// the same refusal, and counting them left the limit above the window's (a few 429s
+    /// at the end of every window). An accepted request still on its way is missed
+    /// instead, which errs low: a little throughput, no 429.
     fn on_rate_limited(&mut self, retry_after: Option<Duration>, now: u64) {
-        let sent = self.grants.saturating_sub(self.grants_at_429);
-        self.grants_at_429 = self.grants;
         let (catalog, burst, factor) = (
             self.catalog_limits[0],
             self.burst,
@@ -466,7 +476,17 @@ impl State {
         };
         match retry_after {
             Some(wait) if bucket.is_fixed_window() && !wait.is_zero() => {
-                let allowed = sent.saturating_sub(1);
+                let wait =
+                    u64::try_from(wait.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
+                // The first 429 of a window measures it; the other calls refused in the
+                // same window (in flight when it ran out) measure nothing new.
+                if now < self.window_refused_until_ns {
+                    bucket.hold_until_turn(0, now.saturating_add(wait), now);
+                    return;
+                }
+                self.window_refused_until_ns = now.saturating_add(wait);
+                let allowed = self.successes.saturating_sub(self.successes_at_429);
+                self.successes_at_429 = self.successes;
                 let window = u128::from(bucket.capacity_tokens()).saturating_mul(60_000_000_000)
                     / u128::from(bucket.limit().max(1));
                 let per_minute = u64::try_from(
@@ -477,8 +497,6 @@ impl State {
                     let limit = per_minute.min(catalog).max(1);
                     bucket.set_limit(limit, burst.capacity(limit), factor, now);
                 }
-                let wait =
-                    u64::try_from(wait.min(MAX_PROVIDER_PAUSE).as_nanos()).unwrap_or(u64::MAX);
                 bucket.hold_until_turn(0, now.saturating_add(wait), now);
             }
             _ => bucket.lower_to(0, now),
@@ -540,10 +558,14 @@ impl State {
         let Some(bucket) = self.buckets[i].as_mut() else {
             return; // unlimited in the catalog: nothing to pace
         };
-        // The provider's limit caps ours; the catalog's is never exceeded.
-        let effective = limit.filter(|l| *l > 0).map_or(catalog, |l| l.min(catalog));
-        if effective != bucket.limit() {
-            bucket.set_limit(effective, burst.capacity(effective), factor, now);
+        // The provider's limit caps ours; the catalog's is never exceeded. A report that
+        // names no limit keeps the one in force (learned from an earlier header, or from
+        // a fixed window's 429s).
+        if let Some(limit) = limit.filter(|l| *l > 0) {
+            let effective = limit.min(catalog);
+            if effective != bucket.limit() {
+                bucket.set_limit(effective, burst.capacity(effective), factor, now);
+            }
         }
         // A fixed window that says when it turns: what is left is all there is until
         // then (nothing refills), and at the turn the bucket is full again.
