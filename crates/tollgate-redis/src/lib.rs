@@ -52,6 +52,7 @@ mod background;
 mod config;
 mod conn;
 mod feedback;
+mod priority;
 mod script;
 
 use background::{InFlight, Ledger, Sent};
@@ -59,6 +60,8 @@ pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 use config::{key_for, shown};
 use conn::Conn;
 use script::{SCRIPT, ScriptArgs};
+
+pub use priority::BATCH_HORIZON;
 
 /// A throttle factor of 1, in millionths.
 const FACTOR_ONE_MICRO: u64 = 1_000_000;
@@ -121,6 +124,9 @@ struct Inner {
     burst: Burst,
     /// [`LimiterConfig::arrival_allowance`] in µs, for the script's reserve.
     arrival_allowance_us: u64,
+    /// [`LimiterConfig::aging`]: after this long a reservation of any class books
+    /// whatever slot it is given (`priority.rs`).
+    aging: Duration,
     conn: Arc<Conn>,
     fallback: Option<TokenBucketRateLimiter>,
     /// Script calls in flight (reserves, settles, feedback), for [`RedisLimiter::flush`].
@@ -219,6 +225,7 @@ impl RedisLimiter {
                 adaptive: config.adaptive,
                 burst: config.burst,
                 arrival_allowance_us: micros(config.arrival_allowance),
+                aging: config.aging,
                 conn,
                 fallback,
                 pending: AtomicUsize::new(0),
@@ -274,8 +281,43 @@ impl RedisLimiter {
         if self.inner.dims.is_empty() {
             return Ok((Reservation::unlimited(cost), None));
         }
-        let sent_at = tollgate::clock::now();
-        match self.book(sent_at, cost, -1).await {
+        let started = tollgate::clock::now();
+        let mut sent_at = started;
+        let mut horizon = priority::horizon(priority, Duration::ZERO, self.inner.aging);
+        loop {
+            let max_wait = horizon.map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX));
+            match self.book(sent_at, cost, max_wait).await {
+                // A lower class asked for a slot beyond its horizon: nothing was taken;
+                // ask again when the slot is within it (or the reservation has aged).
+                Ok(Booked::Later { wait_us }) if horizon.is_some() => {
+                    // The offered slot starts `wait_us` after the call's `sent_at` (the
+                    // script's now); asleep until it is within the horizon, or aged.
+                    let slot = sent_at + Duration::from_micros(wait_us);
+                    let h = horizon.unwrap_or_default();
+                    tokio::time::sleep_until(priority::ask_again_at(
+                        slot,
+                        h,
+                        started + self.inner.aging,
+                        tollgate::clock::now(),
+                    ))
+                    .await;
+                    sent_at = tollgate::clock::now();
+                    horizon = priority::horizon(priority, sent_at - started, self.inner.aging);
+                }
+                answer => return self.booked(answer, sent_at, cost, priority).await,
+            }
+        }
+    }
+
+    /// What a reservation's final answer from the script comes to.
+    async fn booked(
+        &self,
+        answer: Result<Booked, RedisLimiterError>,
+        sent_at: Instant,
+        cost: Cost,
+        priority: Priority,
+    ) -> Result<(Reservation, Option<Booking>)> {
+        match answer {
             Ok(Booked::Granted { wait_us, now_us }) => {
                 let booking = Booking {
                     start_us: now_us.saturating_add(wait_us),
