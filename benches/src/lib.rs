@@ -30,6 +30,7 @@ pub mod headers;
 pub mod overhead;
 pub mod pacing;
 pub mod priority;
+pub mod redis_peer;
 pub mod report;
 pub mod sim_http;
 pub mod stats;

@@ -5,12 +5,13 @@
 //! calls' queue delay (from `reserve` to grant) and the batch throughput. Only the limiter
 //! is measured (no provider): a granted call is "answered" after a seeded service time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::clock;
 
 use tollgate::catalog::Limits;
-use tollgate::limit::{Cost, LimiterConfig, Priority, TokenBucketRateLimiter};
+use tollgate::limit::{Cost, LimiterBackend, LimiterConfig, Priority, TokenBucketRateLimiter};
 use tollgate_sim::SimRng;
 
 use crate::report::{Section, Table, num};
@@ -77,6 +78,28 @@ impl PriorityConfig {
         seed: 3,
     };
 
+    /// The same load on a shared backend (Redis) in real time: 2 minutes, the first 30 s of
+    /// warm-up.
+    pub const REAL_TIME: PriorityConfig = PriorityConfig {
+        duration: Duration::from_secs(120),
+        warmup: Duration::from_secs(30),
+        ..PriorityConfig::FULL
+    };
+
+    /// The limiter configuration of the benchmark's model.
+    pub fn limiter_config(&self, model_id: &str) -> LimiterConfig {
+        LimiterConfig::new(
+            model_id,
+            Limits {
+                rpm: self.rpm,
+                ..Limits::default()
+            },
+        )
+        .with_adaptive(false)
+        // Only the limiter is measured: requests "arrive" when granted.
+        .with_arrival_allowance(Duration::ZERO)
+    }
+
     fn measured_minutes(&self) -> f64 {
         (self.duration - self.warmup).as_secs_f64() / 60.0
     }
@@ -111,20 +134,20 @@ impl PriorityReport {
     }
 }
 
-/// Runs the load against one limiter with calls classed by `queueing`. Must run on a
-/// paused clock.
+/// Runs the load against one in-process limiter with calls classed by `queueing`. Must
+/// run on a paused clock.
 pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
+    let limiter = TokenBucketRateLimiter::new(config.limiter_config("m"));
+    run_on(Arc::new(limiter), queueing, config).await
+}
+
+/// Runs the load against `limiter` (any backend) with calls classed by `queueing`.
+pub async fn run_on(
+    limiter: Arc<dyn LimiterBackend>,
+    queueing: Queueing,
+    config: PriorityConfig,
+) -> PriorityReport {
     let (interactive_class, batch_class) = queueing.classes();
-    let limits = Limits {
-        rpm: config.rpm,
-        ..Limits::default()
-    };
-    let limiter = TokenBucketRateLimiter::new(
-        LimiterConfig::new("m", limits)
-            .with_adaptive(false)
-            // In process: requests arrive when sent.
-            .with_arrival_allowance(std::time::Duration::ZERO),
-    );
     let start = clock::now();
     let (warmup, end) = (config.warmup, config.duration);
     let mut seeds = SimRng::new(config.seed);
@@ -140,7 +163,7 @@ pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
                 while start.elapsed() < end {
                     let asked = start.elapsed();
                     let mut r = limiter
-                        .reserve_with(Cost::call(0, 0), batch_class)
+                        .reserve(Cost::call(0, 0), batch_class)
                         .await
                         .expect("one request fits");
                     r.mark_sent();
@@ -167,7 +190,7 @@ pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
         let limiter = limiter.clone();
         interactive.push(tokio::spawn(async move {
             let mut r = limiter
-                .reserve_with(Cost::call(0, 0), interactive_class)
+                .reserve(Cost::call(0, 0), interactive_class)
                 .await
                 .expect("one request fits");
             r.mark_sent();
@@ -210,6 +233,38 @@ pub async fn run(queueing: Queueing, config: PriorityConfig) -> PriorityReport {
 
 /// Benchmark 4's section of `docs/benchmarks.md`.
 pub fn section(reports: &[PriorityReport], config: PriorityConfig) -> Section {
+    table_section(
+        reports,
+        config,
+        "4. Priority classes",
+        "in process, on tokio's paused clock",
+    )
+}
+
+/// Benchmark 4 on tollgate-redis: the same load on one Redis in real time.
+pub fn redis_section(reports: &[PriorityReport], config: PriorityConfig) -> Section {
+    let mut section = table_section(
+        reports,
+        config,
+        "4b. Priority classes on Redis",
+        "on tollgate-redis (one local Redis), in real time",
+    );
+    section.notes.push(
+        "On Redis a reservation books its slot and sleeps, so a class cannot jump a slot \
+         already booked: a `Batch` reservation books only slots within `BATCH_HORIZON` (1 s) \
+         of now and asks again when offered one further off; `Interactive` books any slot. \
+         The two runs (FIFO, priorities) run at once, each on a model key of its own."
+            .to_owned(),
+    );
+    section
+}
+
+fn table_section(
+    reports: &[PriorityReport],
+    config: PriorityConfig,
+    title: &str,
+    place: &str,
+) -> Section {
     let mut table = Table::new(&[
         "queue",
         "interactive calls",
@@ -240,16 +295,15 @@ pub fn section(reports: &[PriorityReport], config: PriorityConfig) -> Section {
         ]);
     }
     Section {
-        title: "4. Priority classes".to_owned(),
+        title: title.to_owned(),
         intro: vec![format!(
-            "One model at {} rpm (full-minute bucket, aging at the default {} s) on tokio's \
-             paused clock: {} closed-loop batch callers (each served in {}–{} ms, then \
+            "One model at {} rpm (full-minute bucket, aging at the default {} s) {place}: \
+             {} closed-loop batch callers (each served in {}–{} ms, then \
              reserving again) keep the queue full, and interactive calls arrive as a seeded \
-             Poisson stream of {} a minute. {} simulated minutes, the first {} s of warm-up \
+             Poisson stream of {} a minute. {} minutes, the first {} s of warm-up \
              (the full bucket draining) not measured. Run twice: every call at \
              `Priority::Default` (one FIFO queue), then interactive calls at \
-             `Priority::Interactive` and batch calls at `Priority::Batch` \
-             (`reserve_with`).",
+             `Priority::Interactive` and batch calls at `Priority::Batch`.",
             config.rpm,
             LimiterConfig::DEFAULT_AGING.as_secs(),
             config.batch_callers,
