@@ -12,6 +12,9 @@
 //!   load, one FIFO queue against priority classes.
 //! - [`headers`] (benchmark 5): pacing by the provider's rate-limit headers, continuous
 //!   and fixed-window providers, Anthropic- and OpenAI-style headers.
+//! - [`first_call`]: a fresh process's first call through `openai` and
+//!   `openai-compatible`, many processes against a minimal server on loopback
+//!   (`benches/first_call.rs`).
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
@@ -26,6 +29,7 @@
 
 pub mod adaptive;
 pub mod clients;
+pub mod first_call;
 pub mod headers;
 pub mod overhead;
 pub mod pacing;

@@ -28,7 +28,9 @@ pub async fn serve(provider: SimProvider) -> io::Result<u16> {
 }
 
 /// Reads one request's headers and body; `None` at the end of the stream.
-async fn read_message(reader: &mut BufReader<TcpStream>) -> io::Result<Option<(String, Vec<u8>)>> {
+pub(crate) async fn read_message(
+    reader: &mut BufReader<TcpStream>,
+) -> io::Result<Option<(String, Vec<u8>)>> {
     let mut first = String::new();
     if reader.read_line(&mut first).await? == 0 {
         return Ok(None);

@@ -279,13 +279,14 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 8] = [
+const BENCHES: [(&str, &str); 9] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
     ("tollgate-bench", "priority"),
     ("tollgate-bench", "headers"),
     ("tollgate-bench", "distributed"),
+    ("tollgate-bench", "first_call"),
     ("tollgate", "sse"),
     ("tollgate-cli", "batch"),
 ];

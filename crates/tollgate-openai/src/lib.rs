@@ -23,6 +23,9 @@
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
+//! 0. `Models::build` asks [`OpenAiProvider`] each model's `base_url`, which for an
+//!    `openai` model also starts loading its tiktoken table on a thread of its own, so
+//!    that the first call finds it loaded (or waits only for the rest of the load);
 //! 1. [`OpenAiProvider::build`](tollgate::provider::Provider::build) (once per
 //!    `Models`) makes the kit's [`tollgate::http::HttpClient`];
 //! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint

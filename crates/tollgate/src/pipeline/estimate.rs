@@ -133,9 +133,95 @@ pub enum TiktokenEncoding {
     O200k,
 }
 
+/// One encoding's table, loaded once per process, and whether a warm-up started.
+#[cfg(feature = "tiktoken")]
+struct Table {
+    bpe: std::sync::OnceLock<&'static tiktoken_rs::CoreBPE>,
+    warming: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "tiktoken")]
+impl Table {
+    const fn new() -> Self {
+        Table {
+            bpe: std::sync::OnceLock::new(),
+            warming: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+#[cfg(feature = "tiktoken")]
+static CL100K: Table = Table::new();
+#[cfg(feature = "tiktoken")]
+static O200K: Table = Table::new();
+
+#[cfg(feature = "tiktoken")]
+impl TiktokenEncoding {
+    fn slot(self) -> &'static Table {
+        match self {
+            TiktokenEncoding::Cl100k => &CL100K,
+            TiktokenEncoding::O200k => &O200K,
+        }
+    }
+
+    /// The table, loaded here on first use; a load under way on another thread (a
+    /// [`TiktokenEncoding::warm_up`]) is waited for, not repeated.
+    fn table(self) -> &'static tiktoken_rs::CoreBPE {
+        self.slot().bpe.get_or_init(|| match self {
+            TiktokenEncoding::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+            TiktokenEncoding::O200k => tiktoken_rs::o200k_base_singleton(),
+        })
+    }
+
+    /// Whether this process has loaded the table.
+    pub fn is_loaded(self) -> bool {
+        self.slot().bpe.get().is_some()
+    }
+
+    /// Whether a [`TiktokenEncoding::warm_up`] started loading the table in this process.
+    pub fn warm_up_started(self) -> bool {
+        self.slot()
+            .warming
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Starts loading the table on a thread of its own, once per process, so that the
+    /// first estimate finds it loaded (a load is about 150 ms of CPU in a release build,
+    /// several times that in a debug one). Returns at once: the thread's handle when
+    /// this call started it; `None` when the table is loaded or loading already, or when
+    /// no thread could be started (the first estimate then loads it, as without a
+    /// warm-up).
+    ///
+    /// An estimate made while the thread loads waits for the rest of that load, never a
+    /// second one. The thread's load costs about a tenth more CPU than the caller's own
+    /// would (glibc gives the thread an allocation arena of its own, and the table is
+    /// some 600,000 allocations), so an estimate made right after the warm-up started
+    /// can wait that much longer; one made later waits less, or not at all.
+    pub fn warm_up(self) -> Option<std::thread::JoinHandle<()>> {
+        use std::sync::atomic::Ordering;
+        let slot = self.slot();
+        if self.is_loaded() || slot.warming.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("tollgate-tiktoken".into())
+            .spawn(move || {
+                self.table();
+            });
+        match spawned {
+            Ok(handle) => Some(handle),
+            Err(_) => {
+                slot.warming.store(false, Ordering::Release);
+                None
+            }
+        }
+    }
+}
+
 /// Exact token counts for OpenAI models, offline: the BPE tables are compiled into the
-/// binary (feature `tiktoken`). Loading a table takes tens of milliseconds once; later
-/// calls share it.
+/// binary (feature `tiktoken`). Loading a table takes tens of milliseconds (more in a
+/// debug build) once per process, on the first estimate or ahead of it with
+/// [`TiktokenEstimator::warm_up`]; later estimates share it.
 #[cfg(feature = "tiktoken")]
 #[derive(Debug, Clone, Copy)]
 pub struct TiktokenEstimator {
@@ -168,15 +254,53 @@ impl TiktokenEstimator {
         };
         Self::new(encoding)
     }
+
+    /// The encoding this estimator counts with.
+    pub fn encoding(&self) -> TiktokenEncoding {
+        self.encoding
+    }
+
+    /// Starts loading this estimator's table in the background
+    /// ([`TiktokenEncoding::warm_up`]).
+    pub fn warm_up(&self) -> Option<std::thread::JoinHandle<()>> {
+        self.encoding.warm_up()
+    }
 }
 
 #[cfg(feature = "tiktoken")]
 impl TokenEstimator for TiktokenEstimator {
     fn estimate_text(&self, text: &str) -> u64 {
-        let bpe = match self.encoding {
-            TiktokenEncoding::Cl100k => tiktoken_rs::cl100k_base_singleton(),
-            TiktokenEncoding::O200k => tiktoken_rs::o200k_base_singleton(),
-        };
-        bpe.encode_ordinary(text).len() as u64
+        self.encoding.table().encode_ordinary(text).len() as u64
+    }
+}
+
+#[cfg(all(test, feature = "tiktoken"))]
+mod tiktoken_tests {
+    use super::*;
+
+    #[test]
+    fn warm_up_loads_the_table_on_its_own_thread_once() {
+        let encoding = TiktokenEncoding::O200k;
+        assert!(!encoding.is_loaded() && !encoding.warm_up_started());
+        let thread = encoding
+            .warm_up()
+            .expect("the first warm-up starts a thread");
+        assert!(encoding.warm_up_started());
+        assert!(encoding.warm_up().is_none(), "one load per process");
+        thread.join().expect("the load does not panic");
+        assert!(encoding.is_loaded());
+        let exact = TiktokenEstimator::new(encoding).estimate_text("Hello, world!");
+        assert_eq!(exact, 4);
+    }
+
+    #[test]
+    fn estimate_loads_the_table_without_a_warm_up() {
+        let encoding = TiktokenEncoding::Cl100k;
+        assert_eq!(
+            TiktokenEstimator::new(encoding).estimate_text("Hello, world!"),
+            4
+        );
+        assert!(encoding.is_loaded() && !encoding.warm_up_started());
+        assert!(encoding.warm_up().is_none(), "nothing left to load");
     }
 }
