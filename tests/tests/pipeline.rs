@@ -289,6 +289,25 @@ async fn a_call_that_cannot_fit_the_spend_cap_fails_without_queueing() {
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
 
+/// A call's input is estimated once, however it goes: the estimate (a tokenizer's
+/// count, milliseconds on a long prompt) feeds the window check, the cost and an
+/// overflow's figures, and a stream is handed over without counting again after its
+/// first event has arrived.
+#[tokio::test(start_paused = true)]
+async fn a_calls_input_is_estimated_once_for_a_single_answer_and_a_stream() {
+    let s = setup_with(vec![entry("m").with_context_window(100_000)], config());
+    s.fake.reply("m", FakeReply::text("one"));
+    s.send(&ask("hi")).await.unwrap();
+    assert_eq!(s.fake.estimates("m"), 1);
+    s.fake.reply("m", FakeReply::text("two"));
+    let chat = s.models.chat("m").await.unwrap();
+    let mut stream = chat.stream_response(&ask("hi")).await.unwrap();
+    while let Some(event) = stream.next().await {
+        event.unwrap();
+    }
+    assert_eq!(s.fake.estimates("m"), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn overloaded_529_is_retried_and_slows_the_model_more_than_a_429() {
     let s = setup_with(vec![entry("m"), entry("n")], config());

@@ -53,6 +53,7 @@ use futures::stream;
 use tollgate::catalog::{Catalog, ModelEntry};
 use tollgate::pipeline::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+    TokenEstimator,
 };
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::{
@@ -79,6 +80,8 @@ struct State {
     rules: Vec<(Matcher, Step)>,
     injected: HashMap<(String, u64), Fault>,
     calls: HashMap<String, u64>,
+    /// Input estimates the pipeline asked for, per model.
+    estimates: HashMap<String, u64>,
     journal: Vec<LlmRequest>,
     replay: Option<(ReplayCache, String)>,
     replay_seq: HashMap<LlmRequest, u64>,
@@ -269,6 +272,12 @@ impl FakeProvider {
     /// How many calls reached `model_id` (failed ones included).
     pub fn calls(&self, model_id: &str) -> u64 {
         self.lock().calls.get(model_id).copied().unwrap_or(0)
+    }
+
+    /// How many times the pipeline asked `model_id`'s chat transport for an input-token
+    /// estimate (a tokenizer's count costs milliseconds on a long prompt: once per call).
+    pub fn estimates(&self, model_id: &str) -> u64 {
+        self.lock().estimates.get(model_id).copied().unwrap_or(0)
     }
 
     /// Every chat request received, in order.
@@ -468,6 +477,16 @@ impl ChatTransport for FakeChat {
             (_, Some(_)) => Err(script::INTERRUPTION.into()),
             (response, None) => Ok(response),
         }
+    }
+
+    fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
+        *self
+            .provider
+            .lock()
+            .estimates
+            .entry(self.model.id.clone())
+            .or_default() += 1;
+        tollgate::pipeline::DefaultEstimator.estimate_request(request)
     }
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {

@@ -44,7 +44,7 @@ impl PipelineChat {
     /// What a call of `request` would reserve on this model (for a chain picking one).
     pub(crate) fn probe_cost(&self, request: &LlmRequest) -> Result<Cost> {
         let (request, limit) = self.prepare_request(request)?;
-        Ok(self.cost(&request, limit))
+        Ok(Cost::call(self.input_estimate(&request), limit))
     }
 
     /// Answers on this model, recording the call; the first attempt uses `reservation`
@@ -100,28 +100,26 @@ impl PipelineChat {
         Ok((request, limit))
     }
 
-    fn cost(&self, request: &LlmRequest, limit: u64) -> Cost {
-        Cost::call(self.transport.estimate_input_tokens(request), limit)
+    /// The call's input estimate: counted once per call (a tokenizer's count of a long
+    /// prompt takes milliseconds) and reused for the cost, the window check, a re-run's
+    /// limit and an overflow's figures; the output limit is not part of it.
+    fn input_estimate(&self, request: &LlmRequest) -> u64 {
+        self.transport.estimate_input_tokens(request)
     }
 
     /// The output limit of the re-run of a cut-off answer: the ceiling, lowered to what
     /// the context window leaves after the input estimate.
-    fn rerun_limit(&self, request: &LlmRequest, ceiling: u64) -> u64 {
+    fn rerun_limit(&self, input: u64, ceiling: u64) -> u64 {
         match self.rt.entry.context_window {
-            Some(window) => {
-                ceiling.min(window.saturating_sub(self.transport.estimate_input_tokens(request)))
-            }
+            Some(window) => ceiling.min(window.saturating_sub(input)),
             None => ceiling,
         }
     }
 
     /// The call's input estimate plus `limit` must fit the catalog's `context_window`
     /// (when it sets one); checked before anything is reserved or sent.
-    fn check_window(&self, request: &LlmRequest, limit: u64) -> Result<()> {
-        let needed = self
-            .transport
-            .estimate_input_tokens(request)
-            .saturating_add(limit);
+    fn check_window(&self, input: u64, limit: u64) -> Result<()> {
+        let needed = input.saturating_add(limit);
         match self.rt.entry.context_window {
             Some(window) if needed > window => Err(Error::ContextWindowExceeded {
                 model_id: self.rt.entry.id.clone(),
@@ -134,33 +132,31 @@ impl PipelineChat {
 
     /// A context overflow the provider reported (by code or stop reason), with the model,
     /// tollgate's estimate of the need and the catalog's window filled in.
-    fn overflow(&self, request: &LlmRequest, limit: u64) -> Error {
+    fn overflow(&self, input: u64, limit: u64) -> Error {
         Error::ContextWindowExceeded {
             model_id: self.rt.entry.id.clone(),
-            needed: self
-                .transport
-                .estimate_input_tokens(request)
-                .saturating_add(limit),
+            needed: input.saturating_add(limit),
             window: self.rt.entry.context_window,
         }
     }
 
     /// Fills in a provider's context-overflow error; other errors pass through.
-    fn name_overflow(&self, error: Error, request: &LlmRequest, limit: u64) -> Error {
+    fn name_overflow(&self, error: Error, input: u64, limit: u64) -> Error {
         match error {
-            Error::ContextWindowExceeded { .. } => self.overflow(request, limit),
+            Error::ContextWindowExceeded { .. } => self.overflow(input, limit),
             other => other,
         }
     }
 
     async fn answer(&self, call: &mut CallState, request: &LlmRequest) -> Result<LlmResponse> {
         let (mut request, mut limit) = self.prepare_request(request)?;
+        let input = self.input_estimate(&request);
         let ceiling = self.rt.entry.max_output_tokens.unwrap_or(limit);
         let rule = self.transport.accounting();
         let mut corrections = 0;
         let mut rerun_at_ceiling = false;
         loop {
-            self.check_window(&request, limit)?;
+            self.check_window(input, limit)?;
             call.set_max_tokens(limit);
             let send = |deployment: usize| {
                 let (transport, request) = (self.transports[deployment].clone(), request.clone());
@@ -174,20 +170,20 @@ impl PipelineChat {
                 }
             };
             let (response, _) = call
-                .run(self.cost(&request, limit), rule, send)
+                .run(Cost::call(input, limit), rule, send)
                 .await
-                .map_err(|e| self.name_overflow(e, &request, limit))?;
+                .map_err(|e| self.name_overflow(e, input, limit))?;
             call.responded(response.model(), stop_name(response.stop_reason()));
             match response.stop_reason() {
                 // The window is full: a larger output limit cannot help, so no re-run.
-                StopReason::ContextWindowExceeded => return Err(self.overflow(&request, limit)),
+                StopReason::ContextWindowExceeded => return Err(self.overflow(input, limit)),
                 StopReason::MaxTokens
-                    if limit < self.rerun_limit(&request, ceiling) && !rerun_at_ceiling =>
+                    if limit < self.rerun_limit(input, ceiling) && !rerun_at_ceiling =>
                 {
                     // Cut off below the ceiling: once more with the model's whole ceiling
                     // (or as much of it as the context window leaves room for).
                     rerun_at_ceiling = true;
-                    limit = self.rerun_limit(&request, ceiling);
+                    limit = self.rerun_limit(input, ceiling);
                     request = request.with_max_output_tokens(limit)?;
                     continue;
                 }
@@ -278,11 +274,12 @@ impl PipelineChat {
                 return Err(e);
             }
         };
-        if let Err(e) = self.check_window(&request, limit) {
+        let input = self.input_estimate(&request);
+        if let Err(e) = self.check_window(input, limit) {
             call.finish(Err(&e));
             return Err(e);
         }
-        let cost = self.cost(&request, limit);
+        let cost = Cost::call(input, limit);
         call.set_max_tokens(limit);
         loop {
             let timeout = call.attempt_timeout();
@@ -343,7 +340,7 @@ impl PipelineChat {
                         call,
                         rule: self.transport.accounting(),
                         shape: request.sampling_params().response_shape().cloned(),
-                        overflow: Some(self.overflow(&request, limit)),
+                        overflow: Some(self.overflow(input, limit)),
                         delivered: 0,
                         done: false,
                         last_usage: None,
@@ -352,7 +349,7 @@ impl PipelineChat {
                 Err(e) => match call.fail(prepared, &e, &signals, self.transport.accounting()) {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => {
-                        let e = self.name_overflow(e, &request, limit);
+                        let e = self.name_overflow(e, input, limit);
                         call.finish(Err(&e));
                         return Err(e);
                     }
