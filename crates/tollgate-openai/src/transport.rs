@@ -52,11 +52,15 @@ impl Provider for OpenAiProvider {
     /// that the first call does not pay for the load (about 150 ms of CPU in a release
     /// build, 0.5–2 s in a debug one on a busy machine); build does not wait for it.
     fn base_url(&self, model: &ModelEntry) -> Option<String> {
-        let options = OpenAiOptions::from_model(model).ok()?;
-        if options.quirks.tiktoken {
+        OpenAiOptions::from_model(model).ok().map(|o| o.base_url)
+    }
+
+    /// Starts loading the model's tiktoken table in the background, so that the process's
+    /// first call does not load it on its way out (`openai-compatible` loads nothing).
+    fn prepare(&self, model: &ModelEntry) {
+        if OpenAiOptions::from_model(model).is_ok_and(|o| o.quirks.tiktoken) {
             TiktokenEstimator::for_model(&model.name).warm_up();
         }
-        Some(options.base_url)
     }
 
     /// `openai-compatible` servers often take no key; a model may still name one.

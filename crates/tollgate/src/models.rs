@@ -199,6 +199,9 @@ impl ModelsBuilder {
             let provider = registry.get(&m.provider);
             // Where a model's (or deployment's) calls go, for `server.address`.
             let server = |entry: &ModelEntry| {
+                if let Some(p) = provider {
+                    p.prepare(entry);
+                }
                 provider
                     .and_then(|p| p.base_url(entry))
                     .and_then(|url| Server::of(&url))

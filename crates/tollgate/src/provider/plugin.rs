@@ -41,6 +41,14 @@ pub trait Provider: Send + Sync + Debug + 'static {
             .map(str::to_owned)
     }
 
+    /// Called once per catalog model (and deployment) of this provider when
+    /// [`crate::Models`] is built, before any call: where to start work that would
+    /// otherwise land on the model's first call (e.g. loading a tokenizer's tables in the
+    /// background). Must return at once and never fail; by default nothing.
+    fn prepare(&self, model: &ModelEntry) {
+        let _ = model;
+    }
+
     /// Builds the provider's transports. Must not copy secrets: keep the
     /// [`ProviderContext`]'s [`super::CredentialRef`]s and resolve them on each call.
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>>;
