@@ -70,6 +70,7 @@ mod aws;
 mod converse;
 mod converse_codec;
 mod embeddings;
+mod exceptions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -175,7 +175,17 @@ impl WireScript for AnthropicOnBedrock {
         event_stream(events.iter().map(chunk).collect(), first_event)
     }
 
+    /// Claude's own wording, passed through by Bedrock in a `ValidationException`.
     fn context_overflow(&self) -> Option<Reply> {
+        Some(exception(
+            400,
+            "ValidationException",
+            "The model returned the following errors: prompt is too long: 215000 tokens > \
+             200000 maximum",
+        ))
+    }
+
+    fn context_window_stop(&self) -> Option<Reply> {
         Some(Reply::json(
             200,
             &message(
@@ -265,6 +275,14 @@ impl WireScript for Converse {
     }
 
     fn context_overflow(&self) -> Option<Reply> {
+        Some(exception(
+            400,
+            "ValidationException",
+            "Input is too long for requested model.",
+        ))
+    }
+
+    fn context_window_stop(&self) -> Option<Reply> {
         Some(Reply::json(
             200,
             &converse_answer(

@@ -20,6 +20,8 @@ macro_rules! provider_contract_tests {
             quota_exhausted_is_final_and_names_the_provider,
             a_refusal_is_a_provider_refusal_costed_at_its_usage,
             a_context_overflow_is_typed_and_names_the_model,
+            a_context_window_stop_is_typed_and_names_the_model,
+            a_reported_overflow_moves_to_a_larger_window_when_opted_in,
             a_connection_closed_before_the_answer_is_retried,
             a_refused_connection_is_retryable,
             a_good_stream_reaches_the_reader_and_completes,

@@ -95,9 +95,16 @@ pub trait WireScript: Send + Sync + 'static {
     /// The provider's "out of quota or credit" answer.
     fn quota_exhausted(&self, message: &str) -> Reply;
 
-    /// The provider's "the input does not fit the context window" answer (an error or
-    /// a stop reason); `None` when the provider never says so (it truncates silently).
+    /// The provider's error answer for an input that does not fit the model's context
+    /// window, as it sends it (OpenAI's `context_length_exceeded`, Anthropic's "prompt is
+    /// too long", Bedrock's `ValidationException`, Gemini's `INVALID_ARGUMENT`); `None`
+    /// when the provider never answers so (it truncates silently, or only stops).
     fn context_overflow(&self) -> Option<Reply>;
+
+    /// A whole answer whose stop reason says the context window filled (Anthropic's and
+    /// Bedrock's `model_context_window_exceeded`); `None` when the provider has no such
+    /// stop reason.
+    fn context_window_stop(&self) -> Option<Reply>;
 
     /// An answer the model refused for safety reasons (a refusal stop or a content
     /// filter); `None` when the provider has no such answer.
