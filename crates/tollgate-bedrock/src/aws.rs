@@ -1,7 +1,7 @@
 //! What both providers share: a model's options, its SDK client (region, endpoint,
-//! credentials, no SDK retries, tollgate's connect timeout), and the mapping of SDK
-//! failures to tollgate's error types (Bedrock's modeled exceptions are read in
-//! [`crate::exceptions`]).
+//! credentials, no SDK retries, tollgate's connect timeout, the model's response-size
+//! cap), and the mapping of SDK failures to tollgate's error types (Bedrock's modeled
+//! exceptions are read in [`crate::exceptions`]).
 
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use tollgate::wire::{ModelOptions, connection_cause, connection_error, keep_raw,
 use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
 use crate::exceptions::read_exception;
+use crate::response_cap::{ResponseCap, too_large};
 
 /// A Bedrock model's `[models.ID.options]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +209,10 @@ impl BedrockClient {
                         StalledStreamProtectionConfig::enabled()
                             .grace_period(self.model.stream_idle_timeout() + STALL_MARGIN)
                             .build(),
-                    );
+                    )
+                    // The model's `max_response_bytes`, on whole answers and on each
+                    // event-stream message (the SDK reads both itself).
+                    .interceptor(ResponseCap::new(&self.model));
                 if let Some(url) = &self.options.endpoint_url {
                     config = config.endpoint_url(url);
                 }
@@ -254,6 +258,7 @@ pub(crate) fn call_config(
 ///
 /// | SDK error | error |
 /// |---|---|
+/// | any, caused by an answer or event-stream message over the model's `max_response_bytes` ([`crate::response_cap`]) | `Error::ResponseTooLarge` |
 /// | `ServiceError` (a modeled exception) | by [`read_exception`] and the core's verdict, with the answer's `retry-after` |
 /// | `ServiceError` without an exception name on a 2xx (a success answer the SDK could not parse) | `ProviderError::Malformed`, the answer's first bytes kept |
 /// | `TimeoutError`, a `DispatchFailure` that timed out | `ProviderError::Timeout` |
@@ -276,6 +281,9 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 {
+    if let Some(too_large) = too_large(error) {
+        return too_large;
+    }
     let secret_strs: Vec<&str> = secrets.iter().map(String::as_str).collect();
     match error {
         SdkError::ServiceError(service)

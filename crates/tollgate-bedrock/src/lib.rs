@@ -74,6 +74,7 @@ mod exceptions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod response_cap;
 
 pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
 pub use converse::{BedrockConverseProvider, ConverseChat};

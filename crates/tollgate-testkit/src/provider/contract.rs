@@ -37,6 +37,7 @@ macro_rules! provider_contract_tests {
             a_malformed_answer_is_retried_then_answered,
             a_malformed_stream_event_is_retried_before_the_first_event_only,
             an_answer_larger_than_the_models_cap_fails_typed,
+            a_stream_event_larger_than_the_models_cap_fails_typed,
             a_429_storm_is_waited_out_then_answered,
             a_429_storm_longer_than_the_budget_ends_rate_limited,
             a_burst_of_server_errors_is_retried_then_answered,

@@ -76,10 +76,12 @@ pub trait WireScript: Send + Sync + 'static {
         b"data: {not json\n\n".to_vec()
     }
 
-    /// Whether the provider caps the size of an answer it reads (catalog
-    /// `max_response_bytes`); an SDK that reads its own bodies may not.
-    fn caps_response_size(&self) -> bool {
-        true
+    /// The first bytes of one stream event `len` bytes long, in the provider's framing;
+    /// the kit sends filler for the rest. By default the opening of an SSE event's `data`
+    /// (a JSON string that never ends), which is also one unending NDJSON line.
+    fn oversized_event(&self, len: usize) -> Vec<u8> {
+        let _ = len;
+        b"data: {\"filler\": \"".to_vec()
     }
 
     /// The provider's error answer for `status`, carrying `message`, as it sends it for
