@@ -108,6 +108,10 @@ impl WireScript for AnthropicWire {
     }
 
     fn context_overflow(&self) -> Option<Reply> {
+        Some(self.error(400, "prompt is too long: 215000 tokens > 200000 maximum"))
+    }
+
+    fn context_window_stop(&self) -> Option<Reply> {
         Some(Reply::json(
             200,
             &message(

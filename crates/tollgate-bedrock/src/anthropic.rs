@@ -17,7 +17,8 @@ use tollgate::wire::{decode_events, keep_raw, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
 
-use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
+use crate::aws::{BedrockClient, events, sdk_error, send_once};
+use crate::exceptions::classify;
 
 /// The `anthropic_version` Bedrock's Claude models take in the body.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";

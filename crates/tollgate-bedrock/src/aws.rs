@@ -1,6 +1,7 @@
 //! What both providers share: a model's options, its SDK client (region, endpoint,
-//! credentials, no SDK retries, tollgate's connect timeout), and the mapping of Bedrock's
-//! modeled exceptions to tollgate's error types.
+//! credentials, no SDK retries, tollgate's connect timeout, the model's response-size
+//! cap), and the mapping of SDK failures to tollgate's error types (Bedrock's modeled
+//! exceptions are read in [`crate::exceptions`]).
 
 use std::time::Duration;
 
@@ -22,10 +23,11 @@ use tokio::sync::OnceCell;
 use tollgate::catalog::CatalogError;
 use tollgate::pipeline::parse_retry_after;
 use tollgate::provider::{CredentialRef, ProviderContext};
-use tollgate::wire::{
-    ModelOptions, WireError, connection_cause, connection_error, keep_raw, redact,
-};
+use tollgate::wire::{ModelOptions, connection_cause, connection_error, keep_raw, redact};
 use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
+
+use crate::exceptions::read_exception;
+use crate::response_cap::{ResponseCap, too_large};
 
 /// A Bedrock model's `[models.ID.options]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +209,10 @@ impl BedrockClient {
                         StalledStreamProtectionConfig::enabled()
                             .grace_period(self.model.stream_idle_timeout() + STALL_MARGIN)
                             .build(),
-                    );
+                    )
+                    // The model's `max_response_bytes`, on whole answers and on each
+                    // event-stream message (the SDK reads both itself).
+                    .interceptor(ResponseCap::new(&self.model));
                 if let Some(url) = &self.options.endpoint_url {
                     config = config.endpoint_url(url);
                 }
@@ -249,62 +254,11 @@ pub(crate) fn call_config(
     })
 }
 
-/// Reads a Bedrock exception, by its modeled name (`code`), into a [`WireError`]: the
-/// status it stands for and what only its name says; the core's verdict decides.
-///
-/// | exception | wire | error |
-/// |---|---|---|
-/// | ThrottlingException | 429 | `ProviderError::RateLimited` |
-/// | ServiceUnavailableException, ModelNotReadyException | the wire's status (503), `overloaded` | `ProviderError::Overloaded` |
-/// | InternalServerException, ModelStreamErrorException | 500 | `ProviderError::Server { 500 }` |
-/// | ModelTimeoutException | 408 | `ProviderError::Timeout` |
-/// | ServiceQuotaExceededException | `quota` | `Error::QuotaExhausted` |
-/// | AccessDeniedException about payment or a Marketplace subscription | `quota` | `Error::QuotaExhausted` |
-/// | ValidationException, AccessDeniedException, ResourceNotFoundException, ModelErrorException | 400, 403, 404, 424 | `ProviderRequestError` |
-///
-/// An unknown code keeps the HTTP status when there is one, else it is a 500.
-pub(crate) fn read_exception(
-    code: Option<&str>,
-    message: Option<&str>,
-    status: Option<u16>,
-) -> WireError {
-    let code = code.unwrap_or("");
-    let message = message.unwrap_or("");
-    let payment =
-        message.contains("INVALID_PAYMENT_INSTRUMENT") || message.contains("AWS Marketplace");
-    let (status, overloaded, quota) = match code {
-        "ThrottlingException" => (429, false, false),
-        "ServiceUnavailableException" | "ModelNotReadyException" => {
-            (status.unwrap_or(503), true, false)
-        }
-        "InternalServerException" | "ModelStreamErrorException" => (500, false, false),
-        "ModelTimeoutException" => (408, false, false),
-        "ServiceQuotaExceededException" => (status.unwrap_or(400), false, true),
-        "AccessDeniedException" => (403, false, payment),
-        "ValidationException" => (400, false, false),
-        "ResourceNotFoundException" => (404, false, false),
-        "ModelErrorException" => (424, false, false),
-        _ => (status.unwrap_or(500), false, false),
-    };
-    WireError {
-        status,
-        kind: code.to_owned(),
-        message: message.to_owned(),
-        overloaded,
-        quota,
-        ..WireError::default()
-    }
-}
-
-/// The error a Bedrock exception means: [`read_exception`] and the core's verdict.
-pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option<u16>) -> Error {
-    read_exception(code, message, status).verdict()
-}
-
 /// Maps an SDK failure, never to a bare status:
 ///
 /// | SDK error | error |
 /// |---|---|
+/// | any, caused by an answer or event-stream message over the model's `max_response_bytes` ([`crate::response_cap`]) | `Error::ResponseTooLarge` |
 /// | `ServiceError` (a modeled exception) | by [`read_exception`] and the core's verdict, with the answer's `retry-after` |
 /// | `ServiceError` without an exception name on a 2xx (a success answer the SDK could not parse) | `ProviderError::Malformed`, the answer's first bytes kept |
 /// | `TimeoutError`, a `DispatchFailure` that timed out | `ProviderError::Timeout` |
@@ -327,6 +281,9 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 {
+    if let Some(too_large) = too_large(error) {
+        return too_large;
+    }
     let secret_strs: Vec<&str> = secrets.iter().map(String::as_str).collect();
     match error {
         SdkError::ServiceError(service)

@@ -9,9 +9,10 @@ use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
 use tollgate::wire::{decode_events, keep_raw, redact};
 use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
-use crate::aws::{BedrockClient, classify, events, sdk_error, send_once};
+use crate::aws::{BedrockClient, events, sdk_error, send_once};
 use crate::converse_codec::{self, ConverseStreamDecoder};
 use crate::embeddings::BedrockEmbeddings;
+use crate::exceptions::classify;
 
 const KEY: &str = crate::BEDROCK_CONVERSE;
 

@@ -70,9 +70,11 @@ mod aws;
 mod converse;
 mod converse_codec;
 mod embeddings;
+mod exceptions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod response_cap;
 
 pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
 pub use converse::{BedrockConverseProvider, ConverseChat};

@@ -57,6 +57,19 @@ fn event_stream(frames: Vec<Vec<u8>>, first_event: usize) -> StreamScript {
 /// What both Bedrock keys share: credentials, signatures, exceptions.
 trait Bedrock: Send + Sync + 'static {
     const KEY: &'static str;
+    /// The `:event-type` of its stream's text events.
+    const EVENT: &'static str;
+}
+
+/// The first bytes of a `kind` event `len` bytes long in all, whose JSON payload is one
+/// string of spaces: its prelude (giving the whole length) and headers, and the payload
+/// up to the string; the spaces, the string's end and the message's CRC are left out.
+fn oversized_frame(kind: &str, len: usize) -> Vec<u8> {
+    let overhead = event_frame(kind, &json!({"filler": ""})).len();
+    let whole = event_frame(kind, &json!({"filler": " ".repeat(len - overhead)}));
+    assert_eq!(whole.len(), len);
+    // Without `"}` and the 4-byte CRC: what is left ends where the spaces begin.
+    whole[..overhead - 6].to_vec()
 }
 
 /// Implements the shared parts of [`WireScript`] for a Bedrock key.
@@ -105,9 +118,9 @@ macro_rules! bedrock_common {
             Vec::new()
         }
 
-        /// The SDK reads its own bodies and event frames: tollgate cannot cap them.
-        fn caps_response_size(&self) -> bool {
-            false
+        /// An event-stream message `len` bytes long, up to its JSON payload's filler.
+        fn oversized_event(&self, len: usize) -> Vec<u8> {
+            oversized_frame(<Self as Bedrock>::EVENT, len)
         }
 
         /// The SDK's orchestrator logs a failed call's error message, as the server
@@ -123,6 +136,7 @@ struct AnthropicOnBedrock;
 
 impl Bedrock for AnthropicOnBedrock {
     const KEY: &'static str = "anthropic-bedrock";
+    const EVENT: &'static str = "chunk";
 }
 
 fn message(text: &str, stop: &str, usage: WireUsage) -> Value {
@@ -175,7 +189,17 @@ impl WireScript for AnthropicOnBedrock {
         event_stream(events.iter().map(chunk).collect(), first_event)
     }
 
+    /// Claude's own wording, passed through by Bedrock in a `ValidationException`.
     fn context_overflow(&self) -> Option<Reply> {
+        Some(exception(
+            400,
+            "ValidationException",
+            "The model returned the following errors: prompt is too long: 215000 tokens > \
+             200000 maximum",
+        ))
+    }
+
+    fn context_window_stop(&self) -> Option<Reply> {
         Some(Reply::json(
             200,
             &message(
@@ -199,6 +223,7 @@ struct Converse;
 
 impl Bedrock for Converse {
     const KEY: &'static str = "bedrock-converse";
+    const EVENT: &'static str = "contentBlockDelta";
 }
 
 fn converse_answer(text: &str, stop: &str, usage: WireUsage) -> Value {
@@ -265,6 +290,14 @@ impl WireScript for Converse {
     }
 
     fn context_overflow(&self) -> Option<Reply> {
+        Some(exception(
+            400,
+            "ValidationException",
+            "Input is too long for requested model.",
+        ))
+    }
+
+    fn context_window_stop(&self) -> Option<Reply> {
         Some(Reply::json(
             200,
             &converse_answer(

@@ -111,10 +111,18 @@ impl WireScript for GeminiWire {
         )
     }
 
-    /// Gemini says so in a 400 `INVALID_ARGUMENT` whose only sign is its message text,
-    /// which tollgate does not classify by; the catalog's `context_window` is checked
-    /// before sending instead.
+    /// A 400 `INVALID_ARGUMENT` whose only sign is its wording.
     fn context_overflow(&self) -> Option<Reply> {
+        Some(status(
+            400,
+            "The input token count (1200293) exceeds the maximum number of tokens allowed \
+             (1048576).",
+            json!([]),
+        ))
+    }
+
+    /// Gemini has no finish reason for a full window.
+    fn context_window_stop(&self) -> Option<Reply> {
         None
     }
 

@@ -129,6 +129,11 @@ impl WireScript for OpenAiWire {
         ))
     }
 
+    /// OpenAI has no stop reason for a full window (`length` is the output limit).
+    fn context_window_stop(&self) -> Option<Reply> {
+        None
+    }
+
     fn refusal(&self, wire: WireUsage) -> Option<Reply> {
         Some(Reply::json(
             200,

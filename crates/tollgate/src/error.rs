@@ -101,8 +101,9 @@ pub enum Error {
 
     /// The call does not fit the model's context window: tollgate's input estimate plus the
     /// output limit exceeds the catalog's `context_window` (checked before sending), or the
-    /// provider itself reported a context overflow (OpenAI's `context_length_exceeded`,
-    /// Anthropic's and Bedrock's `model_context_window_exceeded` stop reason). Never
+    /// provider itself reported a context overflow (OpenAI's `context_length_exceeded`;
+    /// Anthropic's, Bedrock's and Gemini's 400 for a too-long input; Anthropic's and
+    /// Bedrock's `model_context_window_exceeded` stop reason). Never
     /// retried on that model; a fallback chain may move it to a model with a larger window
     /// ([`crate::pipeline::FallbackOptions::on_context_overflow`]).
     #[error(

@@ -78,6 +78,11 @@ impl WireScript for OllamaWire {
         None
     }
 
+    /// Nor does it stop at a full window.
+    fn context_window_stop(&self) -> Option<Reply> {
+        None
+    }
+
     /// Ollama has no refusal answer.
     fn refusal(&self, _: WireUsage) -> Option<Reply> {
         None

@@ -15,14 +15,15 @@
 //!   [`StreamEvent`](tollgate::StreamEvent)s. Nothing is emitted before the first content, so that an error
 //!   event before it fails the stream before its first event (and the pipeline retries).
 //! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
-//!   status and `error.type` (never by message text); the core decides what it means.
+//!   status and `error.type`; the core decides what it means. The one message read is a
+//!   context overflow's, whose only sign is its documented wording ([`OVERFLOW_WORDING`]).
 
 mod errors;
 mod request;
 mod response;
 mod stream;
 
-pub use errors::{read_error, read_stream_error};
+pub use errors::{OVERFLOW_WORDING, is_overflow, read_error, read_stream_error};
 pub use request::{
     ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, EncodeOptions, MAX_CACHE_MARKS, MAX_TEMPERATURE,
     encode_request,

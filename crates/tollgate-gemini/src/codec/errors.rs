@@ -1,7 +1,8 @@
 //! Error bodies (`google.rpc.Status`): [`read_error`], [`read_vertex_error`] and
 //! [`read_stream_error`] into a neutral [`WireError`], by status, the canonical code
-//! name and the typed `details` (never by message text: Gemini's "check your plan and
-//! billing details" also comes with a per-minute limit).
+//! name and the typed `details` (not by message text: Gemini's "check your plan and
+//! billing details" also comes with a per-minute limit). The one message read is a
+//! context overflow's, whose only sign is its wording ([`OVERFLOW_WORDING`]).
 
 use std::time::Duration;
 
@@ -15,6 +16,30 @@ pub const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";
 pub const QUOTA_FAILURE: &str = "type.googleapis.com/google.rpc.QuotaFailure";
 /// The `@type` of an `ErrorInfo` detail.
 pub const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+/// How Gemini words a 400 `INVALID_ARGUMENT` for a prompt above the model's input token
+/// limit: its only sign (the status carries no detail of its own).
+///
+/// The status is documented for it: Vertex AI's API errors page gives 400
+/// `INVALID_ARGUMENT` with the example "Request exceeds the model's input token limit"
+/// (<https://cloud.google.com/vertex-ai/generative-ai/docs/model-reference/api-errors>);
+/// the Gemini API's troubleshooting guide lists 400 `INVALID_ARGUMENT`
+/// (<https://ai.google.dev/gemini-api/docs/troubleshooting>). The wording is the API's
+/// own, as recorded in its answers: "The input token count (3475108) exceeds the maximum
+/// number of tokens allowed (1048576)." (google-gemini/gemini-cli#4231, #6678, #12098).
+/// Matched without case, as a part of the message.
+pub const OVERFLOW_WORDING: &str = "exceeds the maximum number of tokens allowed";
+
+/// Whether a status says the prompt does not fit the model's window: a 400
+/// `INVALID_ARGUMENT` worded as [`OVERFLOW_WORDING`] says.
+pub fn is_overflow(status: u16, parsed: &Status) -> bool {
+    status == 400
+        && parsed.status == "INVALID_ARGUMENT"
+        && parsed
+            .message
+            .to_ascii_lowercase()
+            .contains(OVERFLOW_WORDING)
+}
 
 /// A `google.rpc.Status`, with the details tollgate reads.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -140,7 +165,8 @@ pub fn parse_status(body: &str) -> Option<Status> {
 /// | other 429 | `retry_after` = `RetryInfo.retryDelay` | `RateLimited` with that wait |
 /// | 503 `UNAVAILABLE` ("the model is overloaded") | `overloaded` | `Overloaded` |
 /// | 500 `INTERNAL`, 504 `DEADLINE_EXCEEDED` | — | `Server` (retried) |
-/// | 400 (`INVALID_ARGUMENT`, `API_KEY_INVALID`, `FAILED_PRECONDITION`), 401, 403, 404 | `kind` = `status`, `code` = `ErrorInfo.reason` | `ProviderRequestError` |
+/// | 400 `INVALID_ARGUMENT` worded as [`OVERFLOW_WORDING`] says | `context_overflow` | `ContextWindowExceeded` |
+/// | other 400 (`INVALID_ARGUMENT`, `API_KEY_INVALID`, `FAILED_PRECONDITION`), 401, 403, 404 | `kind` = `status`, `code` = `ErrorInfo.reason` | `ProviderRequestError` |
 pub fn read_error(status: u16, body: &[u8]) -> WireError {
     wire(status, body, false)
 }
@@ -177,10 +203,73 @@ fn wire(status: u16, body: &[u8], vertex: bool) -> WireError {
         status,
         quota,
         overloaded: (status == 503 && parsed.status == "UNAVAILABLE") || dsq,
+        context_overflow: is_overflow(status, &parsed),
         retry_after: parsed.retry_delay,
         kind: parsed.status,
         code: parsed.reason,
         message: parsed.message,
-        ..WireError::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tollgate::Error;
+
+    use super::*;
+
+    fn status(code: u16, name: &str, message: &str) -> Vec<u8> {
+        serde_json::json!({"error": {"code": code, "message": message, "status": name}})
+            .to_string()
+            .into_bytes()
+    }
+
+    const TOO_LONG: &str =
+        "The input token count (3475108) exceeds the maximum number of tokens allowed (1048576).";
+
+    #[test]
+    fn an_input_token_count_over_the_maximum_is_a_context_overflow() {
+        let wire = read_error(400, &status(400, "INVALID_ARGUMENT", TOO_LONG));
+        assert!(wire.context_overflow, "{wire:?}");
+        assert!(matches!(
+            wire.verdict(),
+            Error::ContextWindowExceeded { .. }
+        ));
+    }
+
+    #[test]
+    fn vertex_words_its_overflow_the_same() {
+        let wire = read_vertex_error(400, &status(400, "INVALID_ARGUMENT", TOO_LONG));
+        assert!(wire.context_overflow, "{wire:?}");
+    }
+
+    #[test]
+    fn an_overflow_in_the_stream_array_form_is_a_context_overflow() {
+        let body = format!(
+            "[{}]",
+            String::from_utf8(status(400, "INVALID_ARGUMENT", TOO_LONG)).expect("utf-8")
+        );
+        let wire = read_stream_error(&body);
+        assert_eq!(wire.status, 400);
+        assert!(wire.context_overflow, "{wire:?}");
+    }
+
+    #[test]
+    fn another_invalid_argument_is_not_an_overflow() {
+        let wire = read_error(
+            400,
+            &status(
+                400,
+                "INVALID_ARGUMENT",
+                "Please use a valid role: user, model.",
+            ),
+        );
+        assert!(!wire.context_overflow, "{wire:?}");
+        assert!(matches!(wire.verdict(), Error::ProviderRequest(_)));
+    }
+
+    #[test]
+    fn the_wording_under_another_status_is_not_an_overflow() {
+        let wire = read_error(500, &status(500, "INTERNAL", TOO_LONG));
+        assert!(!wire.context_overflow, "{wire:?}");
     }
 }

@@ -17,7 +17,8 @@
 //!   ([`finish_reason`]), usage in tollgate's convention ([`WireUsage::neutral`]).
 //! - [`read_error`] / [`read_vertex_error`] read a `google.rpc.Status` by status, code
 //!   name and typed details (`RetryInfo`, `QuotaFailure`, `ErrorInfo`) into a neutral
-//!   [`WireError`](tollgate::wire::WireError); the core decides what it means.
+//!   [`WireError`](tollgate::wire::WireError); the core decides what it means. A 400
+//!   worded as [`OVERFLOW_WORDING`] says is a context overflow.
 
 mod decision;
 mod embeddings;
@@ -32,8 +33,8 @@ pub use embeddings::{
     encode_batch_embeddings, encode_vertex_embed_content, encode_vertex_predict, task_type,
 };
 pub use errors::{
-    ERROR_INFO, QUOTA_FAILURE, RETRY_INFO, Status, parse_duration, parse_status, read_error,
-    read_stream_error, read_vertex_error,
+    ERROR_INFO, OVERFLOW_WORDING, QUOTA_FAILURE, RETRY_INFO, Status, is_overflow, parse_duration,
+    parse_status, read_error, read_stream_error, read_vertex_error,
 };
 pub use request::{
     EncodeOptions, MissingSignature, SKIP_SIGNATURE_VALIDATOR, SYNTHETIC_ID_PREFIX, ThinkingConfig,

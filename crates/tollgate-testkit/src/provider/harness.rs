@@ -18,6 +18,11 @@ use super::server::ScriptServer;
 
 /// The catalog id of the model under test.
 pub const MODEL: &str = "kit-model";
+/// The catalog id of a second model of the provider, on the same server, that declares a
+/// context window (the larger-window fallback's target).
+pub const LARGER: &str = "kit-model-larger";
+/// The context window [`LARGER`] declares.
+pub const LARGER_WINDOW: u64 = 1_000_000;
 /// The credential id the model names.
 pub const CREDENTIAL: &str = "kit-credential";
 /// The secret every check uses: it must never show anywhere.
@@ -37,6 +42,9 @@ pub const PRICE: Price = Price {
 };
 /// The requests-per-minute limit the catalog gives the model.
 pub const RPM: u64 = 1000;
+
+/// A change to a model's catalog entry.
+pub type Tweak = fn(ModelEntry) -> ModelEntry;
 
 /// A server, the store, the recorder and `Models` for one check.
 #[allow(missing_debug_implementations)]
@@ -65,11 +73,26 @@ impl<'a> Kit<'a> {
         script: &'a dyn WireScript,
         tweak: impl FnOnce(ModelEntry) -> ModelEntry,
     ) -> Kit<'a> {
+        Kit::with_models(script, tweak, &[]).await
+    }
+
+    /// [`Kit::with_model`], with more models of the provider on the same server, each
+    /// made as the model under test is (`kit_entry`) and changed by its function.
+    pub async fn with_models(
+        script: &'a dyn WireScript,
+        tweak: impl FnOnce(ModelEntry) -> ModelEntry,
+        more: &[(&str, Tweak)],
+    ) -> Kit<'a> {
         let server = ScriptServer::start().await;
         let store =
             Arc::new(MemoryCredentialStore::new().with(CREDENTIAL, script.credential(SECRET)));
         let recorder = Arc::new(MemoryRecorder::new());
-        let models = models_with(script, server.uri(), store.clone(), recorder.clone(), tweak);
+        let mut entries = vec![tweak(kit_entry(script, MODEL, server.uri()))];
+        entries.extend(
+            more.iter()
+                .map(|(id, tweak)| tweak(kit_entry(script, id, server.uri()))),
+        );
+        let models = models_of(script, entries, store.clone(), recorder.clone());
         Kit {
             script,
             server,
@@ -170,18 +193,19 @@ pub fn models(
     store: Arc<MemoryCredentialStore>,
     recorder: Arc<MemoryRecorder>,
 ) -> Models {
-    models_with(script, base_url, store, recorder, |entry| entry)
+    models_of(
+        script,
+        vec![kit_entry(script, MODEL, base_url)],
+        store,
+        recorder,
+    )
 }
 
-fn models_with(
-    script: &dyn WireScript,
-    base_url: &str,
-    store: Arc<MemoryCredentialStore>,
-    recorder: Arc<MemoryRecorder>,
-    tweak: impl FnOnce(ModelEntry) -> ModelEntry,
-) -> Models {
-    let entry = script
-        .chat_model(MODEL, base_url, CREDENTIAL)
+/// A chat model `id` of `script`'s provider at `base_url`, as every check has it: the
+/// kit's credential, output tokens, requests-per-minute limit and prices.
+fn kit_entry(script: &dyn WireScript, id: &str, base_url: &str) -> ModelEntry {
+    script
+        .chat_model(id, base_url, CREDENTIAL)
         .with_credential(CREDENTIAL)
         .with_output_tokens(2000, 500)
         // Requests only: providers differ in which token limits they take (Gemini's
@@ -190,10 +214,18 @@ fn models_with(
             rpm: RPM,
             ..Limits::default()
         })
-        .with_price(PRICE);
-    let entry = tweak(entry);
-    let catalog = Catalog::builder()
-        .model(entry)
+        .with_price(PRICE)
+}
+
+fn models_of(
+    script: &dyn WireScript,
+    entries: Vec<ModelEntry>,
+    store: Arc<MemoryCredentialStore>,
+    recorder: Arc<MemoryRecorder>,
+) -> Models {
+    let catalog = entries
+        .into_iter()
+        .fold(Catalog::builder(), |catalog, entry| catalog.model(entry))
         .build()
         .unwrap_or_else(|e| panic!("the script's model entry is not a valid catalog: {e}"));
     script

@@ -17,8 +17,8 @@ mod script;
 mod server;
 
 pub use harness::{
-    CREDENTIAL, Kit, Logs, MODEL, PRICE, RPM, SECRET, USAGE, assert_no_task_left, models, request,
-    streamed_text,
+    CREDENTIAL, Kit, LARGER, LARGER_WINDOW, Logs, MODEL, PRICE, RPM, SECRET, Tweak, USAGE,
+    assert_no_task_left, models, request, streamed_text,
 };
 pub use script::{StreamScript, WireScript, WireUsage};
 pub use server::{Body, End, Recorded, RefusingPort, Reply, Responder, ScriptServer};

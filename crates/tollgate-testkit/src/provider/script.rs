@@ -76,10 +76,12 @@ pub trait WireScript: Send + Sync + 'static {
         b"data: {not json\n\n".to_vec()
     }
 
-    /// Whether the provider caps the size of an answer it reads (catalog
-    /// `max_response_bytes`); an SDK that reads its own bodies may not.
-    fn caps_response_size(&self) -> bool {
-        true
+    /// The first bytes of one stream event `len` bytes long, in the provider's framing;
+    /// the kit sends filler for the rest. By default the opening of an SSE event's `data`
+    /// (a JSON string that never ends), which is also one unending NDJSON line.
+    fn oversized_event(&self, len: usize) -> Vec<u8> {
+        let _ = len;
+        b"data: {\"filler\": \"".to_vec()
     }
 
     /// The provider's error answer for `status`, carrying `message`, as it sends it for
@@ -95,9 +97,16 @@ pub trait WireScript: Send + Sync + 'static {
     /// The provider's "out of quota or credit" answer.
     fn quota_exhausted(&self, message: &str) -> Reply;
 
-    /// The provider's "the input does not fit the context window" answer (an error or
-    /// a stop reason); `None` when the provider never says so (it truncates silently).
+    /// The provider's error answer for an input that does not fit the model's context
+    /// window, as it sends it (OpenAI's `context_length_exceeded`, Anthropic's "prompt is
+    /// too long", Bedrock's `ValidationException`, Gemini's `INVALID_ARGUMENT`); `None`
+    /// when the provider never answers so (it truncates silently, or only stops).
     fn context_overflow(&self) -> Option<Reply>;
+
+    /// A whole answer whose stop reason says the context window filled (Anthropic's and
+    /// Bedrock's `model_context_window_exceeded`); `None` when the provider has no such
+    /// stop reason.
+    fn context_window_stop(&self) -> Option<Reply>;
 
     /// An answer the model refused for safety reasons (a refusal stop or a content
     /// filter); `None` when the provider has no such answer.

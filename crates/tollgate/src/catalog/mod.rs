@@ -20,7 +20,7 @@ pub use entry::{
 };
 pub use error::{CatalogError, UnknownModel};
 pub use load::{Catalog, CatalogBuilder};
-pub use providers::{KnownProviders, LinkedProvider, ProviderInfo};
+pub use providers::{FIRST_PARTY, KnownProviders, LinkedProvider, ProviderInfo, first_party_crate};
 
 #[cfg(test)]
 mod tests;

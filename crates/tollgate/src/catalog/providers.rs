@@ -1,10 +1,15 @@
 //! Which provider keys a catalog may name: those linked into the binary, each with the
 //! crate that registers it and whether its models need a credential.
 //!
-//! Nothing here is a hard-coded table. Every provider crate's `register_provider!`
+//! What is linked is no hard-coded table. Every provider crate's `register_provider!`
 //! submits a [`LinkedProvider`] next to its plug-in, carrying the crate's own name, so
 //! the catalog learns what is linked from the providers themselves and never asks the
 //! provider registry (which depends on the catalog, not the other way round).
+//!
+//! The one table, [`FIRST_PARTY`], is for keys that are *not* linked: an unknown key is
+//! registered by nothing in this binary, so the hint naming its crate cannot come from a
+//! registration. A test that links every first-party crate (`tollgate-testkit`'s
+//! `tests/first_party_keys.rs`) checks the table against their registrations.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,6 +51,29 @@ impl fmt::Debug for LinkedProvider {
 }
 
 inventory::collect!(LinkedProvider);
+
+/// Every first-party provider key and the crate that registers it, sorted by key: what
+/// the hint for an unknown key names. Kept equal to the first-party crates' own
+/// registrations by a test that links them all.
+pub const FIRST_PARTY: &[(&str, &str)] = &[
+    ("anthropic-bedrock", "tollgate-bedrock"),
+    ("anthropic-direct", "tollgate-anthropic"),
+    ("bedrock-converse", "tollgate-bedrock"),
+    ("fake", "tollgate-fake"),
+    ("gemini", "tollgate-gemini"),
+    ("openai", "tollgate-openai"),
+    ("openai-compatible", "tollgate-openai"),
+    ("sim", "tollgate-sim"),
+    ("vertex", "tollgate-gemini"),
+];
+
+/// The first-party crate that registers `key`, if any ([`FIRST_PARTY`]).
+pub fn first_party_crate(key: &str) -> Option<&'static str> {
+    FIRST_PARTY
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, crate_name)| *crate_name)
+}
 
 /// The provider keys a catalog is checked against.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,17 +148,67 @@ impl KnownProviders {
             .join(", ")
     }
 
-    /// What to add for an unknown `key`: its crate, linked with one line. First-party
-    /// crates are named `tollgate-<name>` after their provider, so the key's first word
-    /// gives the likely crate; `docs/catalog.md` lists which crate registers which key.
+    /// What to add for an unknown `key`: the first-party crate that registers it
+    /// ([`FIRST_PARTY`]), linked with one line; for any other key, the crate that
+    /// registers it, or the provider given to `ModelsBuilder::provider`.
     pub fn hint_for(key: &str) -> String {
-        let name = key.split('-').next().unwrap_or(key);
-        format!(
-            "add the crate that registers `{key}` to [dependencies] and link it with \
-             `use <crate> as _;` (first-party crates are named `tollgate-<name>`, here \
-             likely `tollgate-{name}` with `use tollgate_{name} as _;`; docs/catalog.md lists \
-             which crate registers which key), or pass the provider to \
-             `ModelsBuilder::provider` and its key in `KnownProviders`"
-        )
+        match first_party_crate(key) {
+            Some(crate_name) => format!(
+                "`{key}` is registered by the crate `{crate_name}`: add it to [dependencies] \
+                 and link it with `use {} as _;`",
+                crate_name.replace('-', "_")
+            ),
+            None => format!(
+                "no first-party crate registers `{key}` (docs/catalog.md lists their keys): \
+                 add the crate that registers it to [dependencies] and link it with \
+                 `use <crate> as _;`, or pass the provider to `ModelsBuilder::provider` and \
+                 its key in `KnownProviders`"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_party_table_is_sorted_with_each_key_once() {
+        let keys: Vec<&str> = FIRST_PARTY.iter().map(|(k, _)| *k).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn every_first_party_keys_hint_names_its_crate_and_link_line() {
+        for (key, crate_name) in FIRST_PARTY {
+            let hint = KnownProviders::hint_for(key);
+            let link = format!("use {} as _;", crate_name.replace('-', "_"));
+            assert!(hint.contains(&format!("`{crate_name}`")), "{key}: {hint}");
+            assert!(hint.contains(&link), "{key}: {hint}");
+        }
+    }
+
+    #[test]
+    fn the_hint_names_the_crate_not_the_keys_first_word() {
+        let hint = KnownProviders::hint_for("anthropic-bedrock");
+        assert!(hint.contains("`tollgate-bedrock`"), "{hint}");
+        assert!(!hint.contains("tollgate-anthropic"), "{hint}");
+        let hint = KnownProviders::hint_for("vertex");
+        assert!(hint.contains("`tollgate-gemini`"), "{hint}");
+        assert!(!hint.contains("tollgate-vertex"), "{hint}");
+    }
+
+    #[test]
+    fn an_unknown_third_party_key_names_no_guessed_crate() {
+        let hint = KnownProviders::hint_for("acme-llm");
+        assert!(
+            hint.contains("no first-party crate registers `acme-llm`"),
+            "{hint}"
+        );
+        assert!(!hint.contains("tollgate-acme"), "{hint}");
+        assert!(hint.contains("ModelsBuilder::provider"), "{hint}");
     }
 }

@@ -116,9 +116,33 @@ fn catalog_rejects_unknown_provider_key() {
         "the error lists the known keys with their crates: {m}"
     );
     assert!(
-        m.contains("`tollgate-antropic`") && m.contains("use tollgate_antropic as _;"),
-        "the error says what to add, after the first-party naming convention: {m}"
+        m.contains("no first-party crate registers `antropic`") && !m.contains("tollgate-antropic"),
+        "a key no first-party crate registers gets no guessed crate: {m}"
     );
+}
+
+#[test]
+fn catalog_naming_an_unlinked_first_party_key_names_the_crate_that_registers_it() {
+    // Keys whose first word is not their crate's name.
+    for (key, crate_name, link) in [
+        (
+            "anthropic-bedrock",
+            "tollgate-bedrock",
+            "use tollgate_bedrock as _;",
+        ),
+        ("vertex", "tollgate-gemini", "use tollgate_gemini as _;"),
+    ] {
+        let e = Catalog::from_toml_str(&format!(
+            "[models.x]\nprovider = \"{key}\"\nmax_output_tokens = 10\n"
+        ))
+        .unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, CatalogError::UnknownProvider { .. }), "{m}");
+        assert!(
+            m.contains(&format!("`{crate_name}`")) && m.contains(link),
+            "{key}: {m}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Error answers: each status's typed outcome, how many times it was sent, what was
-//! recorded; `retry-after`, `x-should-retry`, quota, refusal, context overflow, and a
-//! connection that fails.
+//! recorded; `retry-after`, `x-should-retry`, quota, refusal, and a connection that
+//! fails (context overflows are in `overflow`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,22 +178,6 @@ pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(script: &dyn Wi
     let call = kit.recorder.calls().pop().expect("recorded");
     assert_eq!(call.usage, *usage);
     assert!(call.cost_usd.is_some_and(|c| c > 0.0), "{call:?}");
-}
-
-/// The provider's context overflow is `ContextWindowExceeded` naming the model, sent
-/// once.
-pub async fn a_context_overflow_is_typed_and_names_the_model(script: &dyn WireScript) {
-    let Some(overflow) = script.context_overflow() else {
-        return;
-    };
-    let kit = Kit::new(script).await;
-    kit.server.only(overflow);
-    let err = kit.ask(&kit.models).await.expect_err("overflow");
-    assert!(
-        matches!(&err, Error::ContextWindowExceeded { model_id, .. } if model_id == MODEL),
-        "{err:?}"
-    );
-    assert_eq!(kit.server.hits(), 1);
 }
 
 /// A connection closed before any answer is a `Connection` failure (closed early, or

@@ -65,9 +65,6 @@ pub async fn a_malformed_stream_event_is_retried_before_the_first_event_only(
 /// and the limit, without being read whole; it is not retried (the same request would
 /// get the same answer).
 pub async fn an_answer_larger_than_the_models_cap_fails_typed(script: &dyn WireScript) {
-    if !script.caps_response_size() {
-        return;
-    }
     let limit = 64 << 10;
     let kit = Kit::with_model(script, |e| e.with_max_response_bytes(limit)).await;
     kit.server.only(Reply::Respond {
@@ -83,6 +80,34 @@ pub async fn an_answer_larger_than_the_models_cap_fails_typed(script: &dyn WireS
         matches!(&err, Error::ResponseTooLarge { model_id, limit_bytes } if model_id == MODEL && limit_bytes == &limit),
         "{err:?}"
     );
+    assert_eq!(kit.server.hits(), 1);
+}
+
+/// A stream event larger than the model's `max_response_bytes` ends the stream typed,
+/// naming the model and the limit, without being read whole (reading stops at the limit,
+/// wherever the event's end would be); it is not retried.
+pub async fn a_stream_event_larger_than_the_models_cap_fails_typed(script: &dyn WireScript) {
+    let limit = 64 << 10;
+    let len = 8 << 20;
+    let kit = Kit::with_model(script, |e| e.with_max_response_bytes(limit)).await;
+    kit.server.only(Reply::Respond {
+        status: 200,
+        headers: vec![(
+            "content-type".into(),
+            script.stream(&PIECES, USAGE).content_type,
+        )],
+        body: Body::Huge {
+            prefix: script.oversized_event(len),
+            len,
+        },
+    });
+    let (events, error) = kit.stream(&kit.models).await;
+    assert!(
+        matches!(&error, Some(Error::ResponseTooLarge { model_id, limit_bytes })
+            if model_id == MODEL && limit_bytes == &limit),
+        "{error:?}"
+    );
+    assert_eq!(streamed_text(&events), "");
     assert_eq!(kit.server.hits(), 1);
 }
 

@@ -4,11 +4,13 @@
 mod answers;
 mod errors;
 mod faults;
+mod overflow;
 mod secrets;
 mod streams;
 
 pub use answers::*;
 pub use errors::*;
 pub use faults::*;
+pub use overflow::*;
 pub use secrets::*;
 pub use streams::*;
