@@ -18,6 +18,7 @@ use tollgate::catalog::Limits;
 use tollgate::limit::{
     Cost, Feedback, LimiterBackend, LimiterConfig, Priority, TokenBucketRateLimiter,
 };
+use tollgate_bench::redis_server::RedisServer;
 use tollgate_bench::report::{Section, Table, num, ratio};
 use tollgate_bench::sim_http::{self, Answer};
 use tollgate_bench::stats::percentile;
@@ -86,7 +87,7 @@ fn main() {
         return;
     }
     let run = seconds();
-    let Some(redis) = Redis::find_or_start() else {
+    let Some(redis) = RedisServer::find_or_start() else {
         let mut section = Section {
             title: "6. Many processes, one quota (tollgate-redis)".into(),
             ..Section::default()
@@ -328,53 +329,4 @@ async fn child(mode: Mode) {
             .map_or(0, |r| r.round_trips() - r.reserve_round_trips())
     );
     print!("{out}");
-}
-
-/// The Redis the bench uses: `TOLLGATE_REDIS_URL`, or a private `redis-server` (from
-/// `TOLLGATE_REDIS_SERVER` or PATH) on a free port, stopped when dropped.
-struct Redis {
-    url: String,
-    child: Option<std::process::Child>,
-}
-
-impl Redis {
-    fn find_or_start() -> Option<Redis> {
-        if let Ok(url) = std::env::var("TOLLGATE_REDIS_URL") {
-            return Some(Redis { url, child: None });
-        }
-        let binary =
-            std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let redis = Redis {
-            url: format!("redis://127.0.0.1:{port}/"),
-            child: Some(child),
-        };
-        for _ in 0..300 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(redis);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }

@@ -16,6 +16,7 @@
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
 //!   (`benches/distributed.rs`: four OS processes sharing one quota, with `tollgate-redis`).
+//! - [`redis_server`]: the Redis the multi-process benchmarks share.
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
 //!
 //! The simulations run on tokio's paused clock, so ten simulated minutes take a fraction
@@ -30,6 +31,7 @@ pub mod headers;
 pub mod overhead;
 pub mod pacing;
 pub mod priority;
+pub mod redis_server;
 pub mod report;
 pub mod sim_http;
 pub mod stats;
