@@ -12,6 +12,9 @@
 //!   load, one FIFO queue against priority classes.
 //! - [`headers`] (benchmark 5): pacing by the provider's rate-limit headers, continuous
 //!   and fixed-window providers, Anthropic- and OpenAI-style headers.
+//! - [`peers`] (benchmark 9): pacing against llmock, a third-party server run with its
+//!   own rate limits: tollgate beside the cookbook's pacing and a naive client, each
+//!   against the best possible replayed from llmock's buckets (`benches/peers.rs`).
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
@@ -30,12 +33,22 @@ pub mod clients;
 pub mod headers;
 pub mod overhead;
 pub mod pacing;
+pub mod peers;
 pub mod priority;
 pub mod redis_server;
 pub mod report;
 pub mod sim_http;
 pub mod stats;
 pub mod workload;
+
+/// A two-worker runtime on the real clock, for a benchmark against real servers.
+pub fn real_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
 
 /// Builds a current-thread runtime whose clock starts paused, for a simulation.
 pub fn paused_runtime() -> tokio::runtime::Runtime {
