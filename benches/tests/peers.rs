@@ -72,6 +72,8 @@ fn a_hand_made_journal_is_grouped_by_request_and_client() {
     assert_eq!(trace.rate_limited(), 1);
     assert_eq!(trace.other_errors(), 0);
     assert_eq!(trace.failed(), 1);
+    assert_eq!(trace.first_start(99.0), Some(1.0));
+    assert_eq!(trace.last_accepted_start(100.0), Some(30.0));
     assert_eq!(ClientTrace::from_records(&records, "m-b", 4).sends(), 1);
     assert!(parse_journal("{}").is_err());
 }
@@ -89,6 +91,7 @@ fn the_replay_and_the_figures_of_a_hand_made_journal() {
     // Measured: answers at 0.2, 0.2 and 30.2 s (request 3 was never sent).
     assert!(close(m.makespan, 30.2), "{m:?}");
     assert!(close(m.mean, (0.2 + 0.2 + 30.2) / 3.0));
+    assert!(close(m.first_send, 0.0));
     // Best: two at once, then one every 30 s, each answered 0.2 s after it goes (request
     // 3 takes the median service time).
     assert!(

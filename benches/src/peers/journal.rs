@@ -143,6 +143,8 @@ pub struct RequestTrace {
     pub other_errors: u32,
     /// The accepted attempt's `(started_at, ended_at)`.
     pub accepted: Option<(f64, f64)>,
+    /// When its first attempt started (llmock's clock); `None` if never sent.
+    pub first_start: Option<f64>,
     /// When its last attempt ended (llmock's clock); `None` if never sent.
     pub last_end: Option<f64>,
     /// What llmock charged it in tokens (from any attempt's body).
@@ -166,6 +168,7 @@ impl ClientTrace {
             rate_limited: 0,
             other_errors: 0,
             accepted: None,
+            first_start: None,
             last_end: None,
             charge: None,
         };
@@ -186,6 +189,10 @@ impl ClientTrace {
             } else {
                 req.other_errors += 1;
             }
+            req.first_start = Some(
+                req.first_start
+                    .map_or(r.started_at, |s: f64| s.min(r.started_at)),
+            );
             req.last_end = Some(req.last_end.map_or(r.ended_at, |e: f64| e.max(r.ended_at)));
             req.charge = req.charge.or(r.charge());
         }
@@ -230,6 +237,14 @@ impl ClientTrace {
             .iter()
             .map(|r| r.accepted.map(|(_, e)| e).or(r.last_end).map(|e| e - t0))
             .collect()
+    }
+
+    /// When the first attempt reached llmock, seconds after `t0`.
+    pub fn first_start(&self, t0: f64) -> Option<f64> {
+        self.requests
+            .iter()
+            .filter_map(|r| r.first_start.map(|s| s - t0))
+            .reduce(f64::min)
     }
 
     /// When the last accepted attempt started, seconds after `t0`.

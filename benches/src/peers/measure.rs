@@ -12,6 +12,9 @@ pub struct Measured {
     pub client: String,
     /// Requests in the batch.
     pub requests: usize,
+    /// When its first request reached llmock (start-up: a process, a connection, a
+    /// provider built on first use).
+    pub first_send: f64,
     /// The last answer (or last failed attempt's end).
     pub makespan: f64,
     /// The mean answer time.
@@ -109,6 +112,7 @@ pub fn measure(
     let measured = Measured {
         client: client.to_owned(),
         requests: trace.requests.len(),
+        first_send: trace.first_start(t0).unwrap_or(f64::NAN),
         makespan: completions.iter().copied().fold(0.0, f64::max),
         mean: if completions.is_empty() {
             0.0
@@ -208,12 +212,12 @@ pub fn verdicts(targets: Targets, tollgate: &Measured, cookbooks: &[&Measured]) 
     for c in cookbooks {
         out.push(v(
             &format!("makespan < {}", c.client),
-            format!("{:.1} s vs {:.1} s", tollgate.makespan, c.makespan),
+            format!("{:.2} s vs {:.2} s", tollgate.makespan, c.makespan),
             tollgate.makespan < c.makespan,
         ));
         out.push(v(
             &format!("mean completion < {}", c.client),
-            format!("{:.1} s vs {:.1} s", tollgate.mean, c.mean),
+            format!("{:.2} s vs {:.2} s", tollgate.mean, c.mean),
             tollgate.mean < c.mean,
         ));
     }

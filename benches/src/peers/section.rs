@@ -18,6 +18,7 @@ pub fn sections(
     let mut figures = Table::new(&[
         "row",
         "client",
+        "first send",
         "makespan (best)",
         "× best",
         "mean completion (best)",
@@ -37,6 +38,7 @@ pub fn sections(
                     String::new()
                 },
                 m.client.clone(),
+                format!("{} s", num(m.first_send, 2)),
                 format!("{} s ({} s)", num(m.makespan, 1), num(m.best_makespan, 1)),
                 num(m.makespan_ratio(), 3),
                 format!("{} s ({} s)", num(m.mean, 1), num(m.best_mean, 1)),
@@ -77,6 +79,10 @@ pub fn sections(
          request, in file order, admitted at the earliest instant a caller is free and the \
          buckets hold what llmock charges it (1 request; body bytes / 4 + `max_tokens` \
          tokens), the same concurrency, admission after llmock's latency."
+            .into(),
+        "first send: when the client's first request reached llmock, from its start: \
+         what starting up costs (a process for `tollgate run` and the Redis row's clients, \
+         connections, a provider built on first use); the best sends at 0."
             .into(),
         "goodput: what llmock accepted over what its buckets would have admitted by the last \
          accepted admission (one minute's capacity plus the refill since the start), on the \
