@@ -11,6 +11,14 @@
 #                            TOLLGATE_REDIS_SERVER=… (the binary, for tests that restart
 #                            their own) lines on stdout
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
+#   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
+#                            installs llmock if missing, starts one more llmock named NAME
+#                            on a free port with its own rate limits (`llmock serve --rpm
+#                            --tpm`, continuous buckets per API key) and prints its URL
+#                            alone on stdout; again with the same settings while it runs,
+#                            prints the same URL (with others, restarts it)
+#   scripts/peers.sh stop-llmock NAME
+#                            stops that one llmock by its saved PID (`stop` stops it too)
 #
 # PEERS_HOME (default: target/peers in the checkout) holds the installs; PEERS_RUN (default
 # "default") names the run, so concurrent runs keep their own PIDs and ports.
@@ -27,6 +35,7 @@ PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
 
+# install [llmock]: everything (or llmock alone), each only if missing, under a lock.
 install() {
   mkdir -p "$PEERS_HOME"
   exec 9>"$PEERS_HOME/install.lock"
@@ -36,6 +45,10 @@ install() {
     log "installing llmock==$LLMOCK_VERSION into $venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "llmock==$LLMOCK_VERSION"
+  fi
+  if [[ "${1:-}" == llmock ]]; then
+    flock -u 9
+    return 0
   fi
   local npm_dir="$PEERS_HOME/npm"
   local manifest="$npm_dir/node_modules/@copilotkit/aimock/package.json"
@@ -161,31 +174,99 @@ start() {
   cat "$RUN_DIR/urls.env"
 }
 
+# stop_pid PIDFILE: signals the PID saved there only while it still runs the server it was
+# saved for (the program is the file's name up to `@`: `llmock@fast.pid` is an llmock).
+stop_pid() {
+  local pidfile=$1 name program pid
+  name=$(basename "$pidfile" .pid)
+  program=${name%%@*}
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$program"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    log "$name (pid $pid) stopped"
+  fi
+  rm -f "$pidfile"
+}
+
 stop() {
   [[ -d "$RUN_DIR" ]] || return 0
-  local pidfile name pid
+  local pidfile
   for pidfile in "$RUN_DIR"/*.pid; do
     [[ -e "$pidfile" ]] || continue
-    name=$(basename "$pidfile" .pid)
-    pid=$(cat "$pidfile")
-    # Signal the PID only while it still runs the server it was saved for.
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$name"; then
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-      log "$name (pid $pid) stopped"
-    fi
-    rm -f "$pidfile"
+    stop_pid "$pidfile"
   done
-  rm -f "$RUN_DIR/urls.env" "$RUN_DIR"/*.log
+  rm -f "$RUN_DIR/urls.env" "$RUN_DIR"/*.log "$RUN_DIR"/*.url "$RUN_DIR"/*.args
   rmdir "$RUN_DIR" 2>/dev/null || true
+}
+
+# A name for an extra llmock: letters, digits, `-`, `_`, `.`.
+llmock_name() {
+  if [[ ! "${1:-}" =~ ^[A-Za-z0-9._-]+$ ]]; then
+    echo "peers.sh: an llmock needs a NAME of letters, digits, -, _ or . (got '${1:-}')" >&2
+    exit 2
+  fi
+}
+
+# extra_llmock NAME [--rpm N] [--tpm N] [--latency-ms N]: one more llmock with its own
+# limits; prints its URL. Reused while it runs with the same settings.
+extra_llmock() {
+  llmock_name "${1:-}"
+  local name=$1 args=()
+  shift
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --rpm | --tpm | --latency-ms)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || {
+        echo "peers.sh: $1 needs a whole number" >&2
+        exit 2
+      }
+      args+=("$1" "$2")
+      shift 2
+      ;;
+    *)
+      echo "peers.sh: unknown llmock option '$1' (--rpm N, --tpm N, --latency-ms N)" >&2
+      exit 2
+      ;;
+    esac
+  done
+  install llmock
+  mkdir -p "$RUN_DIR"
+  local base="$RUN_DIR/llmock@$name"
+  if [[ -f "$base.url" && -f "$base.pid" && "$(cat "$base.args" 2>/dev/null)" == "${args[*]:-}" ]] &&
+    kill -0 "$(cat "$base.pid")" 2>/dev/null && healthy "$(cat "$base.url")/health"; then
+    log "llmock $name already up"
+    cat "$base.url"
+    return 0
+  fi
+  [[ -f "$base.pid" ]] && stop_pid "$base.pid"
+  local port
+  port=$(free_port)
+  launch "llmock@$name" "$port" env NO_COLOR=1 "$PEERS_HOME/venv/bin/llmock" serve \
+    --host 127.0.0.1 --port "$port" --log-level warning ${args[@]+"${args[@]}"}
+  echo "${args[*]:-}" >"$base.args"
+  echo "http://127.0.0.1:$port" >"$base.url"
+  cat "$base.url"
+}
+
+stop_llmock() {
+  llmock_name "${1:-}"
+  local base="$RUN_DIR/llmock@$1"
+  [[ -f "$base.pid" ]] && stop_pid "$base.pid"
+  rm -f "$base.url" "$base.args" "$base.log"
 }
 
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+llmock)
+  shift
+  extra_llmock "$@"
+  ;;
+stop-llmock) stop_llmock "${2:-}" ;;
 *)
-  echo "usage: scripts/peers.sh start|stop" >&2
+  echo "usage: scripts/peers.sh start|stop|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME" >&2
   exit 2
   ;;
 esac

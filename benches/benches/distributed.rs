@@ -18,7 +18,7 @@ use tollgate::catalog::Limits;
 use tollgate::limit::{
     Cost, Feedback, LimiterBackend, LimiterConfig, Priority, TokenBucketRateLimiter,
 };
-use tollgate_bench::redis_peer::Redis;
+use tollgate_bench::redis_server::RedisServer;
 use tollgate_bench::report::{Section, Table, num, ratio};
 use tollgate_bench::sim_http::{self, Answer};
 use tollgate_bench::stats::percentile;
@@ -87,7 +87,7 @@ fn main() {
         return;
     }
     let run = seconds();
-    let Some(redis) = Redis::find_or_start() else {
+    let Some(redis) = RedisServer::find_or_start() else {
         let mut section = Section {
             title: "6. Many processes, one quota (tollgate-redis)".into(),
             ..Section::default()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tollgate::limit::LimiterBackend;
 use tollgate_bench::priority::{self, PriorityConfig, PriorityReport, Queueing};
-use tollgate_bench::redis_peer::Redis;
+use tollgate_bench::redis_server::RedisServer;
 use tollgate_redis::{RedisConfig, RedisLimiters};
 
 fn print(place: &str, r: &PriorityReport) {
@@ -33,7 +33,7 @@ fn main() {
         })
         .collect();
     let mut sections = vec![priority::section(&reports, config)];
-    match Redis::find_or_start() {
+    match RedisServer::find_or_start() {
         Some(redis) => {
             let config = PriorityConfig::REAL_TIME;
             let runtime = tokio::runtime::Builder::new_multi_thread()

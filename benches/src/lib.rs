@@ -15,10 +15,14 @@
 //! - [`first_call`]: a fresh process's first call through `openai` and
 //!   `openai-compatible`, many processes against a minimal server on loopback
 //!   (`benches/first_call.rs`).
+//! - [`peers`] (benchmark 9): pacing against llmock, a third-party server run with its
+//!   own rate limits: tollgate beside the cookbook's pacing and a naive client, each
+//!   against the best possible replayed from llmock's buckets (`benches/peers.rs`).
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
 //!   (`benches/distributed.rs`: four OS processes sharing one quota, with `tollgate-redis`).
+//! - [`redis_server`]: the Redis the multi-process benchmarks share.
 //! - [`report`], [`stats`], [`workload`]: tables, statistics, seeded sizes.
 //!
 //! The simulations run on tokio's paused clock, so ten simulated minutes take a fraction
@@ -33,12 +37,22 @@ pub mod first_call;
 pub mod headers;
 pub mod overhead;
 pub mod pacing;
+pub mod peers;
 pub mod priority;
-pub mod redis_peer;
+pub mod redis_server;
 pub mod report;
 pub mod sim_http;
 pub mod stats;
 pub mod workload;
+
+/// A two-worker runtime on the real clock, for a benchmark against real servers.
+pub fn real_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
 
 /// Builds a current-thread runtime whose clock starts paused, for a simulation.
 pub fn paused_runtime() -> tokio::runtime::Runtime {

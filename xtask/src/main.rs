@@ -22,7 +22,9 @@
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
 //!   crate `tollgate`, the CLI's batch bench) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
-//!   sections of that file that it does not generate are kept after its own.
+//!   sections of that file that it does not generate are kept after its own. The `peers`
+//!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
+//!   and stops them after.
 //! - `fuzz [--seconds N] [TARGET…]`: builds the fuzz targets of `fuzz/` (cargo-fuzz) and
 //!   runs each for N seconds (default 60); `test-all` runs each for 20 s, after
 //!   `cargo deny --offline check bans licenses sources` (`docs/reliability.md`).
@@ -287,6 +289,7 @@ const BENCHES: [(&str, &str); 9] = [
     ("tollgate-bench", "headers"),
     ("tollgate-bench", "distributed"),
     ("tollgate-bench", "first_call"),
+    ("tollgate-bench", "peers"),
     ("tollgate", "sse"),
     ("tollgate-cli", "batch"),
 ];

@@ -1,22 +1,24 @@
-//! The Redis a benchmark runs against (`distributed`, the priority bench on Redis).
+//! The Redis a multi-process benchmark shares (benchmarks 7 and 9): `TOLLGATE_REDIS_URL`,
+//! or a private `redis-server` (from `TOLLGATE_REDIS_SERVER` or PATH) on a free port,
+//! stopped when dropped.
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// The Redis the bench uses: `TOLLGATE_REDIS_URL`, or a private `redis-server` (from
-/// `TOLLGATE_REDIS_SERVER` or PATH) on a free port, stopped when dropped.
+/// A Redis to use, and the server this process started for it, if any.
 #[derive(Debug)]
-pub struct Redis {
-    /// Its URL.
+pub struct RedisServer {
+    /// `redis://127.0.0.1:PORT/`.
     pub url: String,
-    child: Option<std::process::Child>,
+    child: Option<Child>,
 }
 
-impl Redis {
-    /// `TOLLGATE_REDIS_URL`, or a private server started now; `None` when neither can be had.
-    pub fn find_or_start() -> Option<Redis> {
+impl RedisServer {
+    /// `TOLLGATE_REDIS_URL` if set, else a private server on a free port; `None` if none
+    /// can be had.
+    pub fn find_or_start() -> Option<RedisServer> {
         if let Ok(url) = std::env::var("TOLLGATE_REDIS_URL") {
-            return Some(Redis { url, child: None });
+            return Some(RedisServer { url, child: None });
         }
         let binary =
             std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
@@ -32,7 +34,7 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .ok()?;
-        let redis = Redis {
+        let redis = RedisServer {
             url: format!("redis://127.0.0.1:{port}/"),
             child: Some(child),
         };
@@ -46,7 +48,7 @@ impl Redis {
     }
 }
 
-impl Drop for Redis {
+impl Drop for RedisServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
