@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tollgate::http::{Auth, Framing, HttpClient};
+use tollgate::http::{Auth, Framing, HttpClient, OPENAI_RATE_LIMITS};
 use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 use tollgate::pipeline::{ChatTransport, DecisionTransport, EmbeddingsTransport, Signals};
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
@@ -119,12 +119,17 @@ impl GeminiClients {
                 .http
                 .endpoint(model, &options.base_url, codec::read_error)
                 .require_credential()?
-                .auth(Auth::Header("x-goog-api-key")),
+                .auth(Auth::Header("x-goog-api-key"))
+                // The Gemini API documents no rate-limit headers (its limits are per
+                // project, seen through 429s); a gateway or mock in front of it may send
+                // OpenAI's: read when present, nothing when absent.
+                .rate_limits(OPENAI_RATE_LIMITS),
             Some(tokens) => {
                 let source = crate::auth::ModelTokens::new(tokens.clone(), model);
                 self.http
                     .endpoint(model, &options.base_url, codec::read_vertex_error)
                     .secret_source(Arc::new(source))
+                    .rate_limits(OPENAI_RATE_LIMITS)
             }
         };
         if let Some(project) = options

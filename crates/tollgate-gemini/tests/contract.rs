@@ -130,8 +130,16 @@ impl WireScript for GeminiWire {
         Some(Reply::json(200, &response("", Some("SAFETY"), Some(wire))))
     }
 
-    fn rate_limit_headers(&self, _: u64, _: u64) -> Vec<(String, String)> {
-        Vec::new()
+    /// The Gemini API sends no rate-limit headers; a gateway or mock in front of it
+    /// (llmock does) may send OpenAI's, which the codec reads when present.
+    fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)> {
+        vec![
+            ("x-ratelimit-limit-requests".into(), limit.to_string()),
+            (
+                "x-ratelimit-remaining-requests".into(),
+                remaining.to_string(),
+            ),
+        ]
     }
 }
 

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use tollgate::http::{Framing, HttpClient, RateLimitHeaders, Reset};
+use tollgate::http::{Framing, HttpClient, OPENAI_RATE_LIMITS};
 use tollgate::pipeline::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Signals, TiktokenEstimator,
     TokenEstimator,
 };
 use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::{Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, EncodeOptions, StreamDecoder};
 use crate::decision::OpenAiDecision;
@@ -82,32 +82,13 @@ struct OpenAiClients {
     http: HttpClient,
 }
 
-/// Each limit (`x-ratelimit-limit-*`), what is left of it (`x-ratelimit-remaining-*`) and
-/// when it is full again (`x-ratelimit-reset-*`, Go durations such as `6m0s`).
-const RATE_LIMITS: &[RateLimitHeaders] = &[
-    RateLimitHeaders {
-        dimension: Dimension::Requests,
-        limit: "x-ratelimit-limit-requests",
-        remaining: "x-ratelimit-remaining-requests",
-        reset: "x-ratelimit-reset-requests",
-        reset_format: Reset::GoDuration,
-    },
-    RateLimitHeaders {
-        dimension: Dimension::Tokens,
-        limit: "x-ratelimit-limit-tokens",
-        remaining: "x-ratelimit-remaining-tokens",
-        reset: "x-ratelimit-reset-tokens",
-        reset_format: Reset::GoDuration,
-    },
-];
-
 impl OpenAiClients {
     fn endpoint(&self, model: &ModelEntry) -> Result<Endpoint> {
         let options = OpenAiOptions::from_model(model)?;
         let mut http = self
             .http
             .endpoint(model, &options.base_url, codec::read_error)
-            .rate_limits(RATE_LIMITS);
+            .rate_limits(OPENAI_RATE_LIMITS);
         if self.key == crate::KEY {
             http = http.require_credential()?;
         }

@@ -51,6 +51,26 @@ pub struct RateLimitHeaders {
     pub reset_format: Reset,
 }
 
+/// OpenAI's rate-limit headers, which Groq, Together and most compatible servers copy:
+/// each limit (`x-ratelimit-limit-*`), what is left of it (`x-ratelimit-remaining-*`) and
+/// when it is full again (`x-ratelimit-reset-*`, Go durations such as `6m0s`).
+pub const OPENAI_RATE_LIMITS: &[RateLimitHeaders] = &[
+    RateLimitHeaders {
+        dimension: Dimension::Requests,
+        limit: "x-ratelimit-limit-requests",
+        remaining: "x-ratelimit-remaining-requests",
+        reset: "x-ratelimit-reset-requests",
+        reset_format: Reset::GoDuration,
+    },
+    RateLimitHeaders {
+        dimension: Dimension::Tokens,
+        limit: "x-ratelimit-limit-tokens",
+        remaining: "x-ratelimit-remaining-tokens",
+        reset: "x-ratelimit-reset-tokens",
+        reset_format: Reset::GoDuration,
+    },
+];
+
 /// Passes the answer's rate-limit headers and `x-should-retry` to the pipeline.
 pub fn read_signals(headers: &HeaderMap, rate_limits: &[RateLimitHeaders], signals: &Signals) {
     let number = |name: &str| {

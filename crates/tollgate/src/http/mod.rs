@@ -66,5 +66,8 @@ mod stream;
 pub use endpoint::{
     Auth, Endpoint, HttpClient, MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, ReadError, SecretSource,
 };
-pub use headers::{RateLimitHeaders, Reset, header, parse_go_duration, read_signals, retry_after};
+pub use headers::{
+    OPENAI_RATE_LIMITS, RateLimitHeaders, Reset, header, parse_go_duration, read_signals,
+    retry_after,
+};
 pub use stream::Framing;
