@@ -120,10 +120,21 @@ pub struct AccountingRule {
 
 impl AccountingRule {
     /// What the provider counts for a call that reserved `reserved` and reported `usage`.
+    ///
+    /// A usage that reports no input at all (0) for a call that sent some is read as not
+    /// reported, and the estimate stands: no prompt is free, and refunding the whole
+    /// estimate would let the bucket run ahead of the provider (llmock, for one, reports
+    /// `prompt_tokens: 0` for prompts it charges).
     pub fn counted(&self, reserved: &Cost, usage: &Usage) -> Cost {
-        let input = match self.cache_reads {
-            CacheReadAccounting::CountAsInput => usage.total_input_tokens(),
-            CacheReadAccounting::NotCounted => usage.total_input_tokens() - usage.cache_read_tokens,
+        let input = if usage.total_input_tokens() == 0 {
+            reserved.input_tokens
+        } else {
+            match self.cache_reads {
+                CacheReadAccounting::CountAsInput => usage.total_input_tokens(),
+                CacheReadAccounting::NotCounted => {
+                    usage.total_input_tokens() - usage.cache_read_tokens
+                }
+            }
         };
         let output = match self.output {
             OutputAccounting::Reserved => reserved.output_tokens.max(usage.output_tokens),
@@ -179,6 +190,26 @@ mod tests {
                 ..Default::default()
             }
         );
+    }
+
+    #[test]
+    fn accounting_keeps_the_input_estimate_when_the_provider_reports_no_input() {
+        let reserved = Cost::call(300, 100);
+        let silent = Usage {
+            output_tokens: 40,
+            ..Usage::default()
+        };
+        let rule = AccountingRule {
+            output: OutputAccounting::Actual,
+            ..Default::default()
+        };
+        assert_eq!(rule.counted(&reserved, &silent).input_tokens, 300);
+        let reported = Usage {
+            input_tokens: 120,
+            output_tokens: 40,
+            ..Usage::default()
+        };
+        assert_eq!(rule.counted(&reserved, &reported).input_tokens, 120);
     }
 
     #[test]
