@@ -8,6 +8,7 @@
 //! model's limits allow, resumable, with a live progress bar. See `docs/cli.md`.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 // Every provider crate, linked so that its registration is kept.
 use tollgate_anthropic as _;
@@ -22,7 +23,11 @@ mod embed;
 mod input;
 mod models;
 mod output;
+#[cfg(test)]
+mod priority_tests;
+mod progress;
 mod record;
+mod resume;
 mod run;
 mod setup;
 mod simulate;
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
     let source = setup::Source {
         catalog: cli.catalog,
         credentials: cli.credentials,
+        limiters: None,
     };
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(&source, args)),
