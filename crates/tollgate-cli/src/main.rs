@@ -53,6 +53,7 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
     tollgate run examples/batch.jsonl --model demo -o out.jsonl\n  \
     tollgate chat -m demo 'Why reserve before sending?'\n  \
     tollgate models\n  \
+    tollgate --redis redis://127.0.0.1:6379/ run batch.jsonl -m demo -o out.jsonl\n  \
     tollgate --catalog models.toml --credentials secrets.toml chat -m claude-sonnet -i")]
 pub(crate) struct Cli {
     /// The catalog (TOML). Default: tollgate.toml if present, else the embedded demo.
@@ -61,6 +62,10 @@ pub(crate) struct Cli {
     /// The credentials file (TOML, `id = "secret"` lines), read on every lookup.
     #[arg(long, global = true, value_name = "FILE")]
     credentials: Option<PathBuf>,
+    /// Keep every model's rate limits in this Redis (redis://host:port/), shared with
+    /// every other process using it: several `tollgate run`s on one key pace as one.
+    #[arg(long, global = true, value_name = "URL")]
+    redis: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,10 +94,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let limiters = match cli.redis.as_deref().map(setup::redis).transpose() {
+        Ok(limiters) => limiters,
+        Err(e) => {
+            eprintln!("tollgate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let source = setup::Source {
         catalog: cli.catalog,
         credentials: cli.credentials,
-        limiters: None,
+        limiters,
     };
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(&source, args)),

@@ -8,6 +8,7 @@ use tollgate::credentials::{FileCredentialStore, MemoryCredentialStore};
 use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
 use tollgate::pipeline::Recorder;
 use tollgate::{Catalog, CredentialStore, Models};
+use tollgate_redis::{RedisConfig, RedisLimiters};
 
 /// The embedded demo catalog (`src/demo.toml`).
 pub(crate) const DEMO_CATALOG: &str = include_str!("demo.toml");
@@ -21,7 +22,8 @@ pub(crate) const DEFAULT_CATALOG: &str = "tollgate.toml";
 pub(crate) struct Source {
     pub(crate) catalog: Option<PathBuf>,
     pub(crate) credentials: Option<PathBuf>,
-    /// Where every model's buckets live: `None` in this process, else another backend.
+    /// Where every model's buckets live: `None` in this process, else a shared backend
+    /// (`--redis`).
     pub(crate) limiters: Option<Arc<dyn LimiterFactory>>,
 }
 
@@ -33,6 +35,15 @@ impl LimiterFactory for Backend {
     fn build(&self, config: &LimiterConfig) -> tollgate::Result<Arc<dyn LimiterBackend>> {
         self.0.build(config)
     }
+}
+
+/// The backend of `--redis URL`: every model's buckets in that Redis (keys
+/// `tollgate:{<model id>}:lim`), shared by every process using it; failing closed (a
+/// call whose reservation Redis cannot answer is not sent).
+pub(crate) fn redis(url: &str) -> Result<Arc<dyn LimiterFactory>, Box<dyn std::error::Error>> {
+    let limiters = RedisLimiters::new(RedisConfig::new(url))
+        .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/"))?;
+    Ok(Arc::new(limiters))
 }
 
 /// Which catalog was loaded, for messages.
