@@ -1,4 +1,7 @@
 //! `tollgate chat`: one prompt, or a conversation with `-i`, streamed.
+//!
+//! Each answer is one job at [`Priority::Interactive`]: a person is waiting, so a
+//! limiter that applies classes grants it before the batches sharing it.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -8,8 +11,11 @@ use std::sync::Arc;
 use clap::Args;
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt;
+use tollgate::limit::Priority;
+use tollgate::pipeline::{FallbackOptions, RetryPolicy};
 use tollgate::{
-    Conversation, Json, LlmClient, LlmResponse, Models, ResponseShape, SamplingParams, StreamEvent,
+    Conversation, JobContext, Json, LlmClient, LlmResponse, Models, ResponseShape, SamplingParams,
+    StreamEvent,
 };
 
 use crate::CliResult;
@@ -64,13 +70,6 @@ pub(crate) async fn chat(source: &Source, args: ChatArgs) -> CliResult {
         needed.extend(entry.fallbacks.iter().cloned());
     }
     source.check_credentials(&models, &needed).await?;
-    let client = if args.fallback {
-        models
-            .chat_with_fallbacks(&entry.id, tollgate::pipeline::FallbackOptions::default())
-            .await?
-    } else {
-        models.chat(&entry.id).await?
-    };
     let mut params = SamplingParams::new();
     if let Some(max) = args.max_tokens {
         params = params.with_max_output_tokens(max)?;
@@ -89,6 +88,16 @@ pub(crate) async fn chat(source: &Source, args: ChatArgs) -> CliResult {
     if let Some(system) = &args.system {
         conversation = conversation.with_system(system.clone());
     }
+    let turn = Turn {
+        models: &models,
+        fallback: args.fallback,
+        model_id: &entry.id,
+        params: &params,
+        structured: args.json.is_some(),
+        usage: args.usage,
+    };
+    // Fails now, before any input is read, if the model cannot serve chat here.
+    turn.client().await?;
     let mut first = String::new();
     if !std::io::stdin().is_terminal() && !args.interactive {
         std::io::stdin().read_to_string(&mut first)?;
@@ -100,14 +109,6 @@ pub(crate) async fn chat(source: &Source, args: ChatArgs) -> CliResult {
         }
         first.push_str(&arg);
     }
-    let turn = Turn {
-        models: &models,
-        client: client.as_ref(),
-        model_id: &entry.id,
-        params: &params,
-        structured: args.json.is_some(),
-        usage: args.usage,
-    };
     if !first.trim().is_empty() {
         conversation.push_user(first);
         let answer = turn.answer(&conversation).await?;
@@ -134,25 +135,48 @@ pub(crate) async fn chat(source: &Source, args: ChatArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-struct Turn<'a> {
-    models: &'a Models,
-    client: &'a dyn LlmClient,
-    model_id: &'a str,
-    params: &'a SamplingParams,
-    structured: bool,
-    usage: bool,
+/// How each answer is asked for.
+pub(crate) struct Turn<'a> {
+    pub(crate) models: &'a Models,
+    /// Through the model's fallbacks.
+    pub(crate) fallback: bool,
+    pub(crate) model_id: &'a str,
+    pub(crate) params: &'a SamplingParams,
+    /// Structured output: printed as JSON, not streamed.
+    pub(crate) structured: bool,
+    /// Print tokens and cost after each answer.
+    pub(crate) usage: bool,
 }
 
 impl Turn<'_> {
-    async fn answer(&self, conversation: &Conversation) -> Result<LlmResponse, tollgate::Error> {
+    /// A client whose calls are one interactive job (its own retry budget).
+    async fn client(&self) -> Result<Arc<dyn LlmClient>, tollgate::Error> {
+        let job = JobContext::new("chat", RetryPolicy::default().default_retries)
+            .with_priority(Priority::Interactive);
+        let models = self.models.for_job(job);
+        if self.fallback {
+            models
+                .chat_with_fallbacks(self.model_id, FallbackOptions::default())
+                .await
+        } else {
+            models.chat(self.model_id).await
+        }
+    }
+
+    /// Asks for the answer to `conversation`, as one interactive job, and prints it.
+    pub(crate) async fn answer(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<LlmResponse, tollgate::Error> {
+        let client = self.client().await?;
         let request = conversation.request(self.model_id, self.params.clone())?;
         let mut stdout = std::io::stdout();
         let answer = if self.structured {
-            let answer = self.client.single_response(&request).await?;
+            let answer = client.single_response(&request).await?;
             let _ = writeln!(stdout, "{}", answer.text());
             answer
         } else {
-            let mut stream = self.client.stream_response(&request).await?;
+            let mut stream = client.stream_response(&request).await?;
             let mut answer = None;
             while let Some(event) = stream.next().await {
                 match event? {

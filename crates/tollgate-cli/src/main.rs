@@ -8,6 +8,7 @@
 //! model's limits allow, resumable, with a live progress bar. See `docs/cli.md`.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 // Every provider crate, linked so that its registration is kept.
 use tollgate_anthropic as _;
@@ -22,7 +23,11 @@ mod embed;
 mod input;
 mod models;
 mod output;
+#[cfg(test)]
+mod priority_tests;
+mod progress;
 mod record;
+mod resume;
 mod run;
 mod setup;
 mod simulate;
@@ -48,6 +53,7 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
     tollgate run examples/batch.jsonl --model demo -o out.jsonl\n  \
     tollgate chat -m demo 'Why reserve before sending?'\n  \
     tollgate models\n  \
+    tollgate --redis redis://127.0.0.1:6379/ run batch.jsonl -m demo -o out.jsonl\n  \
     tollgate --catalog models.toml --credentials secrets.toml chat -m claude-sonnet -i")]
 pub(crate) struct Cli {
     /// The catalog (TOML). Default: tollgate.toml if present, else the embedded demo.
@@ -56,6 +62,10 @@ pub(crate) struct Cli {
     /// The credentials file (TOML, `id = "secret"` lines), read on every lookup.
     #[arg(long, global = true, value_name = "FILE")]
     credentials: Option<PathBuf>,
+    /// Keep every model's rate limits in this Redis (redis://host:port/), shared with
+    /// every other process using it: several `tollgate run`s on one key pace as one.
+    #[arg(long, global = true, value_name = "URL")]
+    redis: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -84,9 +94,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let limiters = match cli.redis.as_deref().map(setup::redis).transpose() {
+        Ok(limiters) => limiters,
+        Err(e) => {
+            eprintln!("tollgate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let source = setup::Source {
         catalog: cli.catalog,
         credentials: cli.credentials,
+        limiters,
     };
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(&source, args)),

@@ -3,10 +3,10 @@
 //! message}`), plus a `tollgate` object with what the pipeline measured (model, attempts,
 //! usage in tollgate's convention, cost, latency, input line).
 //!
-//! Resuming reads the ids already written ([`done_ids`]): a re-run skips them.
+//! A failure's `error` also says whether a re-run sends the request again
+//! (`retryable`, see [`crate::resume`]).
 
-use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -31,12 +31,13 @@ pub(crate) struct ResponsePart {
     pub(crate) body: Value,
 }
 
-/// A failure: a stable error kind (`rate_limited`, `spend_cap_exceeded` ...) and the
-/// message.
+/// A failure: a stable error kind (`rate_limited`, `spend_cap_exceeded` ...), the
+/// message, and whether a re-run of the same command sends the request again.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) struct ErrorPart {
     pub(crate) code: String,
     pub(crate) message: String,
+    pub(crate) retryable: bool,
 }
 
 /// What tollgate measured for the request.
@@ -103,24 +104,6 @@ pub(crate) fn finish_reason(stop: tollgate::StopReason) -> &'static str {
         tollgate::StopReason::ContextWindowExceeded => "length",
         tollgate::StopReason::EndTurn | tollgate::StopReason::StopSequence => "stop",
     }
-}
-
-/// The `custom_id`s already in the output file (none if it does not exist). Lines that do
-/// not parse (a line cut short by a crash) are ignored: their request runs again.
-pub(crate) fn done_ids(path: &Path) -> std::io::Result<HashSet<String>> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
-        Err(e) => return Err(e),
-    };
-    let mut ids = HashSet::new();
-    for line in BufReader::new(file).lines() {
-        let line = line?;
-        if let Ok(out) = serde_json::from_str::<OutputLine>(&line) {
-            ids.insert(out.custom_id);
-        }
-    }
-    Ok(ids)
 }
 
 /// Opens the output for appending; if its last line was cut short, ends it first so the

@@ -4,15 +4,20 @@
 //! (`--max-cost`): it waits for its reservation on the model's limiter (holding nothing,
 //! so `--concurrency` bounds only what is in flight), is sent, retried by error type,
 //! recorded and costed by the pipeline, and its line is written the moment it finishes.
-//! So an interrupted run loses nothing that was done, and a re-run skips every
-//! `custom_id` already in the output.
+//! Requests reserve at `--priority` (default `batch`): a limiter that applies classes
+//! grants the interactive callers sharing it first.
+//!
+//! So an interrupted run loses nothing that was done, and a re-run finishes the batch:
+//! it keeps every success and every final failure in the output and sends again what
+//! failed for a reason that may pass (see [`crate::resume`]), the output ending with
+//! exactly one line per `custom_id`.
 //!
 //! Ctrl-C once: nothing more is sent; requests still waiting for the limiter are dropped
 //! (their reservations given back), those already sent finish and are written. Twice:
 //! those in flight are cancelled too. Either way the run ends with its summary and exit
 //! status 130.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,10 +29,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tollgate::catalog::ModelKind;
 use tollgate::clock;
-use tollgate::limit::{Admission, Cost};
+use tollgate::limit::{Admission, Cost, Priority};
 use tollgate::pipeline::{
     CallRecord, DefaultEstimator, FallbackOptions, Outcome, TokenEstimator, error_kind,
 };
@@ -35,7 +39,9 @@ use tollgate::{EmbeddingPurpose, Error, JobContext, Models, SpendCap, Usage};
 
 use crate::input::{Body, Item, parse_line};
 use crate::output::{self, ErrorPart, Meta, OutputLine, ResponsePart};
+use crate::progress::{Summary, Tally, print_summary, progress};
 use crate::record::CliRecorder;
+use crate::resume::{self, retry_on_rerun};
 use crate::setup::Source;
 use crate::{CliResult, EXIT_INTERRUPTED};
 
@@ -44,12 +50,15 @@ use crate::{CliResult, EXIT_INTERRUPTED};
 /// Input: the OpenAI Batch API format (`custom_id`, `method`, `url`, `body`) for
 /// /v1/chat/completions or /v1/embeddings, or plain lines (a prompt, a message list, or
 /// {"prompt": ...}). Output: one line per request in the Batch API's output shape, with
-/// a `tollgate` object (attempts, usage, cost). Re-running skips ids already in the
-/// output; Ctrl-C stops sending and writes everything done.
+/// a `tollgate` object (attempts, usage, cost). Re-running the same command finishes
+/// the batch: it keeps the successes and sends again what failed for a reason that may
+/// pass (a 429 after every retry, Ctrl-C, the spend cap...); Ctrl-C stops sending and
+/// writes everything done.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     tollgate run examples/batch.jsonl --model demo -o target/batch-out.jsonl\n  \
     tollgate run prompts.jsonl -m demo -o out.jsonl --max-cost 0.50 --fallback\n  \
+    tollgate run prompts.jsonl -m demo -o out.jsonl --retry-failed --priority default\n  \
     tollgate --catalog models.toml --credentials secrets.toml run batch.jsonl -m gpt-4o -o out.jsonl --record calls.jsonl")]
 pub(crate) struct RunArgs {
     /// The requests, one JSON object (or plain prompt) per line.
@@ -57,7 +66,7 @@ pub(crate) struct RunArgs {
     /// The catalog model every request goes to.
     #[arg(short, long)]
     model: String,
-    /// Where results go, one line per request (appended; ids already there are skipped).
+    /// Where results go, one line per request (appended; a re-run keeps the ids done).
     #[arg(short, long, value_name = "OUTPUT")]
     output: PathBuf,
     /// Stop sending when the run's cost would pass this many USD (checked at worst-case
@@ -79,9 +88,38 @@ pub(crate) struct RunArgs {
     /// For embeddings lines: what the texts are for.
     #[arg(long, value_enum, default_value_t = Purpose::Document)]
     purpose: Purpose,
+    /// Also send again the requests whose earlier failure was final (a refusal, an
+    /// invalid request, a context overflow), not only those that may pass.
+    #[arg(long)]
+    retry_failed: bool,
+    /// The class the requests wait in on the model's limiter: `interactive` callers are
+    /// granted first, `batch` last.
+    #[arg(long, value_enum, default_value_t = PriorityArg::Batch)]
+    priority: PriorityArg,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+}
+
+/// `--priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PriorityArg {
+    /// A person is waiting: granted first.
+    Interactive,
+    /// Ordinary calls.
+    Default,
+    /// Background work: granted after the other classes.
+    Batch,
+}
+
+impl From<PriorityArg> for Priority {
+    fn from(p: PriorityArg) -> Self {
+        match p {
+            PriorityArg::Interactive => Priority::Interactive,
+            PriorityArg::Default => Priority::Default,
+            PriorityArg::Batch => Priority::Batch,
+        }
+    }
 }
 
 /// `--purpose`.
@@ -109,26 +147,17 @@ async fn reached(stop: &mut StopLevel, level: u8) {
     let _ = stop.wait_for(|l| *l >= level).await;
 }
 
-/// Counts for the progress bar and the summary.
-#[derive(Debug, Default)]
-struct Tally {
-    succeeded: u64,
-    failed: BTreeMap<String, u64>,
-    usage: Usage,
-    cost_usd: f64,
-    attempts: u64,
-}
-
 struct Shared {
     models: Models,
     model_id: String,
     args_fallback: bool,
     retries: u32,
+    priority: Priority,
     purpose: EmbeddingPurpose,
     cap: Option<SpendCap>,
     recorder: Arc<CliRecorder>,
     out: Mutex<std::fs::File>,
-    tally: Mutex<Tally>,
+    tally: Arc<Mutex<Tally>>,
     next_id: AtomicU64,
     /// Whether requests reserve before the pipeline (and so can be dropped unsent).
     preadmit: bool,
@@ -193,16 +222,30 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
     }
-    let done = output::done_ids(&args.output)?;
+    let previous = resume::prepare(&args.output, args.retry_failed, |id| seen.contains_key(id))?;
     let total_items = items.len();
     let todo: Vec<Item> = items
         .into_iter()
-        .filter(|i| !done.contains(&i.custom_id))
+        .filter(|i| !previous.kept.contains(&i.custom_id))
         .collect();
     let skipped = total_items - todo.len();
     let out = output::open_append(&args.output)
         .map_err(|e| format!("cannot write `{}`: {e}", args.output.display()))?;
 
+    // The provider's client is built on the first call: build it now, so that no request
+    // of the opening burst holds its reservation while the client is made (its late
+    // arrival would meet a 429 from a provider that has not refilled what we counted).
+    if !todo.is_empty() {
+        match (wanted, args.fallback) {
+            (ModelKind::Embeddings, _) => drop(models.embeddings(&entry.id).await?),
+            (_, true) => drop(
+                models
+                    .chat_with_fallbacks(&entry.id, FallbackOptions::default())
+                    .await?,
+            ),
+            (_, false) => drop(models.chat(&entry.id).await?),
+        }
+    }
     let preadmit =
         !args.fallback && wanted == ModelKind::Chat && models.limiters(&entry.id)?.len() == 1;
     let shared = Arc::new(Shared {
@@ -210,26 +253,30 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         model_id: entry.id.clone(),
         args_fallback: args.fallback,
         retries: args.retries,
+        priority: args.priority.into(),
         purpose: args.purpose.into(),
         cap: args
             .max_cost
             .map(|usd| SpendCap::new("tollgate run --max-cost", usd)),
         recorder: recorder.clone(),
         out: Mutex::new(out),
-        tally: Mutex::new(Tally::default()),
-        next_id: AtomicU64::new(0),
+        tally: Arc::default(),
+        next_id: AtomicU64::new(previous.next_seq),
         preadmit,
     });
 
     let (stop_tx, stop) = watch::channel(0u8);
+    let mut interrupts = Interrupts::new()?;
     tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        while interrupts.next().await {
             let level = (*stop_tx.borrow() + 1).min(2);
             if level == 1 {
                 eprintln!(
                     "\ntollgate: stopping: nothing more is sent; finishing what is in flight \
                      (Ctrl-C again to cancel it)"
                 );
+            } else {
+                eprintln!("tollgate: cancelling what is in flight");
             }
             let _ = stop_tx.send(level);
         }
@@ -245,7 +292,13 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
             .map_err(|e| e.to_string())?
             .progress_chars("=> "),
     );
-    let ticker = tokio::spawn(progress(shared.clone(), bar.clone(), entry.limits));
+    let ticker = tokio::spawn(progress(
+        shared.tally.clone(),
+        recorder.clone(),
+        models.limiter(&entry.id).ok().cloned(),
+        bar.clone(),
+        entry.limits,
+    ));
 
     let started = clock::now();
     let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
@@ -291,6 +344,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         provider: &entry.provider,
         total: total_items,
         skipped,
+        previous: &previous,
         bad: bad.len(),
         tally: &tally,
         makespan,
@@ -304,7 +358,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     let failed: u64 = tally.failed.values().sum();
     Ok(if interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
-    } else if failed > 0 || !bad.is_empty() {
+    } else if failed > 0 || previous.kept_failures > 0 || !bad.is_empty() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -313,7 +367,8 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
 
 /// Runs one request and writes its line; false if it was dropped unsent by Ctrl-C.
 async fn one(shared: &Shared, item: Item, mut stop: StopLevel) -> bool {
-    let mut job = JobContext::new(item.custom_id.clone(), shared.retries);
+    let mut job =
+        JobContext::new(item.custom_id.clone(), shared.retries).with_priority(shared.priority);
     if let Some(cap) = &shared.cap {
         job = job.with_spend_cap(cap.clone());
     }
@@ -333,7 +388,7 @@ async fn one(shared: &Shared, item: Item, mut stop: StopLevel) -> bool {
         let grant = tokio::select! {
             biased;
             _ = reached(&mut stop, 1) => return false,
-            g = admission.admit(cost) => g,
+            g = admission.admit_with(cost, shared.priority) => g,
         };
         match grant {
             Ok(grant) => job = job.with_admitted(grant),
@@ -432,8 +487,9 @@ fn write_line(shared: &Shared, item: &Item, result: Result<Answer, Error>, laten
         Err(e) => (
             None,
             Some(ErrorPart {
-                code: error_kind(e).0.to_owned(),
+                code: code(e).to_owned(),
                 message: e.to_string(),
+                retryable: retry_on_rerun(e),
             }),
         ),
     };
@@ -473,6 +529,15 @@ fn write_line(shared: &Shared, item: &Item, result: Result<Answer, Error>, laten
     }
 }
 
+/// The error's stable kind, as records name it; `limiter_unavailable` for a shared
+/// limiter (`--redis`) that could not answer, which records count as `other`.
+fn code(e: &Error) -> &'static str {
+    match e {
+        Error::LimiterUnavailable { .. } => "limiter_unavailable",
+        _ => error_kind(e).0,
+    }
+}
+
 fn add(a: Usage, b: Usage) -> Usage {
     Usage {
         input_tokens: a.input_tokens + b.input_tokens,
@@ -483,113 +548,26 @@ fn add(a: Usage, b: Usage) -> Usage {
     }
 }
 
-/// How often the progress bar's figures are refreshed.
-const PROGRESS_TICK: Duration = Duration::from_millis(250);
-/// The window over which the bar's request rate is measured.
-const RATE_WINDOW: Duration = Duration::from_secs(10);
-
-async fn progress(shared: Arc<Shared>, bar: ProgressBar, limits: tollgate::catalog::Limits) {
-    let mut window: VecDeque<(Instant, u64)> = VecDeque::new();
-    let limiter = shared.models.limiter(&shared.model_id).ok().cloned();
-    loop {
-        bar.tick();
-        let now = clock::now();
-        let (done, cost) = {
-            let t = shared.tally.lock().unwrap_or_else(|e| e.into_inner());
-            (t.succeeded + t.failed.values().sum::<u64>(), t.cost_usd)
-        };
-        window.push_back((now, done));
-        while window.len() > 1 && now - window[0].0 > RATE_WINDOW {
-            window.pop_front();
-        }
-        let (t0, d0) = window[0];
-        let secs = (now - t0).as_secs_f64();
-        let rate = if secs > 0.5 {
-            (done - d0) as f64 * 60.0 / secs
-        } else {
-            0.0
-        };
-        let waiting = match &limiter {
-            Some(l) => l.snapshot().await.map(|s| s.queued).unwrap_or(0),
-            None => 0,
-        };
-        let limit = if limits.rpm > 0 {
-            format!("{rate:.0}/{} rpm", limits.rpm)
-        } else {
-            format!("{rate:.0}/min")
-        };
-        bar.set_message(format!(
-            "{limit} · {waiting} waiting · 429s {} · ${cost:.4}",
-            shared.recorder.rate_limited()
-        ));
-        tokio::time::sleep(PROGRESS_TICK).await;
-    }
+/// Ctrl-C presses, each one seen: the stream is registered once, so a second press
+/// that comes while the first is handled is not lost.
+struct Interrupts {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
 }
 
-struct Summary<'a> {
-    model: &'a str,
-    provider: &'a str,
-    total: usize,
-    skipped: usize,
-    bad: usize,
-    tally: &'a Tally,
-    makespan: Duration,
-    rpm: u64,
-    rate_limited: u64,
-    overloaded: u64,
-    retries: u64,
-    not_sent: usize,
-    output: &'a std::path::Path,
-}
+impl Interrupts {
+    fn new() -> std::io::Result<Self> {
+        Ok(Interrupts {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?,
+        })
+    }
 
-fn print_summary(s: &Summary<'_>) {
-    let t = s.tally;
-    let failed: u64 = t.failed.values().sum();
-    let done = t.succeeded + failed;
-    println!(
-        "tollgate run: {} requests for `{}` ({}): {} already done, {} bad lines",
-        s.total, s.model, s.provider, s.skipped, s.bad
-    );
-    println!("  succeeded  {}", t.succeeded);
-    let kinds = t
-        .failed
-        .iter()
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if failed > 0 {
-        println!("  failed     {failed} ({kinds})");
-    } else {
-        println!("  failed     0");
+    /// The next press; false when no more can come.
+    async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        return self.signal.recv().await.is_some();
+        #[cfg(not(unix))]
+        return tokio::signal::ctrl_c().await.is_ok();
     }
-    println!(
-        "  tokens     {} in ({} cached), {} out",
-        t.usage.total_input_tokens(),
-        t.usage.cache_read_tokens,
-        t.usage.output_tokens
-    );
-    println!("  cost       ${:.6}", t.cost_usd);
-    let secs = s.makespan.as_secs_f64();
-    let rate = if secs > 0.0 {
-        done as f64 * 60.0 / secs
-    } else {
-        0.0
-    };
-    let share = if s.rpm > 0 {
-        format!(" = {:.0}% of {} rpm", rate * 100.0 / s.rpm as f64, s.rpm)
-    } else {
-        String::new()
-    };
-    println!("  makespan   {secs:.1} s ({rate:.0} requests/min{share})");
-    println!(
-        "  429s       {} (529s {}, retries {}, attempts {})",
-        s.rate_limited, s.overloaded, s.retries, t.attempts
-    );
-    if s.not_sent > 0 {
-        println!(
-            "  interrupted: {} not sent; run the same command again to resume",
-            s.not_sent
-        );
-    }
-    println!("  output     {}", s.output.display());
 }

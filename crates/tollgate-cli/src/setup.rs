@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use tollgate::catalog::KnownProviders;
 use tollgate::credentials::{FileCredentialStore, MemoryCredentialStore};
+use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
 use tollgate::pipeline::Recorder;
 use tollgate::{Catalog, CredentialStore, Models};
+use tollgate_redis::{RedisConfig, RedisLimiters};
 
 /// The embedded demo catalog (`src/demo.toml`).
 pub(crate) const DEMO_CATALOG: &str = include_str!("demo.toml");
@@ -14,11 +16,34 @@ pub(crate) const DEMO_CATALOG: &str = include_str!("demo.toml");
 /// The catalog read when `--catalog` is not given, if it exists.
 pub(crate) const DEFAULT_CATALOG: &str = "tollgate.toml";
 
-/// The global options that say where the catalog and the credentials are.
+/// The global options that say where the catalog and the credentials are, and where
+/// the models' buckets live.
 #[derive(Debug, Clone)]
 pub(crate) struct Source {
     pub(crate) catalog: Option<PathBuf>,
     pub(crate) credentials: Option<PathBuf>,
+    /// Where every model's buckets live: `None` in this process, else a shared backend
+    /// (`--redis`).
+    pub(crate) limiters: Option<Arc<dyn LimiterFactory>>,
+}
+
+/// A shared [`LimiterFactory`], as `ModelsBuilder::limiter_backend` takes one by value.
+#[derive(Debug)]
+struct Backend(Arc<dyn LimiterFactory>);
+
+impl LimiterFactory for Backend {
+    fn build(&self, config: &LimiterConfig) -> tollgate::Result<Arc<dyn LimiterBackend>> {
+        self.0.build(config)
+    }
+}
+
+/// The backend of `--redis URL`: every model's buckets in that Redis (keys
+/// `tollgate:{<model id>}:lim`), shared by every process using it; failing closed (a
+/// call whose reservation Redis cannot answer is not sent).
+pub(crate) fn redis(url: &str) -> Result<Arc<dyn LimiterFactory>, Box<dyn std::error::Error>> {
+    let limiters = RedisLimiters::new(RedisConfig::new(url))
+        .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/"))?;
+    Ok(Arc::new(limiters))
 }
 
 /// Which catalog was loaded, for messages.
@@ -57,11 +82,14 @@ impl Source {
         recorder: Arc<dyn Recorder>,
     ) -> Result<(Models, CatalogOrigin), Box<dyn std::error::Error>> {
         let (catalog, origin) = self.catalog()?;
-        let models = Models::builder()
+        let mut builder = Models::builder()
             .catalog(catalog)
             .recorder(recorder)
-            .credentials_arc(self.store())
-            .build()?;
+            .credentials_arc(self.store());
+        if let Some(limiters) = &self.limiters {
+            builder = builder.limiter_backend(Backend(limiters.clone()));
+        }
+        let models = builder.build()?;
         Ok((models, origin))
     }
 

@@ -1,20 +1,15 @@
 //! The `tollgate` binary end to end, on the embedded demo catalog (no keys, no network):
-//! every subcommand, a batch interrupted and resumed, bad input lines, a missing
-//! credential, the output format parsed back.
+//! every subcommand, bad input lines, a missing credential, the output format parsed
+//! back. Resuming a batch is in `resume.rs`, limits shared over Redis in
+//! `shared_limits.rs`.
 
-use std::collections::HashMap;
+mod common;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use common::{chat_line, id_counts, output_lines, text, tollgate, write_batch};
 use serde_json::Value;
-
-fn tollgate() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
-    // A directory without tollgate.toml, so the embedded demo catalog is used.
-    cmd.current_dir(std::env::temp_dir());
-    cmd
-}
 
 fn run_with_stdin(mut cmd: Command, stdin: &str) -> Output {
     cmd.stdin(Stdio::piped())
@@ -28,42 +23,6 @@ fn run_with_stdin(mut cmd: Command, stdin: &str) -> Output {
         .write_all(stdin.as_bytes())
         .expect("stdin written");
     child.wait_with_output().expect("tollgate ends")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn chat_line(id: &str, prompt: &str) -> String {
-    serde_json::json!({
-        "custom_id": id, "method": "POST", "url": "/v1/chat/completions",
-        "body": {"model": "demo", "messages": [{"role": "user", "content": prompt}], "max_tokens": 32},
-    })
-    .to_string()
-}
-
-fn write_batch(dir: &Path, lines: &[String]) -> PathBuf {
-    let path = dir.join("batch.jsonl");
-    std::fs::write(&path, lines.join("\n") + "\n").expect("batch written");
-    path
-}
-
-fn output_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("every output line is JSON"))
-        .collect()
-}
-
-fn id_counts(lines: &[Value]) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for l in lines {
-        *counts
-            .entry(l["custom_id"].as_str().expect("custom_id").to_owned())
-            .or_default() += 1;
-    }
-    counts
 }
 
 #[test]
@@ -107,93 +66,6 @@ fn run_writes_one_line_per_request_in_the_batch_api_output_shape() {
         assert!(meta["cost_usd"].as_f64().unwrap() > 0.0);
         assert!(meta["line"].as_u64().unwrap() >= 1);
     }
-}
-
-#[test]
-fn run_resumed_skips_ids_already_in_the_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let lines: Vec<String> = (1..=4).map(|i| chat_line(&format!("r{i}"), "Hi")).collect();
-    let input = write_batch(dir.path(), &lines);
-    let out = dir.path().join("out.jsonl");
-    for _ in 0..2 {
-        let result = tollgate()
-            .args(["run", input.to_str().unwrap(), "-m", "demo", "-o"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(result.status.success(), "{}", text(&result.stderr));
-    }
-    let parsed = output_lines(&out);
-    assert_eq!(parsed.len(), 4);
-    assert!(id_counts(&parsed).values().all(|n| *n == 1));
-}
-
-#[test]
-fn run_interrupted_by_ctrl_c_then_resumed_has_every_custom_id_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    // `demo-slow` serves one request a second: the run is interrupted mid-way.
-    let total = 8;
-    let lines: Vec<String> = (1..=total)
-        .map(|i| chat_line(&format!("s{i}"), "Slowly"))
-        .collect();
-    let input = write_batch(dir.path(), &lines);
-    let out = dir.path().join("out.jsonl");
-    let mut child = tollgate()
-        .args(["run", input.to_str().unwrap(), "-m", "demo-slow", "-o"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait (on progress, not on time) until two results are written, then send SIGINT.
-    while output_lines_lenient(&out) < 2 {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the run ended ({status}) before it could be interrupted");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let first = child.wait_with_output().unwrap();
-    assert_eq!(first.status.code(), Some(130), "{}", text(&first.stderr));
-    assert!(
-        text(&first.stdout).contains("interrupted"),
-        "{}",
-        text(&first.stdout)
-    );
-    let after_interrupt = output_lines(&out);
-    assert!(
-        after_interrupt.len() >= 2 && after_interrupt.len() < total,
-        "{}",
-        after_interrupt.len()
-    );
-    assert!(
-        after_interrupt.iter().all(|l| l["error"].is_null()),
-        "nothing cancelled after it was sent"
-    );
-
-    let second = tollgate()
-        .args(["run", input.to_str().unwrap(), "-m", "demo-slow", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(second.status.success(), "{}", text(&second.stderr));
-    let parsed = output_lines(&out);
-    let counts = id_counts(&parsed);
-    assert_eq!(counts.len(), total, "every request done");
-    assert!(
-        counts.values().all(|n| *n == 1),
-        "nothing duplicated: {counts:?}"
-    );
-}
-
-fn output_lines_lenient(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().filter(|l| l.ends_with('}')).count())
-        .unwrap_or(0)
 }
 
 #[test]
