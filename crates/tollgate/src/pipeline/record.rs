@@ -61,6 +61,7 @@ pub fn error_kind(error: &Error) -> (&'static str, Option<u16>) {
         Error::ResponseTooLarge { .. } => ("response_too_large", None),
         Error::UnmatchedRequest { .. } => ("unmatched_request", None),
         Error::Cancelled => ("cancelled", None),
+        Error::LimiterUnavailable { .. } => ("limiter_unavailable", None),
         _ => ("other", None),
     }
 }
