@@ -234,25 +234,29 @@ fn a_grant_never_picked_up_returns_to_the_next_waiter_when_dropped() {
 
 #[test]
 fn a_head_waiter_cancelled_lets_the_smaller_waiter_behind_it_go_and_wakes_it() {
-    // The head asks for two units where one is left, so the one-unit waiter behind it
-    // waits too; the head is dropped (cancelled) while a refund races it. Whether the
-    // head leaves waiting (its leaving grants the next) or granted and never picked up
-    // (its units go back and on), the waiter behind it is granted and woken.
-    check(|| {
-        let limiter = limiter(3);
+    // The head asks for two units where one is left; a one-unit waiter arrives while the
+    // head is dropped (cancelled). Arrived before, it queues behind the head (it may not
+    // jump it), and the head's leaving alone must grant it and wake it: nothing else
+    // gives capacity back. Arrived after, it takes the fast path.
+    let arrivals = std::sync::Arc::new([StdAtomicUsize::new(0), StdAtomicUsize::new(0)]);
+    let seen = arrivals.clone();
+    check(move || {
+        let limiter = limiter(2);
         let ballast = take(&limiter);
-        let holder = take(&limiter);
         let mut head = limiter.reserve(Cost { requests: 2, ..ONE });
         assert!(poll_once(&mut head).is_pending());
         let behind = waiter(&limiter);
-        let refund = thread::spawn(move || drop(holder));
         drop(head);
         behind.join().expect("the waiter behind finished");
-        refund.join().expect("the refund finished");
         let s = limiter.snapshot();
-        assert_eq!((level(&s), s.held, s.queued), (2.0, 1, 0));
+        assert_eq!((level(&s), s.held, s.queued, s.grants), (1.0, 1, 0, 2));
+        seen[usize::try_from(s.waited).expect("0 or 1")].fetch_add(1, SeqCst);
         drop(ballast);
     });
+    assert!(
+        arrivals.iter().all(|n| n.load(SeqCst) > 0),
+        "both arrivals were seen"
+    );
 }
 
 #[test]
