@@ -4,14 +4,15 @@
 //! steps, the clock moving, and a throttle change (a 429 with `retry-after`), run against
 //! the real `TokenBucketRateLimiter` through its public API.
 //!
-//! Why not loom or shuttle: both replace `std::sync::Mutex`, tokio's `Notify`, timers and
-//! `spawn` with their own; the limiter takes those directly, and making it checkable would
-//! mean swapping them inside `limiter.rs`. Instead this test makes the interleavings
-//! explicit. The limiter's methods are atomic (one mutex), so the points where two
-//! activities can interleave are exactly the boundaries between API calls and the
-//! driver's turns; on a current-thread runtime with a paused clock those are all under
-//! the test's control, each run is deterministic, and a depth-first search over the
-//! choices visits every schedule (the same stateless search loom does, at that grain).
+//! Why not (only) loom: loom replaces the lock, `Notify`, timers and `spawn` with its
+//! own, and its model of the limiter (`crates/tollgate/tests/loom.rs`) swaps only the
+//! lock: no driver, no clock. This test keeps them all and makes the interleavings
+//! explicit instead, at the grain of API calls. The limiter's methods are atomic (one
+//! mutex), so the points where two activities can interleave are exactly the boundaries
+//! between API calls and the driver's turns; on a current-thread runtime with a paused
+//! clock those are all under the test's control, each run is deterministic, and a
+//! depth-first search over the choices visits every schedule (the same stateless search
+//! loom does, at that grain).
 //!
 //! Checked in every schedule:
 //! - **no lost wake-up**: a waiter found granted was woken since its last pending poll;

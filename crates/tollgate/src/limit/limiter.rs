@@ -29,7 +29,7 @@
 //! fits now: that is what a class is for.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ use super::priority::Priority;
 use super::queue::WaitQueue;
 use super::reservation::{BucketLedger, Reservation, TryReserveError};
 use super::reserve::Reserve;
+use super::sync::{Mutex, MutexGuard};
 use super::throttle::{AdaptiveThrottle, Feedback, SendMark};
 use crate::catalog::{Dimension, ModelEntry, RateWindow};
 use crate::clock;

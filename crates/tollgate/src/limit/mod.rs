@@ -27,6 +27,7 @@ mod priority;
 mod queue;
 mod reservation;
 mod reserve;
+mod sync;
 pub mod throttle;
 
 pub use admission::{Admission, AdmissionGrant, AdmissionResource, SemaphoreResource};

@@ -12,6 +12,7 @@ use super::limiter::Shared;
 use super::priority::Priority;
 use super::queue::Cancelled;
 use super::reservation::Reservation;
+use super::sync::Runtime;
 use crate::error::{Error, Result};
 
 /// The driver: sleeps until the head waiter fits, grants, repeats; exits when nobody waits.
@@ -113,7 +114,7 @@ impl Future for Reserve {
                 drop(state);
                 return this.failed(e);
             }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let Ok(runtime) = Runtime::try_current() else {
                 drop(state);
                 return this.failed(Error::InvalidRequest {
                     field: "runtime".into(),
