@@ -288,7 +288,7 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 9] = [
+const BENCHES: [(&str, &str); 10] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
