@@ -17,16 +17,16 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 /// Now, on tokio's clock (paused in tests).
-#[cfg(not(tollgate_loom))]
+#[cfg(not(feature = "loom-model"))]
 #[allow(clippy::disallowed_methods)]
 pub fn now() -> Instant {
     Instant::now()
 }
 
-/// Now, standing still: in the loom model check's build (`--cfg tollgate_loom`,
+/// Now, standing still: in the loom model check's build (the `loom-model` feature,
 /// `tests/loom.rs`) time is one instant, read once, so that no bucket ever refills and
 /// every run of a model takes the same path (loom requires it).
-#[cfg(tollgate_loom)]
+#[cfg(feature = "loom-model")]
 #[allow(clippy::disallowed_methods)]
 pub fn now() -> Instant {
     static FROZEN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();

@@ -2,7 +2,7 @@
 //! its one lock and the waker hand-off between threads, in every interleaving loom finds,
 //! for grant, cancellation while queued, refund and wake-up across two or three threads.
 //!
-//! Built only with `RUSTFLAGS="--cfg tollgate_loom"`, which swaps the limiter's `Mutex`
+//! Built only with ``--features loom-model``, which swaps the limiter's `Mutex`
 //! for loom's (`src/limit/sync.rs`); `cargo xtask test-all` runs
 //! `cargo test -p tollgate --test loom --release` so, in a target directory of its own.
 //! In that build the clock stands still (`tollgate::clock`): nothing refills and there is
@@ -20,7 +20,7 @@
 //! order; afterwards the level is exactly what was given back (nothing lost, nothing
 //! given twice), nobody is queued, and nothing but the ballast is held.
 
-#![cfg(tollgate_loom)]
+#![cfg(feature = "loom-model")]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,5 +1,5 @@
 //! The limiter's lock, and the runtime its driver task is spawned on: `std`'s and tokio's,
-//! or loom's under `--cfg tollgate_loom`, the build in which `tests/loom.rs` model-checks
+//! or loom's under the `loom-model` feature, the build in which `tests/loom.rs` model-checks
 //! the lock and the waker hand-off across threads (`docs/reliability.md`).
 //!
 //! Under loom there is no driver: the clock stands still (`crate::clock`), so nothing
@@ -8,17 +8,17 @@
 //! woken after it: the hand-offs the model explores. `Arc` stays `std`'s: a reservation's
 //! ledger is a public `Arc<dyn BucketLedger>`, which loom's `Arc` cannot become.
 
-#[cfg(tollgate_loom)]
+#[cfg(feature = "loom-model")]
 pub(super) use loom::sync::{Mutex, MutexGuard};
-#[cfg(not(tollgate_loom))]
+#[cfg(not(feature = "loom-model"))]
 pub(super) use std::sync::{Mutex, MutexGuard};
 
-#[cfg(tollgate_loom)]
+#[cfg(feature = "loom-model")]
 pub(super) use no_driver::Runtime;
-#[cfg(not(tollgate_loom))]
+#[cfg(not(feature = "loom-model"))]
 pub(super) use tokio::runtime::Handle as Runtime;
 
-#[cfg(tollgate_loom)]
+#[cfg(feature = "loom-model")]
 mod no_driver {
     use std::future::Future;
 
