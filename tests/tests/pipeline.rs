@@ -228,7 +228,7 @@ async fn queued_calls_hold_nothing_on_the_spend_cap_so_no_sibling_fails_for_them
     let chat = job.chat("m").await.unwrap();
     let question = ask("hi");
     let mut call = std::pin::pin!(chat.single_response(&question));
-    futures::poll!(call.as_mut());
+    let _ = futures::poll!(call.as_mut());
     let worst = probe.held_usd();
     assert!(worst > 0.0);
     call.await.unwrap();
