@@ -1,21 +1,11 @@
-//! The Anthropic stream: bytes through the SSE parser (in arbitrary chunks) into the
-//! codec's `StreamDecoder`, event by event, the way the transport runs it.
+//! The libFuzzer binary of the `anthropic_stream` target. Its check is `run` in
+//! `fuzz/harness/anthropic_stream.rs`, which `tests/fuzz-replay` also runs over every committed
+//! seed of `fuzz/corpus/anthropic_stream/`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use tollgate_anthropic::codec::StreamDecoder;
-
-#[path = "common.rs"]
+#[path = "../harness/common.rs"]
 mod common;
+#[path = "../harness/anthropic_stream.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let (sizes, body) = common::split_sizes(data, 2);
-    let mut decoder = StreamDecoder::new();
-    for event in common::sse_events(body, sizes) {
-        match decoder.event(&event.data) {
-            Ok(_) if decoder.is_finished() => break,
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

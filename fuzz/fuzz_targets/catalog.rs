@@ -1,10 +1,9 @@
-//! The catalog parser: any text is a catalog or a `CatalogError`, never a panic.
+//! The libFuzzer binary of the `catalog` target. Its check is `run` in
+//! `fuzz/harness/catalog.rs`, which `tests/fuzz-replay` also runs over every committed
+//! seed of `fuzz/corpus/catalog/`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+#[path = "../harness/catalog.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(data) {
-        let _ = tollgate::Catalog::from_toml_str(text);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

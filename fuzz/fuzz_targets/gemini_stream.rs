@@ -1,23 +1,11 @@
-//! The Gemini stream: bytes through the SSE parser (in arbitrary chunks) into the codec's
-//! `StreamDecoder` (each event a whole response), then `end` when the bytes run out, the
-//! way the transport runs it.
+//! The libFuzzer binary of the `gemini_stream` target. Its check is `run` in
+//! `fuzz/harness/gemini_stream.rs`, which `tests/fuzz-replay` also runs over every committed
+//! seed of `fuzz/corpus/gemini_stream/`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use tollgate_gemini::codec::StreamDecoder;
-
-#[path = "common.rs"]
+#[path = "../harness/common.rs"]
 mod common;
+#[path = "../harness/gemini_stream.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let (sizes, body) = common::split_sizes(data, 1);
-    let mut decoder = StreamDecoder::new();
-    for event in common::sse_events(body, sizes) {
-        match decoder.event(&event.data) {
-            Ok(_) if decoder.is_finished() => return,
-            Ok(_) => {}
-            Err(_) => return,
-        }
-    }
-    let _ = decoder.end();
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

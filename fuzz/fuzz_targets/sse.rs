@@ -1,19 +1,11 @@
-//! The SSE parser: any bytes in any chunking. Checks that the chunking does not change
-//! the events (the parser's promise), against the same bytes fed whole and byte by byte.
+//! The libFuzzer binary of the `sse` target. Its check is `run` in
+//! `fuzz/harness/sse.rs`, which `tests/fuzz-replay` also runs over every committed
+//! seed of `fuzz/corpus/sse/`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "common.rs"]
+#[path = "../harness/common.rs"]
 mod common;
+#[path = "../harness/sse.rs"]
+mod harness;
 
-fuzz_target!(|data: &[u8]| {
-    let (sizes, body) = common::split_sizes(data, 4);
-    let chunked = common::sse_events(body, sizes);
-    let whole = common::sse_events(body, &[]);
-    assert_eq!(chunked, whole, "chunking changed the events");
-    if body.len() <= 1024 {
-        let bytewise = common::sse_events(body, &[1]);
-        assert_eq!(bytewise, whole, "byte-by-byte feeding changed the events");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::run(data));

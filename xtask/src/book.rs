@@ -1,8 +1,8 @@
 //! The guide as a book (`docs/`, mdBook) and the API docs, as `test-all` checks them.
 //!
 //! - `book`: `mdbook build docs` into `target/book`, with mdbook installed once (pinned,
-//!   [`MDBOOK_VERSION`]) under `<target dir>/tools`, the way `scripts/peers.sh` installs the
-//!   mocks; then [`check_links`]: every relative link of every page in `docs/SUMMARY.md`
+//!   [`MDBOOK_VERSION`], from its PyPI wheel) under `<target dir>/tools` ([`crate::tools`]);
+//!   then [`check_links`]: every relative link of every page in `docs/SUMMARY.md`
 //!   (and of `README.md`) names a file that exists, a page the book renders, and a heading
 //!   anchor that page has; and every code block says its language, so that rustdoc, which
 //!   compiles the pages' Rust snippets through `tests/book`, never takes a diagram for Rust.
@@ -14,60 +14,21 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
+use crate::summary::{Outcome, Summary};
+use crate::tools::{MDBOOK, in_ci};
 use crate::{cargo, workspace_root};
 
 /// The mdbook release `test-all` installs and builds the book with.
 pub(crate) const MDBOOK_VERSION: &str = "0.5.4";
 
-/// Whether a missing tool fails the step (`CI=true`) rather than skipping it.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
-
-/// `tools/mdbook-<version>/bin/mdbook`, installed from crates.io if missing. `None`, with
-/// the reason printed, when it is missing and cannot be installed (no network).
-fn mdbook() -> Option<PathBuf> {
-    let root = crate::reliability::tools_dir().join(format!("mdbook-{MDBOOK_VERSION}"));
-    let path = root.join("bin").join("mdbook");
-    if path.is_file() {
-        return Some(path);
-    }
-    println!(
-        "    installing mdbook {MDBOOK_VERSION} into {} (once; later runs reuse it)",
-        root.display()
-    );
-    // A temporary build directory of cargo's own: the workspace's target dir is not
-    // littered with mdbook's dependencies.
-    let installed = Command::new(cargo())
-        .args(["install", "--locked", "mdbook", "--version", MDBOOK_VERSION])
-        .arg("--root")
-        .arg(&root)
-        .env_remove("CARGO_TARGET_DIR")
-        .status()
-        .is_ok_and(|s| s.success());
-    if installed && path.is_file() {
-        Some(path)
-    } else {
-        println!(
-            "    `cargo install --locked mdbook --version {MDBOOK_VERSION}` failed (no network?)"
-        );
-        None
-    }
-}
-
-/// The book step of `test-all`: build with mdbook (skipped, or failed under `CI=true`,
-/// when mdbook cannot be had), then the link check. `false` when it failed.
-// Step timings are for the person reading the log.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn book_step() -> bool {
+/// The book step of `test-all`: build with `mdbook` (`None`: it could not be had, which
+/// skips the build, or fails the step under `CI=true`), then the link check.
+pub(crate) fn book_step(mdbook: Option<&Path>) -> Outcome {
     println!("\n==> xtask test-all: book (mdbook build docs, then the link check)");
-    let started = Instant::now();
     let root = workspace_root();
-    let mut ok = true;
-    let mut skipped = false;
-    match mdbook() {
+    let mut outcome = Outcome::Passed;
+    match mdbook {
         Some(mdbook) => {
             let built = Command::new(mdbook)
                 .current_dir(&root)
@@ -78,19 +39,20 @@ pub(crate) fn book_step() -> bool {
                 println!("    book built into target/book (open target/book/index.html)");
             } else {
                 eprintln!("    mdbook build docs FAILED");
-                ok = false;
+                outcome = Outcome::Failed;
             }
         }
         None if in_ci() => {
             eprintln!(
-                "    mdbook {MDBOOK_VERSION} is not installed and could not be (CI=true: failing; \
-                 install it with `cargo install --locked mdbook --version {MDBOOK_VERSION}`)"
+                "    mdbook {MDBOOK_VERSION} is not installed and could not be (CI=true: failing)"
             );
-            ok = false;
+            outcome = Outcome::Failed;
         }
         None => {
-            println!("    book build SKIPPED: mdbook is not installed and could not be");
-            skipped = true;
+            println!(
+                "    book build SKIPPED: mdbook is not installed and could not be; checking the links only"
+            );
+            outcome = Outcome::Skipped;
         }
     }
     let problems = check_links(&root);
@@ -98,49 +60,34 @@ pub(crate) fn book_step() -> bool {
         eprintln!("book: {problem}");
     }
     if !problems.is_empty() {
-        ok = false;
+        outcome = Outcome::Failed;
     }
-    println!(
-        "==> book {} in {:.1}s",
-        match (ok, skipped) {
-            (true, false) => "ok",
-            (true, true) => "ok (links checked; the build was skipped)",
-            (false, _) => "FAILED",
-        },
-        started.elapsed().as_secs_f64()
-    );
-    ok
+    outcome
 }
 
 /// The rustdoc step of `test-all`: `cargo doc --workspace --no-deps`, warnings denied.
-// Step timings are for the person reading the log.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn rustdoc_step() -> bool {
+pub(crate) fn rustdoc_step() -> Outcome {
     println!(
         "\n==> xtask test-all: rustdoc (RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps)"
     );
-    let started = Instant::now();
     let flags = std::env::var("RUSTDOCFLAGS").unwrap_or_default();
-    let ok = Command::new(cargo())
-        .current_dir(workspace_root())
-        .args(["doc", "--workspace", "--no-deps"])
-        .env("RUSTDOCFLAGS", format!("{flags} -D warnings").trim())
-        .status()
-        .is_ok_and(|s| s.success());
-    println!(
-        "==> rustdoc {} in {:.1}s",
-        if ok { "ok" } else { "FAILED" },
-        started.elapsed().as_secs_f64()
-    );
-    ok
+    Outcome::from_ok(
+        Command::new(cargo())
+            .current_dir(workspace_root())
+            .args(["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", format!("{flags} -D warnings").trim())
+            .status()
+            .is_ok_and(|s| s.success()),
+    )
 }
 
-/// `cargo xtask book`: the book step alone.
+/// `cargo xtask book`: the book step alone, mdbook installed first if need be.
 pub(crate) fn book_task() -> std::process::ExitCode {
-    if book_step() {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
+    let mut summary = Summary::default();
+    let mdbook = MDBOOK.get();
+    match summary.time("book", || book_step(mdbook.as_deref())) {
+        Outcome::Failed => std::process::ExitCode::FAILURE,
+        Outcome::Passed | Outcome::Skipped => std::process::ExitCode::SUCCESS,
     }
 }
 

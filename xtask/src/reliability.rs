@@ -1,12 +1,15 @@
-//! The reliability tasks (`docs/reliability.md`): the fuzz targets of `fuzz/`
-//! (cargo-fuzz) and the supply-chain check (cargo-deny). Their tools are installed once
-//! under `<target dir>/tools` and reused; when a tool cannot be had (no network for the
-//! install), the task is skipped with a message saying why, not failed.
+//! The reliability tasks (`docs/reliability.md`): the supply-chain check of `test-all`
+//! (cargo-deny) and `cargo xtask fuzz`, coverage-guided fuzzing of the targets in `fuzz/`
+//! (cargo-fuzz). Their tools are installed once, pinned, under `<target dir>/tools`
+//! ([`crate::tools`]). `test-all` does not fuzz: it replays every target's committed corpus
+//! as ordinary tests (`tests/fuzz-replay`, the `fuzz replay` step).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+use crate::summary::Outcome;
+use crate::tools::{self, CARGO_FUZZ};
 use crate::{cargo, workspace_root};
 
 /// The fuzz targets, in the order they run (`fuzz/fuzz_targets/<name>.rs`).
@@ -24,39 +27,34 @@ pub(crate) const FUZZ_TARGETS: [&str; 11] = [
     "credentials",
 ];
 
-/// Seconds each target runs in `test-all`; `TOLLGATE_FUZZ_SECONDS` overrides (0 skips).
-const TEST_ALL_FUZZ_SECONDS: u64 = 20;
-
 /// cargo-fuzz's flags, the same for the build and every run so that a run never rebuilds:
 /// no sanitizer (the workspace forbids `unsafe`; what is left to find is panics, overflow,
 /// unbounded memory or time, all caught without one, and the targets run ~2x faster),
 /// debug assertions on (arithmetic overflow panics).
 const FUZZ_FLAGS: [&str; 3] = ["--sanitizer", "none", "--debug-assertions"];
 
-/// What a step of `test-all` came to.
-enum Outcome {
-    Passed,
-    Skipped,
-    Failed,
-}
-
-/// The reliability steps of `test-all`: supply chain, then every fuzz target briefly.
-/// Returns the names of the steps that failed.
-pub(crate) fn test_all_steps() -> Vec<&'static str> {
-    let mut failed = Vec::new();
-    if let Outcome::Failed = supply_chain() {
-        failed.push("supply chain (cargo deny)");
-    }
-    let seconds = std::env::var("TOLLGATE_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(TEST_ALL_FUZZ_SECONDS);
-    if seconds == 0 {
-        println!("\n==> xtask test-all: fuzz SKIPPED (TOLLGATE_FUZZ_SECONDS=0)");
-    } else if let Outcome::Failed = fuzz_all(seconds, &FUZZ_TARGETS) {
-        failed.push("fuzz");
-    }
-    failed
+/// The supply-chain step of `test-all`: `cargo deny --offline check bans licenses
+/// sources` against `deny.toml`, with `deny` the cargo-deny binary (`None`: it could not
+/// be had, which skips the step, or fails it under `CI=true`).
+pub(crate) fn supply_chain(deny: Option<&Path>) -> Outcome {
+    println!(
+        "\n==> xtask test-all: supply chain (cargo deny --offline check bans licenses sources)"
+    );
+    let Some(deny) = deny else {
+        println!("    cargo-deny is not installed and could not be");
+        return if tools::in_ci() {
+            Outcome::Failed
+        } else {
+            Outcome::Skipped
+        };
+    };
+    Outcome::from_ok(
+        Command::new(deny)
+            .current_dir(workspace_root())
+            .args(["--offline", "check", "bans", "licenses", "sources"])
+            .status()
+            .is_ok_and(|s| s.success()),
+    )
 }
 
 /// `cargo xtask fuzz [--seconds N] [TARGET…]`: builds the fuzz targets and runs each (all
@@ -93,64 +91,6 @@ pub(crate) fn fuzz_task(args: &[String]) -> ExitCode {
         Outcome::Failed => ExitCode::FAILURE,
         Outcome::Passed | Outcome::Skipped => ExitCode::SUCCESS,
     }
-}
-
-/// The directory tools are installed into: `<target dir>/tools`.
-pub(crate) fn tools_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("tools")
-}
-
-/// `tools/bin/<binary>`, installed from crates.io (`cargo install --locked`) if missing.
-/// `None`, with the reason printed, when it is missing and cannot be installed.
-fn tool(binary: &str, package: &str) -> Option<PathBuf> {
-    let root = tools_dir();
-    let path = root.join("bin").join(binary);
-    if path.is_file() {
-        return Some(path);
-    }
-    println!(
-        "    installing {package} into {} (once; later runs reuse it)",
-        root.display()
-    );
-    let installed = Command::new(cargo())
-        .args(["install", "--locked", "--root"])
-        .arg(&root)
-        .arg(package)
-        .status()
-        .is_ok_and(|s| s.success());
-    if installed && path.is_file() {
-        Some(path)
-    } else {
-        println!("    `cargo install --locked {package}` failed (no network?)");
-        None
-    }
-}
-
-/// `cargo deny --offline check bans licenses sources` against `deny.toml`.
-// Step timings are for the person reading the log.
-#[allow(clippy::disallowed_methods)]
-fn supply_chain() -> Outcome {
-    println!(
-        "\n==> xtask test-all: supply chain (cargo deny --offline check bans licenses sources)"
-    );
-    let started = Instant::now();
-    let Some(deny) = tool("cargo-deny", "cargo-deny") else {
-        println!("==> supply chain SKIPPED: cargo-deny is not installed and could not be");
-        return Outcome::Skipped;
-    };
-    let ok = Command::new(deny)
-        .current_dir(workspace_root())
-        .args(["--offline", "check", "bans", "licenses", "sources"])
-        .status()
-        .is_ok_and(|s| s.success());
-    println!(
-        "==> supply chain {} in {:.1}s",
-        if ok { "ok" } else { "FAILED" },
-        started.elapsed().as_secs_f64()
-    );
-    if ok { Outcome::Passed } else { Outcome::Failed }
 }
 
 /// `cargo fuzz <args>` in `fuzz/`, with cargo-fuzz from the tools directory and the fuzz
@@ -210,7 +150,7 @@ fn fuzz_all(seconds: u64, targets: &[&str]) -> Outcome {
         println!("==> fuzz SKIPPED: no C++ compiler (`{cxx}`) to build libFuzzer with");
         return Outcome::Skipped;
     }
-    let Some(fuzz) = tool("cargo-fuzz", "cargo-fuzz") else {
+    let Some(fuzz) = CARGO_FUZZ.get() else {
         println!("==> fuzz SKIPPED: cargo-fuzz is not installed and could not be");
         return Outcome::Skipped;
     };
@@ -347,7 +287,6 @@ fn add_to_total(fuzz: &Path, target: &str, runs: u64) -> u64 {
     total
 }
 
-/// A `-print_final_stats` figure from a libFuzzer log.
 /// What a failed run of one target was, from its log: a crash (libFuzzer or a sanitizer
 /// reported one and kept its input), the target failing to build (`cargo fuzz run`
 /// builds first), or some other failure (e.g. it could not start).
@@ -369,6 +308,7 @@ fn fuzz_result(ok: bool, log: &str) -> &'static str {
     }
 }
 
+/// A `-print_final_stats` figure from a libFuzzer log.
 fn final_stat(log: &str, name: &str) -> Option<u64> {
     log.lines()
         .rev()
@@ -378,7 +318,27 @@ fn final_stat(log: &str, name: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::fuzz_result;
+    use super::{FUZZ_TARGETS, fuzz_result};
+    use crate::workspace_root;
+
+    #[test]
+    fn fuzz_targets_are_exactly_the_binaries_of_fuzz() {
+        let mut binaries: Vec<String> =
+            std::fs::read_dir(workspace_root().join("fuzz/fuzz_targets"))
+                .unwrap()
+                .filter_map(|e| {
+                    e.ok()?
+                        .file_name()
+                        .to_str()?
+                        .strip_suffix(".rs")
+                        .map(str::to_owned)
+                })
+                .collect();
+        binaries.sort();
+        let mut listed = FUZZ_TARGETS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(binaries, listed);
+    }
 
     #[test]
     fn fuzz_result_tells_a_crash_from_a_build_failure() {

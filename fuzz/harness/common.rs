@@ -1,11 +1,12 @@
-//! Shared by the fuzz targets (included with `#[path]`).
+//! Shared by the fuzz harnesses, which name it `crate::common`: the crate that includes a
+//! harness declares it (`#[path = "…/harness/common.rs"] mod common;`), once.
 #![allow(dead_code)]
 
 use tollgate::sse::{SseEvent, SseParser};
 
 /// Splits `data` into chunks whose sizes cycle through `sizes` (each at least 1), the way
 /// a network hands a body over in arbitrary segments.
-pub fn chunks<'a>(data: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
+pub(crate) fn chunks<'a>(data: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
     let mut out = Vec::new();
     let mut rest = data;
     let mut i = 0;
@@ -22,12 +23,12 @@ pub fn chunks<'a>(data: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
 }
 
 /// The first `n` bytes of `data` as chunk sizes, the rest as the body.
-pub fn split_sizes(data: &[u8], n: usize) -> (&[u8], &[u8]) {
+pub(crate) fn split_sizes(data: &[u8], n: usize) -> (&[u8], &[u8]) {
     data.split_at(n.min(data.len()))
 }
 
 /// Parses `body`, fed in the given chunks, into its SSE events.
-pub fn sse_events(body: &[u8], sizes: &[u8]) -> Vec<SseEvent> {
+pub(crate) fn sse_events(body: &[u8], sizes: &[u8]) -> Vec<SseEvent> {
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     for chunk in chunks(body, sizes) {
