@@ -9,7 +9,7 @@
 //! The properties hold for the in-process limiter (waiters queue, capacity is taken at
 //! the grant) and for a reserve-ahead backend such as Redis (capacity is booked at
 //! arrival and the waiter sleeps until its slot) alike. Those about what a provider's
-//! answers say (rate-limit headers, repeated 429s, 529s) are in [`feedback`] and
+//! answers say (rate-limit headers, repeated 429s, 529s) are in `limiter/feedback.rs` and
 //! re-exported here.
 
 use std::future::Future;
