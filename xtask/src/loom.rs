@@ -4,14 +4,13 @@
 //! the test step's, already built), in the same target dir.
 
 use std::process::Command;
-use std::time::Instant;
 
 use crate::cargo;
+use crate::summary::Outcome;
 
-/// Runs the loom model check; whether it passed. Prints its time.
-// The step's timing is for the person reading the log, so the wall clock is right here.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn loom_step() -> bool {
+/// Runs the loom model check. Its closing line, with the time, is the summary's
+/// ([`crate::summary::Summary::time`]).
+pub(crate) fn loom_step() -> Outcome {
     let args = [
         "test",
         "-p",
@@ -25,15 +24,10 @@ pub(crate) fn loom_step() -> bool {
         "\n==> xtask test-all: loom model check of the limiter (cargo {})",
         args.join(" ")
     );
-    let started = Instant::now();
-    let ok = Command::new(cargo())
-        .args(args)
-        .status()
-        .is_ok_and(|s| s.success());
-    println!(
-        "==> loom model check {} in {:.1}s",
-        if ok { "ok" } else { "FAILED" },
-        started.elapsed().as_secs_f64()
-    );
-    ok
+    Outcome::from_ok(
+        Command::new(cargo())
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success()),
+    )
 }

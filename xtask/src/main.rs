@@ -209,7 +209,7 @@ fn test_all() -> ExitCode {
         // The limiter's loom model check just before the tests (so that their summary
         // stays the run's closing test line).
         if i + 1 == steps.len() {
-            summary.time("loom model check", || Outcome::from_ok(loom::loom_step()));
+            summary.time("loom model check", loom::loom_step);
         }
         println!(
             "\n==> xtask test-all: {} (cargo {})",
