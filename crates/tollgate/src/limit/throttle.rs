@@ -164,11 +164,6 @@ impl SendMark {
         }
     }
 
-    /// A mark for a request sent at `at`.
-    pub fn at_instant(at: tokio::time::Instant) -> SendMark {
-        SendMark { at }
-    }
-
     /// When the request was sent.
     pub fn at(&self) -> tokio::time::Instant {
         self.at
