@@ -574,13 +574,15 @@ mod fallback {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn fallback_skips_a_candidate_in_cooldown_after_a_429() {
-        let (chain, _) = chain(&[10, 10]);
-        chain.cooldown("m0", Some(Duration::from_secs(5)));
-        assert!(chain.in_cooldown("m0"));
+    async fn fallback_skips_a_candidate_its_429_paused_until_the_retry_after() {
+        let (chain, limiters) = chain(&[10, 10]);
+        chain.rate_limited("m0", Some(Duration::from_secs(5)));
+        assert!(
+            limiters[0].try_reserve(one()).is_err(),
+            "the limiter is the one that knows m0 is paused"
+        );
         assert_eq!(chain.reserve(one()).await.unwrap().model_id, "m1");
         tokio::time::sleep(Duration::from_secs(5)).await;
-        assert!(!chain.in_cooldown("m0"));
         assert_eq!(chain.reserve(one()).await.unwrap().model_id, "m0");
     }
 
@@ -597,15 +599,15 @@ mod fallback {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn when_every_candidate_cools_the_chain_waits_for_the_first_to_recover() {
+    async fn when_every_candidate_is_paused_the_chain_waits_for_the_first_to_recover() {
         let (chain, _) = chain(&[10, 10]);
-        chain.cooldown("m0", Some(Duration::from_secs(9)));
-        chain.cooldown("m1", Some(Duration::from_secs(4)));
+        chain.rate_limited("m1", Some(Duration::from_secs(9)));
+        chain.rate_limited("m0", Some(Duration::from_secs(4)));
         let start = clock::now();
         let grant = chain.reserve(one()).await.unwrap();
         assert_eq!(
             (grant.model_id.as_str(), start.elapsed()),
-            ("m1", Duration::from_secs(4))
+            ("m0", Duration::from_secs(4))
         );
     }
 

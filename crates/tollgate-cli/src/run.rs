@@ -32,9 +32,7 @@ use tokio::task::JoinSet;
 use tollgate::catalog::ModelKind;
 use tollgate::clock;
 use tollgate::limit::{Admission, Cost, Priority};
-use tollgate::pipeline::{
-    CallRecord, DefaultEstimator, FallbackOptions, Outcome, TokenEstimator, error_kind,
-};
+use tollgate::pipeline::{CallRecord, DefaultEstimator, FallbackOptions, Outcome, TokenEstimator};
 use tollgate::{EmbeddingPurpose, Error, JobContext, Models, SpendCap, Usage};
 
 use crate::input::{Body, Item, parse_line};
@@ -529,13 +527,9 @@ fn write_line(shared: &Shared, item: &Item, result: Result<Answer, Error>, laten
     }
 }
 
-/// The error's stable kind, as records name it; `limiter_unavailable` for a shared
-/// limiter (`--redis`) that could not answer, which records count as `other`.
+/// The error's stable kind, as records name it.
 fn code(e: &Error) -> &'static str {
-    match e {
-        Error::LimiterUnavailable { .. } => "limiter_unavailable",
-        _ => error_kind(e).0,
-    }
+    e.kind()
 }
 
 fn add(a: Usage, b: Usage) -> Usage {

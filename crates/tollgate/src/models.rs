@@ -348,8 +348,8 @@ impl Models {
     }
 
     /// A chat client over `model_id` and its catalog `fallbacks`: each call goes to the
-    /// first model that can serve it now (not cooling after a 429, circuit not open,
-    /// bucket free), and only the last remaining one is waited for. See
+    /// first model that can serve it now (circuit not open, bucket free: a model paused
+    /// after a 429 is not), else the one that could soonest is waited for. See
     /// [`FallbackOptions`] for moving on after a refusal.
     pub async fn chat_with_fallbacks(
         &self,
@@ -374,11 +374,7 @@ impl Models {
                 in_chain: true,
             });
         }
-        Ok(Arc::new(FallbackChat {
-            members,
-            chain: self.fallback_chain(model_id)?,
-            options,
-        }))
+        Ok(Arc::new(FallbackChat { members, options }))
     }
 
     /// An embeddings client for catalog model `model_id`: every vector it returns is

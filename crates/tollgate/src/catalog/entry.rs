@@ -121,7 +121,7 @@ pub struct EmbeddingCapabilities {
 
 /// One deployment of a model: an API key (or account, region, endpoint) that the
 /// provider limits separately. Each deployment has its own buckets at the model's limits
-/// and its own cooldown after a 429; a call goes to the one that can serve it soonest.
+/// (paused by its own 429s); a call goes to the one that can serve it soonest.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Deployment {

@@ -9,7 +9,7 @@
 //! - [`Feedback`] and the adaptive throttle ([`throttle`]): 429s and 529s slow the
 //!   model's refill for every caller; successes speed it back up.
 //! - [`Admission`]: a model reservation together with other resources, all or nothing.
-//! - [`FallbackChain`]: candidates with their own limiters and post-429 cooldowns.
+//! - [`FallbackChain`]: candidates with their own limiters, the first that can serve now.
 //! - [`LimiterBackend`]: the seam for a shared backend (many processes, one quota).
 //!
 //! Why proactive: a rejected request costs a round trip, often counts against the quota
@@ -34,7 +34,7 @@ pub use admission::{Admission, AdmissionGrant, AdmissionResource, SemaphoreResou
 pub use backend::{InProcessLimiters, LimiterBackend, LimiterFactory};
 pub use config::{Burst, LimiterConfig, MAX_PROVIDER_PAUSE};
 pub use cost::{AccountingRule, CacheReadAccounting, Cost, CostDelta, OutputAccounting};
-pub use fallback::{DEFAULT_FALLBACK_COOLDOWN, FallbackChain, FallbackGrant};
+pub use fallback::{FallbackChain, FallbackGrant};
 pub use limiter::{LimiterSnapshot, TokenBucketRateLimiter};
 pub use priority::Priority;
 pub use reservation::{BucketLedger, Reservation, TryReserveError};

@@ -33,11 +33,8 @@ impl From<TryReserveError> for Error {
     fn from(e: TryReserveError) -> Self {
         match e {
             TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e) => e,
-            TryReserveError::WouldWait { ready_in } => {
-                Error::Provider(crate::ProviderError::RateLimited {
-                    retry_after: Some(ready_in),
-                })
-            }
+            // The limiter's own answer, never dressed as a provider's 429.
+            TryReserveError::WouldWait { ready_in } => Error::WouldWait { ready_in },
         }
     }
 }

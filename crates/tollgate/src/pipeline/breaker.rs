@@ -14,7 +14,8 @@ use crate::clock;
 
 use tokio::time::Instant;
 
-use crate::error::{Error, ProviderError, Result};
+use super::verdict::{FailureContext, Health, verdict};
+use crate::error::{Error, Result};
 
 /// When a breaker opens and how long it stays open.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,20 +77,6 @@ impl fmt::Debug for CircuitBreaker {
             .field("state", &self.lock().phase)
             .finish()
     }
-}
-
-/// Whether an outcome says something about the provider's health.
-pub(crate) fn counts_as_failure(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Provider(
-            ProviderError::Server { .. }
-                | ProviderError::Overloaded { .. }
-                | ProviderError::Timeout { .. }
-                | ProviderError::Malformed { .. }
-                | ProviderError::Connection { .. }
-        )
-    )
 }
 
 impl CircuitBreaker {
@@ -162,10 +149,20 @@ impl CircuitBreaker {
         }
     }
 
-    /// Records an attempt's outcome (only health-relevant failures count against it).
+    /// Records an attempt's outcome (only health-relevant failures count against it, as
+    /// the failure's [`Verdict`](super::Verdict) says).
     pub fn record(&self, outcome: &Result<(), &Error>) {
-        let failed = matches!(outcome, Err(e) if counts_as_failure(e));
-        if outcome.is_err() && !failed {
+        self.observe(match outcome {
+            Ok(()) => None,
+            Err(e) => Some(verdict(e, &FailureContext::default()).health),
+        });
+    }
+
+    /// Records an attempt: `None` for an answer, else what its failure's verdict says
+    /// about the model's health.
+    pub(crate) fn observe(&self, failure: Option<Health>) {
+        let failed = failure == Some(Health::Failing);
+        if failure.is_some() && !failed {
             // A 4xx or 429 says nothing about health; release a probe slot if it held one.
             let mut s = self.lock();
             if let Phase::HalfOpen {
@@ -211,6 +208,7 @@ impl CircuitBreaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ProviderError;
 
     fn server() -> Error {
         ProviderError::server(503).into()

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::call::CallState;
-use super::engine::ModelRuntime;
 use super::job::JobContext;
+use super::runtime::ModelRuntime;
 use super::transport::{DecisionTransport, Signals};
 use crate::client::{Decision, DecisionClient, DecisionRequest, DecisionWeights};
 use crate::error::{Error, Result};

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::call::CallState;
-use super::engine::ModelRuntime;
 use super::job::JobContext;
+use super::runtime::ModelRuntime;
 use super::transport::{EmbeddingsTransport, Signals};
 use crate::client::{Embedding, EmbeddingPurpose, EmbeddingsClient};
 use crate::error::{Error, ProviderRequestError, Result};

@@ -1,9 +1,9 @@
 //! A chat client over a model and its catalog fallbacks.
 //!
-//! Each call goes to the first candidate that can serve it now: not cooling after a 429,
-//! circuit not open, bucket able to take the call at once; only the last remaining
-//! candidate is waited for. A 429 puts its model in cooldown and moves the call on
-//! (drawing on the retry budget). With [`FallbackOptions::on_refusal`], a refusal moves
+//! Each call goes to the first candidate that can serve it now: circuit not open, bucket
+//! able to take the call at once (a model paused after a 429 cannot); when none can, the
+//! one that could soonest is waited for. A 429 moves the call on, as its verdict says
+//! (drawing on the retry budget), and pauses that model's limiter for its `retry-after`. With [`FallbackOptions::on_refusal`], a refusal moves
 //! the call to the next model too, and never back to the one that refused. With
 //! [`FallbackOptions::on_context_overflow`], a call too large for a model's context window
 //! moves to the next model with a larger one.
@@ -11,9 +11,10 @@
 use std::time::Duration;
 
 use super::chat::PipelineChat;
+use super::verdict::{FailureContext, verdict};
 use crate::client::LlmClient;
-use crate::error::{Error, ProviderError, Result};
-use crate::limit::{FallbackChain, Reservation, TryReserveError};
+use crate::error::{Error, Result};
+use crate::limit::{Reservation, TryReserveError};
 use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
@@ -36,38 +37,40 @@ pub struct FallbackOptions {
 #[derive(Debug)]
 pub(crate) struct FallbackChat {
     pub(crate) members: Vec<PipelineChat>,
-    pub(crate) chain: FallbackChain,
     pub(crate) options: FallbackOptions,
 }
 
-enum Next {
-    /// Send on this candidate, with the reservation it was picked with (`None`: the last
-    /// candidate left, whose queue the call joins).
-    Go(usize, Option<(usize, Reservation)>),
-    Wait(Duration),
-}
+/// A candidate to send on, with the reservation it was picked with (`None`: none could
+/// serve now, and the call joins this one's queue).
+type Pick = (usize, Option<(usize, Reservation)>);
+
+/// What a chain member's failure is judged in: a 429 moves the call on.
+const IN_CHAIN: FailureContext = FailureContext {
+    rate_limited_before: false,
+    should_retry: None,
+    in_chain: true,
+    several_deployments: false,
+    delivered: false,
+};
 
 impl FallbackChat {
     fn primary(&self) -> &str {
         &self.members[0].rt.entry.id
     }
 
-    /// The candidate to try, honouring cooldowns, open circuits and what each bucket can
-    /// serve now. A candidate that can serve now is picked *with* its reservation, which
-    /// the call then uses: between the look and the send nobody can take it.
-    async fn pick(&self, request: &LlmRequest, excluded: &[bool]) -> Result<Next> {
-        let mut last_eligible = None;
+    /// The candidate to try, honouring open circuits and what each bucket can serve now
+    /// (a model paused after a 429 says so through its limiter's wait). A candidate that
+    /// can serve now is picked *with* its reservation, which the call then uses: between
+    /// the look and the send nobody can take it. When none can, the one that could
+    /// soonest is picked, and the call joins its queue.
+    async fn pick(&self, request: &LlmRequest, excluded: &[bool]) -> Result<Pick> {
+        let mut soonest: Option<(Duration, usize)> = None;
         let mut first_error = None;
-        let mut shortest_cooldown: Option<Duration> = None;
         for (i, member) in self.members.iter().enumerate() {
             if excluded[i] {
                 continue;
             }
             let id = &member.rt.entry.id;
-            if let Some(left) = self.chain.cooldown_remaining(id) {
-                shortest_cooldown = Some(shortest_cooldown.map_or(left, |s| s.min(left)));
-                continue;
-            }
             if let Err(e) = member.rt.breaker.peek() {
                 first_error.get_or_insert(e);
                 continue;
@@ -79,18 +82,22 @@ impl FallbackChat {
                 .map(crate::JobContext::priority)
                 .unwrap_or_default();
             match member.rt.try_reserve_any(cost, priority).await {
-                Ok(granted) => return Ok(Next::Go(i, Some(granted))),
+                Ok(granted) => return Ok((i, Some(granted))),
                 Err(TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e)) => {
                     first_error.get_or_insert(e);
                 }
-                Err(TryReserveError::WouldWait { .. }) => last_eligible = Some(i),
+                // Ties go to the later model: the preferred ones are the busiest.
+                Err(TryReserveError::WouldWait { ready_in }) => {
+                    if soonest.is_none_or(|(s, _)| ready_in <= s) {
+                        soonest = Some((ready_in, i));
+                    }
+                }
             }
         }
-        match (last_eligible, shortest_cooldown, first_error) {
-            (Some(i), _, _) => Ok(Next::Go(i, None)),
-            (None, Some(wait), _) => Ok(Next::Wait(wait)),
-            (None, None, Some(e)) => Err(e),
-            (None, None, None) => Err(Error::InvalidRequest {
+        match (soonest, first_error) {
+            (Some((_, i)), _) => Ok((i, None)),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(Error::InvalidRequest {
                 field: "fallbacks".into(),
                 reason: format!(
                     "every model of `{}`'s chain has refused this request",
@@ -126,18 +133,13 @@ impl FallbackChat {
         // Moving on after a 429 draws on the job's retry budget (or the call's own).
         let mut own_moves = self.members[0].rt.config.retry.default_retries;
         loop {
-            let (i, reservation) = match self.pick(request, &excluded).await? {
-                Next::Go(i, reservation) => (i, reservation),
-                Next::Wait(wait) => {
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-            };
+            let (i, reservation) = self.pick(request, &excluded).await?;
             let member = &self.members[i];
             let id = member.rt.entry.id.clone();
             match attempt(i, request.with_model_id(id.clone())?, reservation).await {
                 Ok(value) => return Ok(value),
-                Err(e @ Error::Provider(ProviderError::RateLimited { .. })) => {
+                // The member's limiter has been told (it pauses for the `retry-after`).
+                Err(e) if verdict(&e, &IN_CHAIN).next_model => {
                     let allowed = match &member.job {
                         Some(job) => job.take_retry(),
                         None => own_moves
@@ -148,11 +150,6 @@ impl FallbackChat {
                     if !allowed {
                         return Err(e);
                     }
-                    let retry_after = match &e {
-                        Error::Provider(p) => p.retry_after(),
-                        _ => None,
-                    };
-                    self.chain.cooldown(&id, retry_after);
                 }
                 Err(e @ Error::ProviderRefusal { .. }) if self.options.on_refusal => {
                     excluded[i] = true;

@@ -22,24 +22,31 @@
 //! stream with `StreamInterrupted`, so no text is ever sent twice. See
 //! `docs/failures.md`.
 
+mod answer;
+mod answer_stream;
+mod attempt;
 mod breaker;
 mod call;
 mod chat;
+mod config;
 mod decision;
 mod embeddings;
-mod engine;
 mod estimate;
 mod fallback_chat;
+mod finish;
 mod job;
 pub mod labels;
 mod record;
 mod retry;
+mod runtime;
+mod server;
 mod shape;
 mod telemetry;
 mod transport;
+mod verdict;
 
 pub use breaker::{BreakerConfig, CircuitBreaker};
-pub use engine::{MAX_CORRECTIONS, PipelineConfig};
+pub use config::{MAX_CORRECTIONS, PipelineConfig};
 pub use estimate::{
     DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
     TokenEstimator,
@@ -50,16 +57,16 @@ pub use fallback_chat::FallbackOptions;
 pub use job::{JobContext, SpendCap, SpendHold};
 pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
-    error_kind,
 };
 pub use retry::{RetryPolicy, parse_retry_after};
 pub use transport::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
 };
+pub use verdict::{FailureContext, Health, Retry, Settle, Verdict, verdict};
 
 pub(crate) use chat::PipelineChat;
 pub(crate) use decision::PipelineDecision;
 pub(crate) use embeddings::PipelineEmbeddings;
-pub(crate) use engine::{DeploymentRuntime, ModelRuntime};
 pub(crate) use fallback_chat::FallbackChat;
-pub(crate) use telemetry::Server;
+pub(crate) use runtime::{DeploymentRuntime, ModelRuntime};
+pub(crate) use server::Server;

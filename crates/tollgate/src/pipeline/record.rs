@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::{Error, ProviderError};
+use crate::error::Error;
 use crate::usage::Usage;
 
 /// How a call or attempt ended.
@@ -30,39 +30,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A failure, named by [`Error::kind`] with the HTTP status behind it, if any.
     pub(crate) fn of(error: &Error) -> Self {
-        let (kind, status) = error_kind(error);
         Outcome::Failed {
-            error: kind.into(),
-            status,
+            error: error.kind().into(),
+            status: error.status(),
         }
-    }
-}
-
-/// A stable name and status for an error, for records and metrics.
-pub fn error_kind(error: &Error) -> (&'static str, Option<u16>) {
-    match error {
-        Error::Provider(p @ ProviderError::RateLimited { .. }) => ("rate_limited", p.status()),
-        Error::Provider(p @ ProviderError::Overloaded { .. }) => ("overloaded", p.status()),
-        Error::Provider(p @ ProviderError::Server { .. }) => ("server_error", p.status()),
-        Error::Provider(ProviderError::Timeout { .. }) => ("timeout", None),
-        Error::Provider(ProviderError::Malformed { .. }) => ("malformed", None),
-        Error::Provider(ProviderError::Connection { .. }) => ("connection", None),
-        Error::ProviderRequest(r) => ("request_rejected", Some(r.status)),
-        Error::QuotaExhausted { .. } => ("quota_exhausted", None),
-        Error::ProviderRefusal { .. } => ("refusal", None),
-        Error::OutputTruncated { .. } => ("output_truncated", None),
-        Error::ContextWindowExceeded { .. } => ("context_window_exceeded", None),
-        Error::ShapeInvalid { .. } => ("shape_invalid", None),
-        Error::TooLargeForBucket { .. } => ("too_large_for_bucket", None),
-        Error::SpendCapExceeded { .. } => ("spend_cap_exceeded", None),
-        Error::CircuitOpen { .. } => ("circuit_open", None),
-        Error::StreamInterrupted { .. } => ("stream_interrupted", None),
-        Error::ResponseTooLarge { .. } => ("response_too_large", None),
-        Error::UnmatchedRequest { .. } => ("unmatched_request", None),
-        Error::Cancelled => ("cancelled", None),
-        Error::LimiterUnavailable { .. } => ("limiter_unavailable", None),
-        _ => ("other", None),
     }
 }
 

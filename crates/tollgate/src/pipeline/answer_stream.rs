@@ -1,0 +1,220 @@
+//! The stream a chat call hands its reader: events pass through, and the call settles,
+//! records and ends when the answer completes or breaks (see [`PipelineStream`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::time::Sleep;
+
+use super::answer::{refusal, stop_name};
+use super::attempt::{Answered, Prepared};
+use super::call::CallState;
+use super::shape;
+use super::transport::Signals;
+use crate::clock;
+use crate::error::{ConnectionCause, Error, ProviderError, Result};
+use crate::limit::AccountingRule;
+use crate::request::ResponseShape;
+use crate::response::StopReason;
+use crate::stream::{ResponseStream, StreamEvent};
+use crate::usage::Usage;
+
+/// The stream handed to the reader: events pass through; a failure after the first event
+/// ends it with [`Error::StreamInterrupted`] (never re-sent, so no text twice), and so
+/// does a gap of more than the model's idle timeout between events, or the call's
+/// deadline; a refusal ends it with [`Error::ProviderRefusal`]; the completed response
+/// (or the refusal) settles the reservation and the spend cap at its usage.
+pub(super) struct PipelineStream {
+    /// The longest gap allowed between events.
+    idle: Duration,
+    /// Fires `idle` after the last event.
+    idle_timer: Pin<Box<Sleep>>,
+    /// The call's deadline and its timer, when the pipeline sets one.
+    deadline: Option<(Duration, Pin<Box<Sleep>>)>,
+    inner: ResponseStream,
+    first: Option<StreamEvent>,
+    prepared: Option<Prepared>,
+    signals: Signals,
+    call: CallState,
+    rule: AccountingRule,
+    shape: Option<ResponseShape>,
+    /// The error a `ContextWindowExceeded` stop ends the stream with.
+    overflow: Option<Error>,
+    delivered: u64,
+    done: bool,
+    /// The usage the stream reported last (providers report it cumulatively).
+    last_usage: Option<Usage>,
+}
+
+impl PipelineStream {
+    /// The stream of an attempt that answered with its first event. `idle`: the longest
+    /// gap allowed between events; `overflow`: the error a context-overflow stop ends it
+    /// with; the call's deadline, when the pipeline sets one, bounds the whole stream.
+    pub(super) fn new(
+        mut call: CallState,
+        answered: Answered<(ResponseStream, StreamEvent)>,
+        idle: Duration,
+        rule: AccountingRule,
+        shape: Option<ResponseShape>,
+        overflow: Error,
+    ) -> Self {
+        call.time_to_first_token = Some(call.started().elapsed());
+        let deadline = call.rt.config.call_deadline.map(|after| {
+            let timer = Box::pin(tokio::time::sleep_until(call.started() + after));
+            (after, timer)
+        });
+        let Answered {
+            value: (inner, first),
+            prepared,
+            signals,
+        } = answered;
+        PipelineStream {
+            idle,
+            idle_timer: Box::pin(tokio::time::sleep(idle)),
+            deadline,
+            inner,
+            first: Some(first),
+            prepared: Some(prepared),
+            signals,
+            call,
+            rule,
+            shape,
+            overflow: Some(overflow),
+            delivered: 0,
+            done: false,
+            last_usage: None,
+        }
+    }
+
+    fn on_event(&mut self, event: StreamEvent) -> Result<StreamEvent> {
+        let StreamEvent::Completed(response) = &event else {
+            if let StreamEvent::Usage(usage) = &event {
+                self.last_usage = Some(*usage);
+            }
+            self.delivered += 1;
+            return Ok(event);
+        };
+        self.done = true;
+        self.call
+            .responded(response.model(), stop_name(response.stop_reason()));
+        if let Some(p) = self.prepared.take() {
+            self.call
+                .succeed(p, &response.usage(), self.rule, &self.signals);
+        }
+        let outcome = match &self.shape {
+            // Settled at its usage above: the provider bills a refused answer.
+            _ if matches!(
+                response.stop_reason(),
+                StopReason::Refusal | StopReason::ContentFilter
+            ) =>
+            {
+                Err(refusal(response, self.delivered))
+            }
+            _ if response.stop_reason() == StopReason::ContextWindowExceeded => Err(self
+                .overflow
+                .take()
+                .unwrap_or_else(Error::provider_context_overflow)),
+            Some(shape) => match shape::check(shape, &response.text()) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(errors)) => Err(Error::ShapeInvalid { errors }),
+                Err(e) => Err(e),
+            },
+            None => Ok(()),
+        };
+        self.call.finish(outcome.as_ref().map(|_| ()));
+        outcome.map(|()| event)
+    }
+
+    fn interrupted(&mut self, cause: Error) -> Error {
+        let cause = cause.with_provider(&self.call.entry().provider);
+        self.done = true;
+        // Close the connection now, not when the reader drops the stream.
+        self.inner = ResponseStream::new(futures::stream::empty());
+        if let Error::ProviderRefusal {
+            category,
+            explanation,
+            usage,
+            ..
+        } = cause
+        {
+            // A refusal is the answer, not a break: settled and costed at its usage.
+            let error = Error::ProviderRefusal {
+                category,
+                explanation,
+                usage,
+                delivered_events: self.delivered,
+            };
+            if let Some(p) = self.prepared.take() {
+                self.call
+                    .fail_delivered(p, &error, &self.signals, self.rule, None);
+            }
+            self.call.finish(Err(&error));
+            return error;
+        }
+        if let Some(p) = self.prepared.take() {
+            // Never retried: the reader already has part of the answer.
+            self.call
+                .fail_delivered(p, &cause, &self.signals, self.rule, self.last_usage);
+        }
+        let error = Error::StreamInterrupted {
+            model_id: self.call.entry().id.clone(),
+            delivered_events: self.delivered,
+            cause: Box::new(cause),
+        };
+        self.call.finish(Err(&error));
+        error
+    }
+}
+
+impl Stream for PipelineStream {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(this.on_event(first)));
+        }
+        match this.inner.poll_next_unpin(cx) {
+            Poll::Pending => {
+                let deadline = match &mut this.deadline {
+                    Some((after, timer)) => timer.as_mut().poll(cx).is_ready().then_some(*after),
+                    None => None,
+                };
+                let expired = deadline.or_else(|| {
+                    this.idle_timer
+                        .as_mut()
+                        .poll(cx)
+                        .is_ready()
+                        .then_some(this.idle)
+                });
+                match expired {
+                    Some(after) => {
+                        let cause = ProviderError::Timeout { after: Some(after) }.into();
+                        Poll::Ready(Some(Err(this.interrupted(cause))))
+                    }
+                    None => Poll::Pending,
+                }
+            }
+            Poll::Ready(Some(Ok(event))) => {
+                let next = clock::now() + this.idle;
+                this.idle_timer.as_mut().reset(next);
+                Poll::Ready(Some(this.on_event(event)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.interrupted(e)))),
+            Poll::Ready(None) => {
+                let cause = ProviderError::Connection {
+                    cause: ConnectionCause::ClosedEarly,
+                    detail: "the stream ended without its completed response".into(),
+                }
+                .into();
+                Poll::Ready(Some(Err(this.interrupted(cause))))
+            }
+        }
+    }
+}
