@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::config::LimiterConfig;
 use super::cost::Cost;
-use super::limiter::{LimiterSnapshot, TokenBucketRateLimiter};
+use super::limiter::TokenBucketRateLimiter;
 use super::priority::Priority;
 use super::reservation::{Reservation, TryReserveError};
+use super::snapshot::LimiterSnapshot;
 use super::throttle::Feedback;
 use crate::error::Result;
 

@@ -26,20 +26,23 @@ mod limiter;
 mod priority;
 mod queue;
 mod reservation;
-mod reserve;
+mod snapshot;
+mod state;
 mod sync;
 pub mod throttle;
+mod wait;
 
 pub use admission::{Admission, AdmissionGrant, AdmissionResource, SemaphoreResource};
 pub use backend::{InProcessLimiters, LimiterBackend, LimiterFactory};
 pub use config::{Burst, LimiterConfig, MAX_PROVIDER_PAUSE};
 pub use cost::{AccountingRule, CacheReadAccounting, Cost, CostDelta, OutputAccounting};
 pub use fallback::{FallbackChain, FallbackGrant};
-pub use limiter::{LimiterSnapshot, TokenBucketRateLimiter};
+pub use limiter::TokenBucketRateLimiter;
 pub use priority::Priority;
 pub use reservation::{BucketLedger, Reservation, TryReserveError};
-pub use reserve::Reserve;
+pub use snapshot::LimiterSnapshot;
 pub use throttle::{Feedback, SendMark};
+pub use wait::Reserve;
 
 #[cfg(test)]
 mod report_tests;

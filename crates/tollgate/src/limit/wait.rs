@@ -8,10 +8,10 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
 use super::cost::Cost;
-use super::limiter::Shared;
 use super::priority::Priority;
 use super::queue::Cancelled;
 use super::reservation::Reservation;
+use super::state::Shared;
 use super::sync::Runtime;
 use crate::error::{Error, Result};
 
