@@ -225,3 +225,30 @@ fn held_counts_the_reservations_alive_and_returns_to_zero_however_they_end() {
     drop(pending);
     assert_eq!(held(&limiter), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_limiter_that_would_wait_says_so_as_itself_not_as_a_provider_429() {
+    let limiter = TokenBucketRateLimiter::new(
+        LimiterConfig::new(
+            "m",
+            Limits {
+                rpm: 1,
+                ..Limits::default()
+            },
+        )
+        .with_adaptive(false),
+    );
+    let cost = Cost::call(1, 1);
+    limiter.try_reserve(cost).unwrap().mark_sent();
+    let error = crate::Error::from(limiter.try_reserve(cost).unwrap_err());
+    match &error {
+        // A minute's refill of the one request (plus the arrival allowance's hold).
+        crate::Error::WouldWait { ready_in } => assert!(*ready_in >= Duration::from_secs(60)),
+        other => panic!("expected the limiter's own WouldWait, got {other:?}"),
+    }
+    assert!(
+        !error.is_retryable(),
+        "nothing was sent: no provider refused"
+    );
+    assert_eq!(error.kind(), "would_wait");
+}
