@@ -2,11 +2,11 @@
 //! wire format, for both keys: `openai` and `openai-compatible`.
 
 use serde_json::{Value, json};
-use tollgate::catalog::EmbeddingCapabilities;
 use tollgate::{EmbeddingPurpose, ModelEntry, ModelsBuilder};
 use tollgate_openai::OpenAiProvider;
 use tollgate_testkit::provider::{
     EmbeddingsWire, Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+    embeddings_entry,
 };
 
 /// The wire format under one provider key.
@@ -204,13 +204,7 @@ impl WireScript for OpenAiWire {
 /// asked with `dimensions`; OpenAI's embeddings take no purpose.
 impl EmbeddingsWire for OpenAiWire {
     fn model(&self, model_id: &str, base_url: &str, _: &str) -> ModelEntry {
-        ModelEntry::new(model_id, self.key, "text-embedding-test")
-            .with_embedding(EmbeddingCapabilities {
-                dimensions_param: true,
-                ..EmbeddingCapabilities::default()
-            })
-            .with_option("base_url", base_url)
-            .with_option("embedding_batch", 2)
+        embeddings_entry(model_id, self.key, "text-embedding-test", base_url)
     }
 
     fn max_batch(&self) -> Option<usize> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tollgate::catalog::{Limits, Price};
+use tollgate::catalog::{EmbeddingCapabilities, Limits, Price};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::limit::LimiterBackend;
 use tollgate::pipeline::{MemoryRecorder, PipelineConfig, RetryPolicy};
@@ -348,6 +348,21 @@ fn models_of(
         .recorder(recorder)
         .build()
         .unwrap_or_else(|e| panic!("Models for the script's provider: {e}"))
+}
+
+/// An embeddings model `model_id` of `provider` (its name `name`) that takes a
+/// dimensions parameter, so the deployment's width is asked of it; at `base_url` (an
+/// `options.base_url`), with `options.embedding_batch = 2`, the option most HTTP
+/// providers here read their `max_batch` from. What an [`EmbeddingsWire::model`] returns
+/// for such a provider.
+pub fn embeddings_entry(model_id: &str, provider: &str, name: &str, base_url: &str) -> ModelEntry {
+    ModelEntry::new(model_id, provider, name)
+        .with_embedding(EmbeddingCapabilities {
+            dimensions_param: true,
+            ..EmbeddingCapabilities::default()
+        })
+        .with_option("base_url", base_url)
+        .with_option("embedding_batch", 2)
 }
 
 /// The request every check sends.

@@ -21,7 +21,8 @@ mod server;
 pub use counting::CountingLimiters;
 pub use harness::{
     BASE_URL, CREDENTIAL, EMBEDDING_WIDTH, EMBEDDINGS, Kit, LARGER, LARGER_WINDOW, Logs, MODEL,
-    PRICE, RPM, SECRET, Tweak, USAGE, assert_no_task_left, models, request, streamed_text,
+    PRICE, RPM, SECRET, Tweak, USAGE, assert_no_task_left, embeddings_entry, models, request,
+    streamed_text,
 };
 pub use outcome::Checked;
 pub use script::{EmbeddingsWire, StreamScript, WireScript, WireToolCall, WireUsage};

@@ -64,8 +64,14 @@ pub trait EmbeddingsWire: Send + Sync {
     fn dimensions(&self, request: &Recorded) -> Option<u64>;
 
     /// The provider's answer carrying `vectors` (one per text, in order) and reporting
-    /// `input_tokens`.
+    /// `input_tokens` (where its wire reports usage).
     fn answer(&self, vectors: &[Vec<f32>], input_tokens: u64) -> Reply;
+
+    /// Whether the answer reports the tokens used; when not (Gemini's
+    /// `batchEmbedContents`), the kit checks only that the call has an estimated usage.
+    fn reports_usage(&self) -> bool {
+        true
+    }
 }
 
 /// A provider's wire format, scripted for the contract kit.

@@ -122,7 +122,19 @@ pub async fn embeddings_are_sent_in_batches_of_max_batch_one_reservation_each(
     let call = &calls[0];
     assert_eq!(call.outcome, Outcome::Success);
     assert_eq!(call.attempts as usize, requests.len());
-    assert_eq!(call.usage.input_tokens, TOKENS_PER_TEXT * n as u64);
+    if wire.reports_usage() {
+        assert_eq!(
+            call.usage.input_tokens,
+            TOKENS_PER_TEXT * n as u64,
+            "the usage reported"
+        );
+    } else {
+        assert!(
+            call.usage.input_tokens > 0,
+            "an estimated usage: {:?}",
+            call.usage
+        );
+    }
     let cost = call.cost_usd.expect("a priced model's call has a cost");
     assert!((cost - PRICE.cost_usd(&call.usage)).abs() < 1e-12, "{cost}");
     assert_eq!(
