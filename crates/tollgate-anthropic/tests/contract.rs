@@ -4,7 +4,9 @@
 use serde_json::{Value, json};
 use tollgate::{ModelEntry, ModelsBuilder};
 use tollgate_anthropic::AnthropicProvider;
-use tollgate_testkit::provider::{Recorded, Reply, StreamScript, WireScript, WireUsage};
+use tollgate_testkit::provider::{
+    Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+};
 
 struct AnthropicWire;
 
@@ -86,10 +88,57 @@ impl WireScript for AnthropicWire {
         }
     }
 
-    fn stream_error(&self) -> Option<Vec<u8>> {
+    fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
         Some(sse(
-            &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
         ))
+    }
+
+    fn tool_call(&self, text: &str, call: &WireToolCall, usage: WireUsage) -> Option<Reply> {
+        let mut answer = message(text, "tool_use", usage);
+        answer["content"].as_array_mut()?.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}),
+        );
+        Some(Reply::json(200, &answer))
+    }
+
+    /// Text in block 0, the call in block 1, its input as `input_json_delta` pieces.
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        usage: WireUsage,
+    ) -> Option<StreamScript> {
+        let input = call.input.to_string();
+        let (head, tail) = input.split_at(input.len() / 2);
+        let piece = |p: &str| {
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": p}})
+        };
+        let events = [
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": usage.input, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": text}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block":
+                   {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
+            piece(head),
+            piece(tail),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta",
+                   "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                   "usage": {"output_tokens": usage.output}}),
+            json!({"type": "message_stop"}),
+        ];
+        Some(StreamScript {
+            content_type: "text/event-stream".into(),
+            frames: events.iter().map(sse).collect(),
+            first_event: 2,
+        })
     }
 
     fn error(&self, status: u16, message: &str) -> Reply {

@@ -102,8 +102,8 @@ macro_rules! bedrock_common {
             access_key_id(secret)
         }
 
-        fn stream_error(&self) -> Option<Vec<u8>> {
-            Some(exception_frame("internalServerException", "Internal failure"))
+        fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
+            Some(exception_frame("internalServerException", message))
         }
 
         fn error(&self, status: u16, message: &str) -> Reply {
@@ -124,9 +124,14 @@ macro_rules! bedrock_common {
         }
 
         /// The SDK's orchestrator logs a failed call's error message, as the server
-        /// sent it, at DEBUG; tollgate cannot redact it (AWS never echoes credentials).
+        /// sent it, at DEBUG, and its event-stream receiver logs every stream message
+        /// whole (an exception's message too) at TRACE; tollgate cannot redact either
+        /// (AWS never echoes credentials).
         fn foreign_log_targets(&self) -> &[&'static str] {
-            &["aws_smithy_runtime::client::orchestrator"]
+            &[
+                "aws_smithy_runtime::client::orchestrator",
+                "aws_smithy_http::event_stream::receiver",
+            ]
         }
     };
 }

@@ -3,9 +3,12 @@
 //! URL and OAuth tokens, is tested in `tests/http.rs`.
 
 use serde_json::{Value, json};
-use tollgate::{ModelEntry, ModelsBuilder};
+use tollgate::{EmbeddingPurpose, ModelEntry, ModelsBuilder};
 use tollgate_gemini::GeminiProvider;
-use tollgate_testkit::provider::{Recorded, Reply, StreamScript, WireScript, WireUsage};
+use tollgate_testkit::provider::{
+    EmbeddingsWire, Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+    embeddings_entry,
+};
 
 struct GeminiWire;
 
@@ -47,6 +50,10 @@ fn status(code: u16, message: &str, details: Value) -> Reply {
         &json!({"error": {"code": code, "message": message, "status": status_name(code),
                           "details": details}}),
     )
+}
+
+fn function_call(call: &WireToolCall) -> Value {
+    json!({"functionCall": {"id": call.id, "name": call.name, "args": call.input}})
 }
 
 impl WireScript for GeminiWire {
@@ -91,10 +98,42 @@ impl WireScript for GeminiWire {
         }
     }
 
-    fn stream_error(&self) -> Option<Vec<u8>> {
-        let error =
-            json!({"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}});
+    fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
+        let error = json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}});
         Some(format!("data: {error}\r\n\r\n").into_bytes())
+    }
+
+    /// A text part, then a `functionCall` part; Gemini ends a call with `STOP`.
+    fn tool_call(&self, text: &str, call: &WireToolCall, wire: WireUsage) -> Option<Reply> {
+        let mut body = response(text, Some("STOP"), Some(wire));
+        body["candidates"][0]["content"]["parts"]
+            .as_array_mut()?
+            .push(function_call(call));
+        Some(Reply::json(200, &body))
+    }
+
+    /// The text in one chunk, the whole call in the last (Gemini never splits a call).
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        wire: WireUsage,
+    ) -> Option<StreamScript> {
+        let mut last = response("", Some("STOP"), Some(wire));
+        last["candidates"][0]["content"]["parts"] = json!([function_call(call)]);
+        let frames = [response(text, None, None), last]
+            .iter()
+            .map(|chunk| format!("data: {chunk}\r\n\r\n").into_bytes())
+            .collect();
+        Some(StreamScript {
+            content_type: "text/event-stream".into(),
+            frames,
+            first_event: 0,
+        })
+    }
+
+    fn embeddings(&self) -> Option<&dyn EmbeddingsWire> {
+        Some(self)
     }
 
     fn error(&self, code: u16, message: &str) -> Reply {
@@ -140,6 +179,48 @@ impl WireScript for GeminiWire {
                 remaining.to_string(),
             ),
         ]
+    }
+}
+
+/// `batchEmbedContents`, two texts a request (`options.embedding_batch`), each with its
+/// `taskType` and `outputDimensionality`; the answer reports no usage.
+impl EmbeddingsWire for GeminiWire {
+    fn model(&self, model_id: &str, base_url: &str, _: &str) -> ModelEntry {
+        embeddings_entry(model_id, "gemini", "gemini-embedding-test", base_url)
+    }
+
+    fn max_batch(&self) -> Option<usize> {
+        Some(2)
+    }
+
+    fn texts(&self, request: &Recorded) -> Vec<String> {
+        let body = request.json();
+        let requests = body["requests"].as_array().cloned().unwrap_or_default();
+        requests
+            .iter()
+            .filter_map(|r| r["content"]["parts"][0]["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    fn purpose(&self, request: &Recorded) -> Option<EmbeddingPurpose> {
+        match request.json()["requests"][0]["taskType"].as_str()? {
+            "RETRIEVAL_QUERY" => Some(EmbeddingPurpose::Query),
+            "RETRIEVAL_DOCUMENT" => Some(EmbeddingPurpose::Document),
+            _ => None,
+        }
+    }
+
+    fn dimensions(&self, request: &Recorded) -> Option<u64> {
+        request.json()["requests"][0]["outputDimensionality"].as_u64()
+    }
+
+    fn answer(&self, vectors: &[Vec<f32>], _: u64) -> Reply {
+        let embeddings: Vec<Value> = vectors.iter().map(|v| json!({"values": v})).collect();
+        Reply::json(200, &json!({ "embeddings": embeddings }))
+    }
+
+    fn reports_usage(&self) -> bool {
+        false
     }
 }
 

@@ -2,9 +2,12 @@
 //! wire format, for both keys: `openai` and `openai-compatible`.
 
 use serde_json::{Value, json};
-use tollgate::{ModelEntry, ModelsBuilder};
+use tollgate::{EmbeddingPurpose, ModelEntry, ModelsBuilder};
 use tollgate_openai::OpenAiProvider;
-use tollgate_testkit::provider::{Recorded, Reply, StreamScript, WireScript, WireUsage};
+use tollgate_testkit::provider::{
+    EmbeddingsWire, Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+    embeddings_entry,
+};
 
 /// The wire format under one provider key.
 struct OpenAiWire {
@@ -55,10 +58,7 @@ impl WireScript for OpenAiWire {
     }
 
     fn sent_identity(&self, request: &Recorded) -> Option<String> {
-        request
-            .header("authorization")
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::to_owned)
+        request.bearer()
     }
 
     fn answer(&self, text: &str, wire: WireUsage) -> Reply {
@@ -92,12 +92,51 @@ impl WireScript for OpenAiWire {
         }
     }
 
-    fn stream_error(&self) -> Option<Vec<u8>> {
-        Some(sse(&error_body(
-            "server_error",
-            Value::Null,
-            "The server had an error",
-        )))
+    fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
+        Some(sse(&error_body("server_error", Value::Null, message)))
+    }
+
+    fn tool_call(&self, text: &str, call: &WireToolCall, wire: WireUsage) -> Option<Reply> {
+        let tool_call = json!({"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": call.input.to_string()}});
+        let message = json!({"role": "assistant", "content": text, "refusal": null,
+                             "tool_calls": [tool_call]});
+        Some(Reply::json(200, &completion(message, "tool_calls", wire)))
+    }
+
+    /// The arguments' JSON text in two pieces, as OpenAI streams them.
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        wire: WireUsage,
+    ) -> Option<StreamScript> {
+        let arguments = call.input.to_string();
+        let (head, tail) = arguments.split_at(arguments.len() / 2);
+        let opening = json!({"index": 0, "id": call.id, "type": "function",
+                             "function": {"name": call.name, "arguments": ""}});
+        let piece = |p: &str| json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]});
+        let events = [
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": text}), None),
+            chunk(json!({"tool_calls": [opening]}), None),
+            chunk(piece(head), None),
+            chunk(piece(tail), None),
+            chunk(json!({}), Some("tool_calls")),
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                   "model": "gpt-test", "choices": [], "usage": usage(wire)}),
+        ];
+        let mut frames: Vec<Vec<u8>> = events.iter().map(sse).collect();
+        frames.push(b"data: [DONE]\n\n".to_vec());
+        Some(StreamScript {
+            content_type: "text/event-stream".into(),
+            frames,
+            first_event: 1,
+        })
+    }
+
+    fn embeddings(&self) -> Option<&dyn EmbeddingsWire> {
+        Some(self)
     }
 
     fn error(&self, status: u16, message: &str) -> Reply {
@@ -158,6 +197,43 @@ impl WireScript for OpenAiWire {
 
     fn honours_should_retry(&self) -> bool {
         true
+    }
+}
+
+/// `/v1/embeddings`, at most two inputs a request (`options.embedding_batch`), the width
+/// asked with `dimensions`; OpenAI's embeddings take no purpose.
+impl EmbeddingsWire for OpenAiWire {
+    fn model(&self, model_id: &str, base_url: &str, _: &str) -> ModelEntry {
+        embeddings_entry(model_id, self.key, "text-embedding-test", base_url)
+    }
+
+    fn max_batch(&self) -> Option<usize> {
+        Some(2)
+    }
+
+    fn texts(&self, request: &Recorded) -> Vec<String> {
+        request.strings("/input")
+    }
+
+    fn purpose(&self, _: &Recorded) -> Option<EmbeddingPurpose> {
+        None
+    }
+
+    fn dimensions(&self, request: &Recorded) -> Option<u64> {
+        request.json()["dimensions"].as_u64()
+    }
+
+    fn answer(&self, vectors: &[Vec<f32>], input_tokens: u64) -> Reply {
+        let data: Vec<Value> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+            .collect();
+        Reply::json(
+            200,
+            &json!({"object": "list", "data": data, "model": "text-embedding-test",
+                    "usage": {"prompt_tokens": input_tokens, "total_tokens": input_tokens}}),
+        )
     }
 }
 

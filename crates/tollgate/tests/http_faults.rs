@@ -285,7 +285,9 @@ async fn a_malformed_body_keeps_its_first_bytes_with_the_key_redacted() {
     let Error::Provider(ProviderError::Malformed { raw, raw_len, .. }) = &error else {
         panic!("{error:?}")
     };
-    assert_eq!(*raw_len, body.len());
+    // The codec reads the body with the key already cut out (the endpoint redacts every
+    // body it reads), so the length is that of the redacted body.
+    assert_eq!(*raw_len, body.replace(KEY, "[redacted]").len());
     assert!(
         raw.starts_with("<html>proxy error for key [redacted]"),
         "{raw}"

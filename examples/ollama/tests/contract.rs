@@ -42,8 +42,7 @@ impl WireScript for OllamaWire {
     }
 
     fn sent_identity(&self, request: &Recorded) -> Option<String> {
-        let auth = request.header("authorization")?;
-        auth.strip_prefix("Bearer ").map(str::to_owned)
+        request.bearer()
     }
 
     fn answer(&self, text: &str, usage: WireUsage) -> Reply {
@@ -56,8 +55,8 @@ impl WireScript for OllamaWire {
         StreamScript { content_type: "application/x-ndjson".into(), frames, first_event: 0 }
     }
 
-    fn stream_error(&self) -> Option<Vec<u8>> {
-        Some(line(&json!({"error": "an error was encountered while running the model"})))
+    fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
+        Some(line(&json!({ "error": message })))
     }
 
     fn malformed_frame(&self) -> Vec<u8> {
@@ -149,4 +148,40 @@ async fn a_block_other_than_text_is_refused_before_sending_naming_the_field() {
         "{err:?}"
     );
     assert_eq!(kit.server.hits(), 0);
+}
+
+/// A catalog as an application writes it, loaded by the kit against its own server: the
+/// default `num_predict` is the catalog's `default_output_tokens`, and the limiter is the
+/// catalog's `rpm`.
+#[tokio::test]
+async fn a_catalog_written_in_toml_drives_the_request_against_the_kits_server() {
+    let kit = Kit::from_toml(
+        &OllamaWire,
+        r#"
+        [models.llama]
+        provider = "ollama"
+        name = "llama3.2"
+        credential = "kit-credential"
+        max_output_tokens = 4096
+        default_output_tokens = 300
+        rpm = 600
+        options = { base_url = "$BASE_URL" }
+        "#,
+    )
+    .await;
+    kit.server.only(OllamaWire.answer("Hi", USAGE));
+    let request = tollgate::Conversation::new()
+        .user("Hello?")
+        .request("llama", tollgate::SamplingParams::new())
+        .unwrap();
+    let answer = kit.models.chat("llama").await.unwrap().single_response(&request).await.unwrap();
+    assert_eq!(answer.text(), "Hi");
+    let sent = &kit.server.requests()[0];
+    assert_eq!(
+        (sent.json()["model"].as_str(), sent.json()["options"]["num_predict"].as_u64()),
+        (Some("llama3.2"), Some(300))
+    );
+    assert_eq!(sent.bearer().as_deref(), Some(tollgate_testkit::provider::SECRET));
+    let snapshot = kit.models.limiter("llama").unwrap().snapshot().await.unwrap();
+    assert!(format!("{snapshot:?}").contains("600"), "{snapshot:?}");
 }

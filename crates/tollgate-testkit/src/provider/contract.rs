@@ -3,6 +3,9 @@
 
 /// Writes one `#[tokio::test]` per shared provider behaviour, named after it, each
 /// running that check against `$script` (an expression giving a [`WireScript`](crate::provider::WireScript)).
+/// A check that does not apply to the script (it gives no wire form for the behaviour)
+/// passes as a test but says `SKIPPED` and why on stderr, which `cargo test` shows
+/// ([`Checked::report`](crate::provider::Checked::report)).
 #[macro_export]
 macro_rules! provider_contract_tests {
     ($script:expr) => {
@@ -33,6 +36,7 @@ macro_rules! provider_contract_tests {
             an_error_event_after_the_first_event_interrupts_the_stream,
             a_stream_answered_with_an_error_status_is_that_typed_error,
             the_secret_never_shows_in_errors_logs_debug_or_records,
+            the_secret_never_shows_in_embeddings_errors,
             an_empty_stored_key_redacts_nothing,
             a_malformed_answer_is_retried_then_answered,
             a_malformed_stream_event_is_retried_before_the_first_event_only,
@@ -42,6 +46,11 @@ macro_rules! provider_contract_tests {
             a_429_storm_longer_than_the_budget_ends_rate_limited,
             a_burst_of_server_errors_is_retried_then_answered,
             a_slow_drip_is_cut_by_the_idle_timeout,
+            a_tool_call_is_decoded_whole_with_its_id_name_and_input,
+            a_streamed_tool_call_arrives_in_deltas_indexed_by_its_block,
+            embeddings_are_sent_in_batches_of_max_batch_one_reservation_each,
+            a_failed_embeddings_request_is_resent_alone,
+            an_embeddings_request_carries_the_purpose_and_the_width,
         );
         $crate::provider_contract_tests!(@paused $script;
             a_stalled_stream_times_out_retried_before_the_first_event_only,
@@ -53,7 +62,9 @@ macro_rules! provider_contract_tests {
             /// model's idle timeout, and the clock jumps when both wait.
             #[tokio::test(start_paused = true)]
             async fn $name() {
-                $crate::provider::checks::$name(&$script).await;
+                $crate::provider::checks::$name(&$script)
+                    .await
+                    .report(stringify!($name));
                 $crate::provider::assert_no_task_left().await;
             }
         )+
@@ -62,7 +73,9 @@ macro_rules! provider_contract_tests {
         $(
             #[tokio::test(start_paused = true)]
             async fn $name() {
-                $crate::provider::checks::$name(&$script).await;
+                $crate::provider::checks::$name(&$script)
+                    .await
+                    .report(stringify!($name));
                 $crate::provider::assert_no_task_left().await;
             }
         )+

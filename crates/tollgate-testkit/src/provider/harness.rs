@@ -5,15 +5,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tollgate::catalog::{Limits, Price};
+use tollgate::catalog::{EmbeddingCapabilities, Limits, Price};
 use tollgate::credentials::MemoryCredentialStore;
+use tollgate::limit::LimiterBackend;
 use tollgate::pipeline::{MemoryRecorder, PipelineConfig, RetryPolicy};
 use tollgate::{
     Catalog, Conversation, Dimension, Error, JobContext, LlmRequest, LlmResponse, ModelEntry,
     Models, SamplingParams, StreamEvent,
 };
 
-use super::script::{WireScript, WireUsage};
+use super::counting::CountingLimiters;
+use super::script::{EmbeddingsWire, WireScript, WireUsage};
 use super::server::ScriptServer;
 
 /// The catalog id of the model under test.
@@ -23,6 +25,15 @@ pub const MODEL: &str = "kit-model";
 pub const LARGER: &str = "kit-model-larger";
 /// The context window [`LARGER`] declares.
 pub const LARGER_WINDOW: u64 = 1_000_000;
+/// The catalog id of the provider's embeddings model, in a kit made by
+/// [`Kit::with_embeddings`].
+pub const EMBEDDINGS: &str = "kit-embeddings";
+/// The deployment's embedding width (`[embeddings] width`) in a kit made by
+/// [`Kit::with_embeddings`].
+pub const EMBEDDING_WIDTH: u64 = 8;
+/// What [`Kit::from_toml`] replaces with the kit's server
+/// address in a catalog's text.
+pub const BASE_URL: &str = "$BASE_URL";
 /// The credential id the model names.
 pub const CREDENTIAL: &str = "kit-credential";
 /// The secret every check uses: it must never show anywhere.
@@ -59,6 +70,8 @@ pub struct Kit<'a> {
     pub recorder: Arc<MemoryRecorder>,
     /// Retries with tiny real-time delays (the server does real I/O).
     pub models: Models,
+    /// Counts the reservations every model's limiter granted.
+    pub limiters: CountingLimiters,
 }
 
 impl<'a> Kit<'a> {
@@ -84,21 +97,86 @@ impl<'a> Kit<'a> {
         more: &[(&str, Tweak)],
     ) -> Kit<'a> {
         let server = ScriptServer::start().await;
-        let store =
-            Arc::new(MemoryCredentialStore::new().with(CREDENTIAL, script.credential(SECRET)));
-        let recorder = Arc::new(MemoryRecorder::new());
         let mut entries = vec![tweak(kit_entry(script, MODEL, server.uri()))];
         entries.extend(
             more.iter()
                 .map(|(id, tweak)| tweak(kit_entry(script, id, server.uri()))),
         );
-        let models = models_of(script, entries, store.clone(), recorder.clone());
+        let catalog = entries
+            .into_iter()
+            .fold(Catalog::builder(), |catalog, entry| catalog.model(entry))
+            .build()
+            .unwrap_or_else(|e| panic!("the script's model entry is not a valid catalog: {e}"));
+        Kit::on(script, server, catalog)
+    }
+
+    /// A kit whose catalog holds the chat model and, as [`EMBEDDINGS`], the script's
+    /// embeddings model (at the deployment width [`EMBEDDING_WIDTH`]); `None` when the
+    /// script has no embeddings. Returns the script's embeddings wire too.
+    pub async fn with_embeddings(
+        script: &'a dyn WireScript,
+    ) -> Option<(Kit<'a>, &'a dyn EmbeddingsWire)> {
+        let wire = script.embeddings()?;
+        let server = ScriptServer::start().await;
+        let embeddings = wire
+            .model(EMBEDDINGS, server.uri(), CREDENTIAL)
+            .with_credential(CREDENTIAL)
+            .with_limits(Limits {
+                rpm: RPM,
+                ..Limits::default()
+            })
+            .with_price(PRICE);
+        let catalog = Catalog::builder()
+            .model(kit_entry(script, MODEL, server.uri()))
+            .model(embeddings)
+            .embedding_width(EMBEDDING_WIDTH)
+            .build()
+            .unwrap_or_else(|e| {
+                panic!("the script's embeddings model is not a valid catalog: {e}")
+            });
+        Some((Kit::on(script, server, catalog), wire))
+    }
+
+    /// A kit whose models are the catalog `toml`, loaded as an application loads its
+    /// catalog, with every [`BASE_URL`] in it replaced by the kit's server address; the
+    /// store holds the secret as [`CREDENTIAL`]. For a provider's own tests of what a
+    /// catalog says (its options, its limits), against the kit's server:
+    ///
+    /// ```ignore
+    /// let kit = Kit::from_toml(&MyWire, r#"
+    ///     [models.kit-model]
+    ///     provider = "my-provider"
+    ///     credential = "kit-credential"
+    ///     max_output_tokens = 1000
+    ///     rpm = 60
+    ///     options = { base_url = "$BASE_URL" }
+    /// "#).await;
+    /// ```
+    pub async fn from_toml(script: &'a dyn WireScript, toml: &str) -> Kit<'a> {
+        let server = ScriptServer::start().await;
+        let catalog = catalog_from_toml(toml, server.uri());
+        Kit::on(script, server, catalog)
+    }
+
+    fn on(script: &'a dyn WireScript, server: ScriptServer, catalog: Catalog) -> Kit<'a> {
+        let store =
+            Arc::new(MemoryCredentialStore::new().with(CREDENTIAL, script.credential(SECRET)));
+        let recorder = Arc::new(MemoryRecorder::new());
+        let limiters = CountingLimiters::default();
+        let models = models_of(
+            script,
+            catalog,
+            store.clone(),
+            recorder.clone(),
+            limiters.clone(),
+        );
         Kit {
             script,
             server,
             store,
             recorder,
             models,
+            limiters,
         }
     }
 
@@ -159,17 +237,35 @@ impl Drop for Kit<'_> {
         if std::thread::panicking() {
             return;
         }
-        let limiter = self.models.limiter(MODEL).expect("the model has a limiter");
-        // The in-process limiter answers at once.
-        let snapshot = futures::FutureExt::now_or_never(limiter.snapshot())
-            .expect("the in-process limiter answers at once")
-            .expect("a snapshot");
-        assert_eq!(
-            (snapshot.held, snapshot.queued),
-            (0, 0),
-            "a reservation was left held or a waiter left queued: {snapshot:?}"
-        );
+        let ids: Vec<String> = self
+            .models
+            .catalog()
+            .models()
+            .map(|m| m.id.clone())
+            .collect();
+        for id in ids {
+            let limiters = self
+                .models
+                .limiters(&id)
+                .expect("a catalog model has limiters");
+            for limiter in limiters {
+                assert_settled(&id, limiter.as_ref());
+            }
+        }
     }
+}
+
+/// Every reservation `limiter` made was settled, given back or dropped.
+fn assert_settled(id: &str, limiter: &dyn LimiterBackend) {
+    // The in-process limiter answers at once.
+    let snapshot = futures::FutureExt::now_or_never(limiter.snapshot())
+        .expect("the in-process limiter answers at once")
+        .expect("a snapshot");
+    assert_eq!(
+        (snapshot.held, snapshot.queued),
+        (0, 0),
+        "`{id}`: a reservation was left held or a waiter left queued: {snapshot:?}"
+    );
 }
 
 /// After a check, with every kit dropped: lets the paused clock run an hour (so that a
@@ -193,12 +289,22 @@ pub fn models(
     store: Arc<MemoryCredentialStore>,
     recorder: Arc<MemoryRecorder>,
 ) -> Models {
+    let catalog = Catalog::builder()
+        .model(kit_entry(script, MODEL, base_url))
+        .build()
+        .unwrap_or_else(|e| panic!("the script's model entry is not a valid catalog: {e}"));
     models_of(
         script,
-        vec![kit_entry(script, MODEL, base_url)],
+        catalog,
         store,
         recorder,
+        CountingLimiters::default(),
     )
+}
+
+fn catalog_from_toml(toml: &str, base_url: &str) -> Catalog {
+    Catalog::from_toml_str(&toml.replace(BASE_URL, base_url))
+        .unwrap_or_else(|e| panic!("the catalog given to the kit does not load: {e}"))
 }
 
 /// A chat model `id` of `script`'s provider at `base_url`, as every check has it: the
@@ -219,19 +325,16 @@ fn kit_entry(script: &dyn WireScript, id: &str, base_url: &str) -> ModelEntry {
 
 fn models_of(
     script: &dyn WireScript,
-    entries: Vec<ModelEntry>,
+    catalog: Catalog,
     store: Arc<MemoryCredentialStore>,
     recorder: Arc<MemoryRecorder>,
+    limiters: CountingLimiters,
 ) -> Models {
-    let catalog = entries
-        .into_iter()
-        .fold(Catalog::builder(), |catalog, entry| catalog.model(entry))
-        .build()
-        .unwrap_or_else(|e| panic!("the script's model entry is not a valid catalog: {e}"));
     script
         .register(Models::builder())
         .catalog(catalog)
         .credentials_arc(store)
+        .limiter_backend(limiters)
         .pipeline(PipelineConfig {
             retry: RetryPolicy {
                 base_delay: Duration::from_millis(1),
@@ -245,6 +348,21 @@ fn models_of(
         .recorder(recorder)
         .build()
         .unwrap_or_else(|e| panic!("Models for the script's provider: {e}"))
+}
+
+/// An embeddings model `model_id` of `provider` (its name `name`) that takes a
+/// dimensions parameter, so the deployment's width is asked of it; at `base_url` (an
+/// `options.base_url`), with `options.embedding_batch = 2`, the option most HTTP
+/// providers here read their `max_batch` from. What an [`EmbeddingsWire::model`] returns
+/// for such a provider.
+pub fn embeddings_entry(model_id: &str, provider: &str, name: &str, base_url: &str) -> ModelEntry {
+    ModelEntry::new(model_id, provider, name)
+        .with_embedding(EmbeddingCapabilities {
+            dimensions_param: true,
+            ..EmbeddingCapabilities::default()
+        })
+        .with_option("base_url", base_url)
+        .with_option("embedding_batch", 2)
 }
 
 /// The request every check sends.

@@ -12,13 +12,18 @@
 
 pub mod checks;
 mod contract;
+mod counting;
 mod harness;
+mod outcome;
 mod script;
 mod server;
 
+pub use counting::CountingLimiters;
 pub use harness::{
-    CREDENTIAL, Kit, LARGER, LARGER_WINDOW, Logs, MODEL, PRICE, RPM, SECRET, Tweak, USAGE,
-    assert_no_task_left, models, request, streamed_text,
+    BASE_URL, CREDENTIAL, EMBEDDING_WIDTH, EMBEDDINGS, Kit, LARGER, LARGER_WINDOW, Logs, MODEL,
+    PRICE, RPM, SECRET, Tweak, USAGE, assert_no_task_left, embeddings_entry, models, request,
+    streamed_text,
 };
-pub use script::{StreamScript, WireScript, WireUsage};
+pub use outcome::Checked;
+pub use script::{EmbeddingsWire, StreamScript, WireScript, WireToolCall, WireUsage};
 pub use server::{Body, End, Recorded, RefusingPort, Reply, Responder, ScriptServer};

@@ -2,8 +2,7 @@
 //! shared behaviours need (a good answer, a stream, each error status, quota, refusal,
 //! context overflow, rate-limit headers) and how its credential travels.
 
-use tollgate::ModelEntry;
-use tollgate::ModelsBuilder;
+use tollgate::{EmbeddingPurpose, ModelEntry, ModelsBuilder};
 
 use super::server::{Recorded, Reply};
 
@@ -27,6 +26,52 @@ pub struct StreamScript {
     /// The index of the first frame that gives the reader an event (the first text):
     /// the frames before it give nothing.
     pub first_event: usize,
+}
+
+/// A tool call as the kit asks a script to put it on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireToolCall {
+    /// The call's id (a provider whose wire carries none makes one up: the kit then
+    /// checks only that the answer has one).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub input: serde_json::Value,
+}
+
+/// A provider's embeddings, scripted for the contract kit: its model, how a request
+/// carries texts, purpose and width, and how an answer carries vectors.
+pub trait EmbeddingsWire: Send + Sync {
+    /// An embeddings model `model_id` served at `base_url`, naming the credential
+    /// `credential`, with the capabilities that reach the kit's width
+    /// ([`EMBEDDING_WIDTH`](crate::provider::EMBEDDING_WIDTH)): `dimensions_param`, or a
+    /// `native_width` of that width. The kit sets limits and prices itself.
+    fn model(&self, model_id: &str, base_url: &str, credential: &str) -> ModelEntry;
+
+    /// The most texts the transport puts in one request (its `max_batch`, as the model
+    /// above configures it); `None` when one request takes any number.
+    fn max_batch(&self) -> Option<usize>;
+
+    /// The texts a request carried, in order.
+    fn texts(&self, request: &Recorded) -> Vec<String>;
+
+    /// The purpose the request said (a task or input type); `None` when the wire has no
+    /// such field (OpenAI), and the purpose part of the check is skipped.
+    fn purpose(&self, request: &Recorded) -> Option<EmbeddingPurpose>;
+
+    /// The width the request asked for (a dimensions parameter), if it asked one.
+    fn dimensions(&self, request: &Recorded) -> Option<u64>;
+
+    /// The provider's answer carrying `vectors` (one per text, in order) and reporting
+    /// `input_tokens` (where its wire reports usage).
+    fn answer(&self, vectors: &[Vec<f32>], input_tokens: u64) -> Reply;
+
+    /// Whether the answer reports the tokens used; when not (Gemini's
+    /// `batchEmbedContents`), the kit checks only that the call has an estimated usage.
+    fn reports_usage(&self) -> bool {
+        true
+    }
 }
 
 /// A provider's wire format, scripted for the contract kit.
@@ -67,8 +112,20 @@ pub trait WireScript: Send + Sync + 'static {
     fn stream(&self, pieces: &[&str], usage: WireUsage) -> StreamScript;
 
     /// A frame the provider sends mid-stream to say it is overloaded (or failed on its
-    /// side); `None` when its streams carry no error events.
-    fn stream_error(&self) -> Option<Vec<u8>>;
+    /// side); `None` when its streams carry no error events. By default
+    /// [`stream_error_saying`](Self::stream_error_saying) a fixed message.
+    fn stream_error(&self) -> Option<Vec<u8>> {
+        self.stream_error_saying("the server failed, try again")
+    }
+
+    /// The same frame carrying `message` as the provider's message (the secret check
+    /// echoes the key in it); `None` when its streams carry no error events. A script
+    /// that only overrides [`stream_error`](Self::stream_error) has this `None`, and the
+    /// secret check says that part was not checked.
+    fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
+        let _ = message;
+        None
+    }
 
     /// A stream frame in the provider's framing whose content does not decode. By default
     /// an SSE event whose data is not JSON.
@@ -115,6 +172,33 @@ pub trait WireScript: Send + Sync + 'static {
     /// Headers saying the provider allows `limit` requests a minute and `remaining`
     /// are left; empty when the provider sends no rate-limit headers.
     fn rate_limit_headers(&self, limit: u64, remaining: u64) -> Vec<(String, String)>;
+
+    /// A whole answer holding the text `text`, then `call`, ended by the provider's
+    /// tool-use stop, reporting `usage`; `None` when the provider's codec has no tool
+    /// calls (the tool checks are skipped, saying so).
+    fn tool_call(&self, text: &str, call: &WireToolCall, usage: WireUsage) -> Option<Reply> {
+        let _ = (text, call, usage);
+        None
+    }
+
+    /// The same answer streamed, the arguments split over several events where the
+    /// provider's wire splits them; `None` when the provider's codec has no tool calls.
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        usage: WireUsage,
+    ) -> Option<StreamScript> {
+        let _ = (text, call, usage);
+        None
+    }
+
+    /// The provider's embeddings, scripted; `None` when it serves none (the embeddings
+    /// checks are skipped, saying so). A script that implements [`EmbeddingsWire`] too
+    /// returns `Some(self)`.
+    fn embeddings(&self) -> Option<&dyn EmbeddingsWire> {
+        None
+    }
 
     /// Log targets of third-party code the provider calls and cannot redact (e.g. an
     /// SDK that logs a server's error message at DEBUG): the secret check skips their

@@ -36,6 +36,25 @@ impl Recorded {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The token of an `authorization: Bearer …` header (how most providers send a key:
+    /// a script's `sent_identity` for them).
+    pub fn bearer(&self) -> Option<String> {
+        let auth = self.header("authorization")?;
+        auth.strip_prefix("Bearer ").map(str::to_owned)
+    }
+
+    /// The strings of the JSON body's array at `pointer` (e.g. `/input`, an embeddings
+    /// request's texts); empty when there is none.
+    pub fn strings(&self, pointer: &str) -> Vec<String> {
+        let json = self.json();
+        let items = json.pointer(pointer).and_then(|v| v.as_array());
+        items
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The body as JSON (`Null` when it is not JSON).
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)

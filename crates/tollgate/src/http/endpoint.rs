@@ -1,5 +1,13 @@
 //! The send-once endpoint: one model's address, credential and fixed headers; sends a
 //! JSON body once and turns an error answer into the one verdict.
+//!
+//! **The key never reaches the codec.** Every body the endpoint reads (an error answer,
+//! a whole answer, each stream event) has the key it sent cut out
+//! ([`crate::wire::REDACTED`]) before the codec sees it, and every error the endpoint
+//! builds itself (a connection that failed mid-body) is redacted too. So no error a
+//! codec builds from those bytes (a `Malformed` keeping the start of a 200 that does not
+//! decode, a rejection read from a success body, a stream's error event) can carry the
+//! key, whichever endpoint method read them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,7 +24,9 @@ use crate::error::{Error, ProviderError, Result};
 use crate::pipeline::Signals;
 use crate::provider::{CredentialRef, ProviderContext};
 use crate::stream::ResponseStream;
-use crate::wire::{DnsFailure, EventDecoder, WireError, connection_error, decode_events, redact};
+use crate::wire::{
+    DnsFailure, EventDecoder, REDACTED, WireError, connection_error, decode_events, redact,
+};
 
 /// The most bytes of a success body any model may be configured to read (the default
 /// for embeddings models, whose full batches are tens of MB as JSON). Each model's own
@@ -232,14 +242,21 @@ impl Endpoint {
             return Ok((response, secret));
         }
         let retry_after = retry_after(response.headers());
+        // A key's length past the cap, so that a key cut by the cap is still whole when
+        // it is redacted; the cap applies after.
+        let key_len = secret.as_ref().map_or(0, |s| s.expose_secret().len());
         let bytes = self
-            .read(response, MAX_ERROR_BODY_BYTES, false, secret.as_ref())
+            .read(
+                response,
+                MAX_ERROR_BODY_BYTES + key_len,
+                false,
+                secret.as_ref(),
+            )
             .await?;
         // Defence in depth: an error message never carries the key, even if echoed.
-        let text = redact(
-            &String::from_utf8_lossy(&bytes),
-            secret.as_ref().map(|s| s.expose_secret()),
-        );
+        let mut bytes = without_secret(bytes, secret.as_ref());
+        bytes.truncate(MAX_ERROR_BODY_BYTES);
+        let text = String::from_utf8_lossy(&bytes);
         let mut wire = (self.read_error)(status, text.as_bytes());
         wire.retry_after = wire.retry_after.or(retry_after);
         Err(wire.verdict())
@@ -247,20 +264,25 @@ impl Endpoint {
 
     /// POSTs `body` and reads the whole answer (at most [`Endpoint::max_body_bytes`]:
     /// a larger one is [`Error::ResponseTooLarge`], and reading stops there).
+    ///
+    /// The key sent is cut out of the bytes returned (a body that carries it is the
+    /// server echoing it), so an error the caller builds from them, such as
+    /// [`crate::wire::malformed`] for a 200 that does not decode, cannot carry it.
+    /// [`Endpoint::post_decoded`] is the same with the decoding step included.
     pub async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
         signals: &Signals,
     ) -> Result<Vec<u8>> {
-        let (response, secret) = self.send(path, body, "application/json", signals).await?;
-        self.read(response, self.max_body_bytes, true, secret.as_ref())
+        self.post_read(path, body, signals)
             .await
+            .map(|(bytes, _)| bytes)
     }
 
-    /// [`Endpoint::post_json`], then `decode` (the codec's) on the body; a body that
-    /// does not decode ([`crate::wire::malformed`]) has the key redacted from the bytes
-    /// it keeps.
+    /// [`Endpoint::post_json`], then `decode` (the codec's) on the body: the usual way
+    /// to read a whole answer. The codec sees the body with the key cut out, and the
+    /// error it returns is redacted again (a decoder that kept the key from elsewhere).
     pub async fn post_decoded<T>(
         &self,
         path: &str,
@@ -268,14 +290,26 @@ impl Endpoint {
         signals: &Signals,
         decode: impl FnOnce(&[u8]) -> Result<T>,
     ) -> Result<T> {
-        let (response, secret) = self.send(path, body, "application/json", signals).await?;
-        let bytes = self
-            .read(response, self.max_body_bytes, true, secret.as_ref())
-            .await?;
+        let (bytes, secret) = self.post_read(path, body, signals).await?;
         decode(&bytes).map_err(|e| match &secret {
             Some(s) => e.redacted(&[s.expose_secret()]),
             None => e,
         })
+    }
+
+    /// Sends `body` and reads the whole success answer with the key cut out of it;
+    /// hands back the key sent too.
+    async fn post_read(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        signals: &Signals,
+    ) -> Result<(Vec<u8>, Option<Secret>)> {
+        let (response, secret) = self.send(path, body, "application/json", signals).await?;
+        let bytes = self
+            .read(response, self.max_body_bytes, true, secret.as_ref())
+            .await?;
+        Ok((without_secret(bytes, secret.as_ref()), secret))
     }
 
     /// POSTs `body` and pumps the answer's events (`framing`) through `decoder`.
@@ -294,15 +328,19 @@ impl Endpoint {
             chunk.map_err(|e| transport_error(&e, connect_timeout, chunk_secret.as_ref()))
         });
         let (model_id, limit) = (self.model_id.clone(), self.max_body_bytes);
-        let events = framing.events_limited(bytes, limit).map(move |event| {
-            event.map_err(|e| match e {
-                Error::ResponseTooLarge { limit_bytes, .. } => Error::ResponseTooLarge {
+        let event_secret = secret.clone();
+        let events = framing
+            .events_limited(bytes, limit)
+            .map(move |event| match event {
+                // The decoder never sees the key, so no error it builds from an event can
+                // carry it.
+                Ok(text) => Ok(redact_text(text, event_secret.as_ref())),
+                Err(Error::ResponseTooLarge { limit_bytes, .. }) => Err(Error::ResponseTooLarge {
                     model_id: model_id.clone(),
                     limit_bytes,
-                },
-                other => other,
-            })
-        });
+                }),
+                Err(other) => Err(other),
+            });
         let stream = decode_events(events, decoder);
         Ok(match secret {
             None => stream,
@@ -347,6 +385,42 @@ impl Endpoint {
     }
 }
 
+/// `text` with the key cut out, left as it is when it does not hold the key (an empty
+/// key redacts nothing).
+fn redact_text(text: String, secret: Option<&Secret>) -> String {
+    match secret.map(Secret::expose_secret) {
+        Some(key) if !key.is_empty() && text.contains(key) => redact(&text, [key]),
+        _ => text,
+    }
+}
+
+/// `bytes` with every occurrence of the key replaced by [`REDACTED`]; the same bytes
+/// (no copy) when the key is not in them. Works on any bytes, UTF-8 or not.
+fn without_secret(bytes: Vec<u8>, secret: Option<&Secret>) -> Vec<u8> {
+    let key = match secret.map(Secret::expose_secret) {
+        Some(key) if !key.is_empty() => key,
+        _ => return bytes,
+    };
+    if let Ok(text) = std::str::from_utf8(&bytes) {
+        // `str::contains` searches much faster than a byte-window scan on a large body.
+        return if text.contains(key) {
+            redact(text, [key]).into_bytes()
+        } else {
+            bytes
+        };
+    }
+    let key = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes.as_slice();
+    while let Some(at) = rest.windows(key.len()).position(|w| w == key) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(REDACTED.as_bytes());
+        rest = &rest[at + key.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 /// A failure to get an answer at all (connect, send, or read the body): a timeout, or a
 /// [`ProviderError::Connection`] whose cause is read from the error's type.
 fn transport_error(
@@ -379,3 +453,6 @@ impl reqwest::dns::Resolve for TypedDns {
         })
     }
 }
+
+#[cfg(test)]
+mod redaction_tests;

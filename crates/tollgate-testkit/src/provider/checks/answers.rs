@@ -5,11 +5,12 @@ use tollgate::StopReason;
 use tollgate::pipeline::Outcome;
 
 use super::super::harness::{CREDENTIAL, Kit, MODEL, PRICE, SECRET, USAGE};
+use super::super::outcome::Checked;
 use super::super::script::WireScript;
 
 /// A good answer's text, stop reason and usage are decoded; the call is recorded once,
 /// named after the provider, costed at the catalog's prices; the credential was sent.
-pub async fn a_good_answer_is_decoded_recorded_and_costed(script: &dyn WireScript) {
+pub async fn a_good_answer_is_decoded_recorded_and_costed(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(script.answer("Hello there", USAGE));
     let answer = kit
@@ -50,11 +51,14 @@ pub async fn a_good_answer_is_decoded_recorded_and_costed(script: &dyn WireScrip
         Some(script.identity(SECRET)),
         "the request carries the stored credential"
     );
+    Checked::Passed
 }
 
 /// The credential is fetched from the store for every request, so a rotated key is used
 /// at once, without rebuilding anything.
-pub async fn the_credential_is_read_from_the_store_on_every_call(script: &dyn WireScript) {
+pub async fn the_credential_is_read_from_the_store_on_every_call(
+    script: &dyn WireScript,
+) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(script.answer("ok", USAGE));
     kit.ask(&kit.models).await.expect("first call");
@@ -70,14 +74,17 @@ pub async fn the_credential_is_read_from_the_store_on_every_call(script: &dyn Wi
         script.sent_identity(&requests[1]),
         Some(script.identity(rotated))
     );
+    Checked::Passed
 }
 
 /// Rate-limit headers on an answer set the limiter: the requests bucket holds no more
 /// than the provider said is left, and its capacity is the provider's limit.
-pub async fn rate_limit_headers_set_the_limiter_buckets(script: &dyn WireScript) {
+pub async fn rate_limit_headers_set_the_limiter_buckets(script: &dyn WireScript) -> Checked {
     let headers = script.rate_limit_headers(100, 7);
     if headers.is_empty() {
-        return;
+        return Checked::skipped(
+            "the script's `rate_limit_headers` is empty: the provider sends none",
+        );
     }
     let kit = Kit::new(script).await;
     let mut answer = script.answer("ok", USAGE);
@@ -89,4 +96,5 @@ pub async fn rate_limit_headers_set_the_limiter_buckets(script: &dyn WireScript)
     let (level, capacity) = kit.requests_bucket().await;
     assert!(level <= 8.0, "7 left (plus refill), not {level}");
     assert_eq!(capacity, 100, "the provider's limit, below the catalog's");
+    Checked::Passed
 }

@@ -10,6 +10,7 @@ use tollgate::pipeline::{MemoryRecorder, Outcome};
 use tollgate::{ConnectionCause, Error, ProviderError};
 
 use super::super::harness::{Kit, MODEL, SECRET, USAGE, models};
+use super::super::outcome::Checked;
 use super::super::script::WireScript;
 use super::super::server::RefusingPort;
 
@@ -21,7 +22,9 @@ fn last_call(kit: &Kit<'_>) -> (Outcome, u32) {
 
 /// 400, 401, 403, 404 and 413 are the caller's to fix: a `ProviderRequest` error with
 /// the wire's status, sent once, recorded as failed with that status.
-pub async fn request_errors_keep_their_status_and_are_sent_once(script: &dyn WireScript) {
+pub async fn request_errors_keep_their_status_and_are_sent_once(
+    script: &dyn WireScript,
+) -> Checked {
     let kit = Kit::new(script).await;
     for (i, status) in [400u16, 401, 403, 404, 413].into_iter().enumerate() {
         kit.server.only(script.error(status, "you asked wrong"));
@@ -38,10 +41,11 @@ pub async fn request_errors_keep_their_status_and_are_sent_once(script: &dyn Wir
             "{status}: {outcome:?}"
         );
     }
+    Checked::Passed
 }
 
 /// A 408 is a timeout: retried, then answered.
-pub async fn status_408_is_a_timeout_retried_then_answered(script: &dyn WireScript) {
+pub async fn status_408_is_a_timeout_retried_then_answered(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(script.error(408, "too slow"));
     let err = kit.ask(&kit.no_retries()).await.expect_err("408");
@@ -54,12 +58,13 @@ pub async fn status_408_is_a_timeout_retried_then_answered(script: &dyn WireScri
     kit.ask(&kit.models).await.expect("answered on the retry");
     assert_eq!(kit.server.hits(), 3);
     assert_eq!(last_call(&kit), (Outcome::Success, 2));
+    Checked::Passed
 }
 
 /// 500, 502, 503 and 504 are server errors keeping their status: retried, then answered.
 pub async fn server_errors_keep_their_status_and_are_retried_then_answered(
     script: &dyn WireScript,
-) {
+) -> Checked {
     let kit = Kit::new(script).await;
     for status in [500u16, 502, 503, 504] {
         kit.server.only(script.error(status, "broke"));
@@ -75,10 +80,11 @@ pub async fn server_errors_keep_their_status_and_are_retried_then_answered(
         assert_eq!(kit.server.hits(), before + 2, "{status}");
         assert_eq!(last_call(&kit), (Outcome::Success, 2));
     }
+    Checked::Passed
 }
 
 /// A 529 is `Overloaded` with status 529, retried.
-pub async fn status_529_is_overloaded_and_retried(script: &dyn WireScript) {
+pub async fn status_529_is_overloaded_and_retried(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(script.error(529, "overloaded"));
     let err = kit.ask(&kit.no_retries()).await.expect_err("529");
@@ -93,11 +99,12 @@ pub async fn status_529_is_overloaded_and_retried(script: &dyn WireScript) {
         .script([script.error(529, "overloaded"), script.answer("ok", USAGE)]);
     kit.ask(&kit.models).await.expect("answered on the retry");
     assert_eq!(last_call(&kit), (Outcome::Success, 2));
+    Checked::Passed
 }
 
 /// A 429 is `RateLimited` carrying the provider's `retry-after`; the retry waits it out
 /// and is answered.
-pub async fn status_429_is_rate_limited_with_its_retry_after(script: &dyn WireScript) {
+pub async fn status_429_is_rate_limited_with_its_retry_after(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     let limited = || script.rate_limited("slow down").header("retry-after", "1");
     kit.server.only(limited());
@@ -112,10 +119,11 @@ pub async fn status_429_is_rate_limited_with_its_retry_after(script: &dyn WireSc
     kit.server.script([limited(), script.answer("ok", USAGE)]);
     kit.ask(&kit.models).await.expect("answered on the retry");
     assert_eq!(last_call(&kit), (Outcome::Success, 2));
+    Checked::Passed
 }
 
 /// A `retry-after` on a 503 is kept on the error (and so honoured by the retry).
-pub async fn retry_after_on_a_503_is_kept(script: &dyn WireScript) {
+pub async fn retry_after_on_a_503_is_kept(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server
         .only(script.error(503, "later").header("retry-after", "2"));
@@ -124,12 +132,15 @@ pub async fn retry_after_on_a_503_is_kept(script: &dyn WireScript) {
         matches!(&err, Error::Provider(e) if e.status() == Some(503) && e.retry_after() == Some(Duration::from_secs(2))),
         "{err:?}"
     );
+    Checked::Passed
 }
 
 /// `x-should-retry: false` on a 500 vetoes the retry, for providers that send it.
-pub async fn x_should_retry_false_vetoes_the_retry(script: &dyn WireScript) {
+pub async fn x_should_retry_false_vetoes_the_retry(script: &dyn WireScript) -> Checked {
     if !script.honours_should_retry() {
-        return;
+        return Checked::skipped(
+            "the script's `honours_should_retry` is false: the provider sends no `x-should-retry`",
+        );
     }
     let kit = Kit::new(script).await;
     kit.server.only(
@@ -143,10 +154,11 @@ pub async fn x_should_retry_false_vetoes_the_retry(script: &dyn WireScript) {
         "{err:?}"
     );
     assert_eq!(kit.server.hits(), 1);
+    Checked::Passed
 }
 
 /// Out of quota or credit is final: `QuotaExhausted` naming the provider, sent once.
-pub async fn quota_exhausted_is_final_and_names_the_provider(script: &dyn WireScript) {
+pub async fn quota_exhausted_is_final_and_names_the_provider(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(script.quota_exhausted("no credit left"));
     let err = kit.ask(&kit.models).await.expect_err("quota");
@@ -155,13 +167,18 @@ pub async fn quota_exhausted_is_final_and_names_the_provider(script: &dyn WireSc
         "{err:?}"
     );
     assert_eq!(kit.server.hits(), 1);
+    Checked::Passed
 }
 
 /// A refused answer is `ProviderRefusal` carrying the usage the provider billed, sent
 /// once, recorded and costed (a refused answer is not free).
-pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(script: &dyn WireScript) {
+pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(
+    script: &dyn WireScript,
+) -> Checked {
     let Some(refusal) = script.refusal(USAGE) else {
-        return;
+        return Checked::skipped(
+            "the script's `refusal` is `None`: the provider has no refusal answer",
+        );
     };
     let kit = Kit::new(script).await;
     kit.server.only(refusal);
@@ -178,11 +195,12 @@ pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(script: &dyn Wi
     let call = kit.recorder.calls().pop().expect("recorded");
     assert_eq!(call.usage, *usage);
     assert!(call.cost_usd.is_some_and(|c| c > 0.0), "{call:?}");
+    Checked::Passed
 }
 
 /// A connection closed before any answer is a `Connection` failure (closed early, or
 /// reset), retried, and the retry is answered.
-pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireScript) {
+pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.server.only(super::super::server::Reply::Hangup);
     let err = kit.ask(&kit.no_retries()).await.expect_err("hang-up");
@@ -197,10 +215,11 @@ pub async fn a_connection_closed_before_the_answer_is_retried(script: &dyn WireS
     ]);
     kit.ask(&kit.models).await.expect("answered on the retry");
     assert_eq!(last_call(&kit), (Outcome::Success, 2));
+    Checked::Passed
 }
 
 /// Nothing listening is a retryable `Connection { Refused }` failure, not a hang.
-pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) {
+pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) -> Checked {
     let refusing = RefusingPort::bind();
     let url = refusing.uri();
     let store = Arc::new(
@@ -226,4 +245,5 @@ pub async fn a_refused_connection_is_retryable(script: &dyn WireScript) {
         ),
         "{err:?}"
     );
+    Checked::Passed
 }

@@ -2,15 +2,19 @@
 //! scripted server by [`provider_contract_tests!`](crate::provider_contract_tests).
 
 mod answers;
+mod embeddings;
 mod errors;
 mod faults;
 mod overflow;
 mod secrets;
 mod streams;
+mod tools;
 
 pub use answers::*;
+pub use embeddings::*;
 pub use errors::*;
 pub use faults::*;
 pub use overflow::*;
 pub use secrets::*;
 pub use streams::*;
+pub use tools::*;

@@ -6,8 +6,13 @@ use tollgate::pipeline::FallbackOptions;
 use tollgate::{Error, ModelEntry};
 
 use super::super::harness::{Kit, LARGER, LARGER_WINDOW, MODEL, USAGE, request};
+use super::super::outcome::Checked;
 use super::super::script::WireScript;
 use super::super::server::Reply;
+
+const NO_OVERFLOW_ERROR: &str = "the script's `context_overflow` is `None`: the provider never answers an overflow with an error";
+const NO_WINDOW_STOP: &str =
+    "the script's `context_window_stop` is `None`: the provider has no full-window stop reason";
 
 /// Whether `err` is the overflow of `model`, whose catalog entry states no window.
 fn is_overflow_of(err: &Error, model: &str) -> bool {
@@ -27,9 +32,9 @@ async fn asked(script: &dyn WireScript, overflow: Reply) -> Kit<'_> {
 
 /// The provider's overflow error is `ContextWindowExceeded` naming the model (its window
 /// `None`: the catalog states none), sent once, for a whole call and a streamed one.
-pub async fn a_context_overflow_is_typed_and_names_the_model(script: &dyn WireScript) {
+pub async fn a_context_overflow_is_typed_and_names_the_model(script: &dyn WireScript) -> Checked {
     let Some(overflow) = script.context_overflow() else {
-        return;
+        return Checked::skipped(NO_OVERFLOW_ERROR);
     };
     let kit = asked(script, overflow).await;
     let (events, error) = kit.stream(&kit.models).await;
@@ -39,14 +44,19 @@ pub async fn a_context_overflow_is_typed_and_names_the_model(script: &dyn WireSc
     );
     assert!(events.is_empty(), "{events:?}");
     assert_eq!(kit.server.hits(), 2);
+    Checked::Passed
 }
 
 /// An answer whose stop reason says the window filled is `ContextWindowExceeded` naming
 /// the model, sent once (an overflow, not a truncation to re-run at the ceiling).
-pub async fn a_context_window_stop_is_typed_and_names_the_model(script: &dyn WireScript) {
-    if let Some(stop) = script.context_window_stop() {
-        asked(script, stop).await;
-    }
+pub async fn a_context_window_stop_is_typed_and_names_the_model(
+    script: &dyn WireScript,
+) -> Checked {
+    let Some(stop) = script.context_window_stop() else {
+        return Checked::skipped(NO_WINDOW_STOP);
+    };
+    asked(script, stop).await;
+    Checked::Passed
 }
 
 fn larger(entry: ModelEntry) -> ModelEntry {
@@ -57,8 +67,18 @@ fn larger(entry: ModelEntry) -> ModelEntry {
 /// catalog entry states no `context_window` is returned as it is by a fallback chain
 /// (one send), and with `on_context_overflow` moves the call to the chain's model that
 /// states a window, which answers (two sends).
-pub async fn a_reported_overflow_moves_to_a_larger_window_when_opted_in(script: &dyn WireScript) {
+pub async fn a_reported_overflow_moves_to_a_larger_window_when_opted_in(
+    script: &dyn WireScript,
+) -> Checked {
     let overflows = [script.context_overflow(), script.context_window_stop()];
+    let skipped = match &overflows {
+        [None, None] => {
+            return Checked::skipped(format!("{NO_OVERFLOW_ERROR}, and {NO_WINDOW_STOP}"));
+        }
+        [None, Some(_)] => Some(NO_OVERFLOW_ERROR.to_owned()),
+        [Some(_), None] => Some(NO_WINDOW_STOP.to_owned()),
+        [Some(_), Some(_)] => None,
+    };
     for overflow in overflows.into_iter().flatten() {
         let kit =
             Kit::with_models(script, |e| e.with_fallbacks([LARGER]), &[(LARGER, larger)]).await;
@@ -98,4 +118,5 @@ pub async fn a_reported_overflow_moves_to_a_larger_window_when_opted_in(script: 
         let last = kit.recorder.calls().pop().expect("recorded");
         assert_eq!(last.model_id, LARGER);
     }
+    Checked::passed_except(skipped)
 }

@@ -2,11 +2,12 @@
 //! `Debug` dump, a log line at TRACE, or a recorded call; and an empty key redacts
 //! nothing.
 
-use tollgate::Error;
+use tollgate::{EmbeddingPurpose, Error};
 
-use super::super::harness::{CREDENTIAL, Kit, Logs, MODEL, SECRET, request};
+use super::super::harness::{CREDENTIAL, EMBEDDINGS, Kit, Logs, MODEL, SECRET, USAGE, request};
+use super::super::outcome::Checked;
 use super::super::script::WireScript;
-use super::super::server::Recorded;
+use super::super::server::{End, Recorded, Reply};
 
 /// Every header value of the request, as a server echoing it back would put it.
 fn echo(request: &Recorded) -> String {
@@ -14,19 +15,24 @@ fn echo(request: &Recorded) -> String {
     format!("rejected credentials: {}", values.join(" | "))
 }
 
-/// A server that echoes every request header (the key among them) in its error
-/// messages, on a whole answer, a stream and a retried 500: the secret appears in no error, `Debug`,
-/// log line or record.
-pub async fn the_secret_never_shows_in_errors_logs_debug_or_records(script: &dyn WireScript) {
+/// The echoed secret in a malformed 200: a body that does not decode, quoting `echoed`.
+fn malformed_echo(echoed: &str) -> Reply {
+    Reply::raw(200, "application/json", format!("{{not json; {echoed}"))
+}
+
+/// A server that echoes every request header (the key among them) back: in a 4xx and a
+/// 5xx error answer (whole and streamed, the 5xx retried), in a 200 whose body does not
+/// decode, and in the provider's error event after a stream's first event. The secret
+/// appears in no error, `Debug`, log line or record.
+pub async fn the_secret_never_shows_in_errors_logs_debug_or_records(
+    script: &dyn WireScript,
+) -> Checked {
     let logs = Logs::skipping(script.foreign_log_targets());
     let _guard = tracing::subscriber::set_default(logs.clone());
-    let kit = Kit::new(script).await;
+    // A kit per part: the failures of one would open the next one's circuit breaker.
+    let (kit, echoed) = echoing(script).await;
     let chat = kit.models.chat(MODEL).await.expect("client");
     let mut seen = Vec::new();
-    // One call to see what the provider sends; its headers are echoed from then on.
-    kit.server.only(script.error(401, "who are you"));
-    chat.single_response(&request()).await.expect_err("401");
-    let echoed = echo(&kit.server.requests()[0]);
     for status in [401u16, 500] {
         kit.server.only(script.error(status, &echoed));
         let err = chat.single_response(&request()).await.expect_err("error");
@@ -34,15 +40,86 @@ pub async fn the_secret_never_shows_in_errors_logs_debug_or_records(script: &dyn
         let stream_err = chat.stream_response(&request()).await.expect_err("error");
         seen.push(format!("{stream_err} {stream_err:?}"));
     }
-    let echoes_the_secret = script.identity(SECRET).contains(SECRET);
-    if echoes_the_secret {
+    if script.identity(SECRET).contains(SECRET) {
         assert!(
-            seen[0].contains("[redacted]"),
-            "the echoed key is redacted: {}",
+            seen[0].contains("[redacted]") || seen[0].contains(SECRET),
+            "the echoed key shows as `[redacted]`: {}",
             seen[0]
         );
     }
     seen.push(format!("{chat:?}"));
+    assert_never_shown(&kit, &logs, seen);
+
+    let (kit, echoed) = echoing(script).await;
+    kit.server.only(malformed_echo(&echoed));
+    let err = kit.ask(&kit.models).await.expect_err("malformed");
+    assert_never_shown(&kit, &logs, vec![format!("{err} {err:?}")]);
+
+    let (kit, echoed) = echoing(script).await;
+    let Some(event) = script.stream_error_saying(&echoed) else {
+        return Checked::Partly(
+            "an error event echoing the key: the script's `stream_error_saying` is `None`".into(),
+        );
+    };
+    let good = script.stream(&["Hel", "lo"], USAGE);
+    let mut frames = good.frames[..=good.first_event].to_vec();
+    frames.push(event);
+    kit.server
+        .only(Reply::frames(&good.content_type, frames, End::Clean));
+    let (_, err) = kit.stream(&kit.models).await;
+    let err = err.expect("the error event ends the stream");
+    assert_never_shown(&kit, &logs, vec![format!("{err} {err:?}")]);
+    Checked::Passed
+}
+
+/// A kit whose server has seen one request (answered 401), and that request's headers
+/// as a server echoing them back would write them.
+async fn echoing(script: &dyn WireScript) -> (Kit<'_>, String) {
+    let kit = Kit::new(script).await;
+    kit.server.only(script.error(401, "who are you"));
+    kit.ask(&kit.models).await.expect_err("401");
+    let echoed = echo(&kit.server.requests()[0]);
+    (kit, echoed)
+}
+
+/// The same server, echoing the key in an embeddings model's 4xx, its retried 5xx and
+/// its 200 that does not decode: the secret appears in no error, `Debug`, log line or
+/// record.
+pub async fn the_secret_never_shows_in_embeddings_errors(script: &dyn WireScript) -> Checked {
+    let logs = Logs::skipping(script.foreign_log_targets());
+    let _guard = tracing::subscriber::set_default(logs.clone());
+    let texts = vec!["Hello?".to_owned()];
+    let embed = |kit: &Kit<'_>| {
+        let models = kit.models.clone();
+        let texts = texts.clone();
+        async move {
+            let client = models.embeddings(EMBEDDINGS).await?;
+            client.embed_batch(&texts, EmbeddingPurpose::Document).await
+        }
+    };
+    let replies: [fn(&dyn WireScript, &str) -> Reply; 3] = [
+        |script, echoed| script.error(401, echoed),
+        |script, echoed| script.error(500, echoed),
+        |_, echoed| malformed_echo(echoed),
+    ];
+    for reply in replies {
+        // A kit per part: the failures of one would open the next one's circuit breaker.
+        let Some((kit, _)) = Kit::with_embeddings(script).await else {
+            return Checked::skipped(super::embeddings::NO_EMBEDDINGS);
+        };
+        kit.server.only(script.error(401, "who are you"));
+        embed(&kit).await.expect_err("401");
+        let echoed = echo(&kit.server.requests()[0]);
+        kit.server.only(reply(script, &echoed));
+        let err = embed(&kit).await.expect_err("an error");
+        assert_never_shown(&kit, &logs, vec![format!("{err} {err:?}")]);
+    }
+    Checked::Passed
+}
+
+/// Panics, showing where, if the secret is in any of `seen`, in the kit's `Models`,
+/// store, records or in what was logged.
+fn assert_never_shown(kit: &Kit<'_>, logs: &Logs, mut seen: Vec<String>) {
     seen.push(format!("{:?} {:?}", kit.models, kit.store));
     for call in kit.recorder.calls() {
         seen.push(format!("{call:?}"));
@@ -72,7 +149,7 @@ pub async fn the_secret_never_shows_in_errors_logs_debug_or_records(script: &dyn
 
 /// An empty stored key is not "redacted" into every message (replacing `""` would put
 /// `[redacted]` between every character).
-pub async fn an_empty_stored_key_redacts_nothing(script: &dyn WireScript) {
+pub async fn an_empty_stored_key_redacts_nothing(script: &dyn WireScript) -> Checked {
     let kit = Kit::new(script).await;
     kit.store.insert(CREDENTIAL, script.credential(""));
     kit.server.only(script.error(401, "invalid key"));
@@ -82,4 +159,5 @@ pub async fn an_empty_stored_key_redacts_nothing(script: &dyn WireScript) {
     if let Error::ProviderRequest(e) = &err {
         assert!(e.message.contains("invalid key"), "{e:?}");
     }
+    Checked::Passed
 }
