@@ -1,8 +1,9 @@
 //! Repository tasks, run as `cargo xtask <task>`.
 //!
 //! - `tidy`: the repository's rules, checked as code ([`tidy`]): module docs, file
-//!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no circle
-//!   among the core's modules.
+//!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no product
+//!   crate on the benchmarks, one `rustfmt.toml`, no circle of imports between the files
+//!   of any crate ([`imports`]) nor among the core's modules.
 //! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
 //!   `tidy` fails if it has a circle).
 //! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with
@@ -33,14 +34,17 @@
 //!   `fuzz/` (cargo-fuzz, installed like the other tools) and runs each for N seconds
 //!   (default 60), continuing the corpus of earlier runs ([`reliability`]).
 //!
-//! Plain `std` only, so it compiles in a second.
+//! `std`, plus `syn` for the tidy check's import graph, so it compiles in seconds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod book;
+mod circles;
+mod imports;
 mod loom;
+mod paths;
 mod reliability;
 mod summary;
 mod tidy;
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, crate deps, one rustfmt.toml, no import circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
