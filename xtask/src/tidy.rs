@@ -3,7 +3,8 @@
 //! this first, so a broken rule fails fast.
 //!
 //! - **Every module has a `//!` doc.** A reader opening a file learns what it holds.
-//! - **No source file over [`MAX_LINES`] lines outside tests.** One concept per file.
+//! - **No source file over [`MAX_LINES`] lines outside tests.** One concept per file, and
+//!   a file a reader can hold in mind.
 //! - **`mod.rs` only declares and re-exports** (in `crates/*/src`): code lives in files
 //!   named after what they hold.
 //! - **No clock read outside `tollgate::clock`** (in `crates/*/src`): time comes from one
@@ -11,17 +12,28 @@
 //! - **No provider crate depends on another**, except the documented
 //!   `tollgate-bedrock` → `tollgate-anthropic` codec reuse: a provider crate is the core
 //!   plus its codec.
-//! - **No circle among the core's modules**: `cargo xtask core-graph` draws them (DOT),
-//!   and this check fails on a cycle, naming it.
+//! - **No crate under `crates/` depends on `tollgate-bench`** (in any dependency table):
+//!   a product crate never builds the benchmarks' baselines and tables; a benchmark lives
+//!   in `benches/` and depends on the product, not the other way round.
+//! - **No `rustfmt.toml` but the root's**: one formatting for the whole workspace, so
+//!   `cargo fmt --all` means the same in every crate.
+//! - **No circle of imports between files, in any crate** ([`imports`]): a file reads
+//!   from the files below it, never from one that reads from it, so each can be read (and
+//!   moved) on its own; the failure names the files and the names that tie them. A file
+//!   and the modules it declares are one family, not a circle.
+//! - **No circle among the core's top-level modules** (past re-exports): the core reads
+//!   as layers; `cargo xtask core-graph` draws them (DOT).
 //!
-//! Plain `std`: the checks read text, they do not parse Rust.
+//! The checks read text, except the import graph, which `syn` parses.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::{circles, imports};
+
 /// The longest a non-test source file may be, in lines.
-pub(crate) const MAX_LINES: usize = 800;
+pub(crate) const MAX_LINES: usize = 600;
 
 /// Files allowed over [`MAX_LINES`] for now, each with why. An entry that is no longer
 /// needed is itself a failure, so the list only shrinks.
@@ -31,8 +43,14 @@ const LONG_FILE_EXCEPTIONS: &[(&str, &str)] = &[];
 const PROVIDER_DEPENDENCY_EXCEPTIONS: &[(&str, &str)] =
     &[("tollgate-bedrock", "tollgate-anthropic")];
 
+/// The benchmark crate, which no product crate may depend on.
+const BENCH_CRATE: &str = "tollgate-bench";
+
 /// The one file allowed to read the clock.
 const CLOCK_MODULE: &str = "crates/tollgate/src/clock.rs";
+
+/// The core crate's sources, whose top-level modules form layers.
+const CORE_SRC: &str = "crates/tollgate/src/";
 
 /// Calls that read a clock.
 const CLOCK_READS: &[&str] = &["Instant::now", "SystemTime::now"];
@@ -63,7 +81,17 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
         }
     }
     check_provider_dependencies(root, &mut problems);
-    if let Some(cycle) = find_cycle(&core_module_graph(root)) {
+    check_bench_dependents(root, &mut problems);
+    check_rustfmt_files(root, &mut problems);
+    let graph = imports::workspace_graph(root);
+    problems.extend(
+        graph
+            .unreadable
+            .iter()
+            .map(|u| format!("{u}: cannot be parsed")),
+    );
+    check_circles(&graph, &mut problems);
+    if let Some(cycle) = find_cycle(&circles::top_module_graph(&graph, CORE_SRC)) {
         problems.push(format!(
             "crates/tollgate/src: the core's modules import each other in a circle: {}; move the shared item to a module below both (see `cargo xtask core-graph`)",
             cycle.join(" -> ")
@@ -72,8 +100,34 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
     problems
 }
 
+/// Every file circle of the import graph, with the names that tie it.
+fn check_circles(graph: &imports::Graph, problems: &mut Vec<String>) {
+    for circle in circles::circles(graph) {
+        let mut files: BTreeSet<&str> = BTreeSet::new();
+        let ties: Vec<String> = circle
+            .iter()
+            .map(|i| {
+                files.insert(&i.from);
+                let names: Vec<&str> = i.names.iter().map(String::as_str).collect();
+                format!("{} -> {} ({})", i.from, i.to, names.join(", "))
+            })
+            .collect();
+        problems.push(format!(
+            "{}: these files import each other in a circle: {}; move what they share into a file below them",
+            files.into_iter().collect::<Vec<_>>().join(", "),
+            ties.join("; ")
+        ));
+    }
+}
+
 /// Every `.rs` file of the workspace outside `target/` and hidden directories.
 fn rust_files(root: &Path) -> Vec<PathBuf> {
+    workspace_files(root, |name| name.ends_with(".rs"))
+}
+
+/// Every file of the workspace whose name passes `wanted`, outside `target/` and hidden
+/// directories.
+fn workspace_files(root: &Path, wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -87,7 +141,7 @@ fn rust_files(root: &Path) -> Vec<PathBuf> {
                 if !name.starts_with('.') && name != "target" && !name.starts_with("target-") {
                     dirs.push(path);
                 }
-            } else if name.ends_with(".rs") {
+            } else if wanted(&name) {
                 out.push(path);
             }
         }
@@ -242,100 +296,6 @@ fn check_provider_dependencies(root: &Path, problems: &mut Vec<String>) {
     }
 }
 
-/// The core's top-level modules and the ones each uses, from the code of every file
-/// under `crates/tollgate/src` (comments and `#[cfg(test)]` code left out). A use is a
-/// `crate::module` path, or a `crate::Name` (also inside `crate::{…}` on one line) that
-/// `lib.rs` re-exports from a module.
-pub(crate) fn core_module_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let src = root.join("crates/tollgate/src");
-    let files: Vec<PathBuf> = rust_files(&src)
-        .into_iter()
-        .filter(|f| !f.ends_with("tests.rs"))
-        .collect();
-    let modules: BTreeSet<String> = files.iter().map(|f| top_module(&src, f)).collect();
-    let reexports = root_reexports(&fs::read_to_string(src.join("lib.rs")).unwrap_or_default());
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let from = top_module(&src, file);
-        let text = fs::read_to_string(file).unwrap_or_default();
-        let edges = graph.entry(from.clone()).or_default();
-        for line in text.lines() {
-            if line.trim() == "#[cfg(test)]" {
-                break;
-            }
-            let code = code(line);
-            for (i, _) in code.match_indices("crate::") {
-                // `$crate::` in a macro names the crate from outside: not an import.
-                if code[..i].ends_with('$') {
-                    continue;
-                }
-                let rest = &code[i + "crate::".len()..];
-                let names: Vec<String> = match rest.strip_prefix('{') {
-                    Some(group) => group
-                        .split('}')
-                        .next()
-                        .unwrap_or("")
-                        .split(',')
-                        .map(|n| ident(n.trim()))
-                        .collect(),
-                    None => vec![ident(rest)],
-                };
-                for name in names {
-                    let target = if modules.contains(&name) {
-                        Some(name)
-                    } else {
-                        reexports.get(&name).cloned()
-                    };
-                    if let Some(target) = target
-                        && target != from
-                    {
-                        edges.insert(target);
-                    }
-                }
-            }
-        }
-    }
-    graph
-}
-
-/// The identifier `text` starts with.
-fn ident(text: &str) -> String {
-    text.chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
-}
-
-/// What `lib.rs` re-exports from its modules: name → module, from `pub use module::…;`
-/// items (braces may span lines).
-fn root_reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let code: String = lib.lines().map(code).collect::<Vec<_>>().join("\n");
-    for item in code.split(';') {
-        let Some(path) = item.trim().strip_prefix("pub use ") else {
-            continue;
-        };
-        let (module, names) = path.split_once("::").unwrap_or((path, ""));
-        for name in names
-            .trim_start_matches('{')
-            .trim_end_matches('}')
-            .split(',')
-        {
-            let name = ident(name.trim().rsplit("::").next().unwrap_or(""));
-            if !name.is_empty() {
-                out.insert(name, module.trim().to_owned());
-            }
-        }
-    }
-    out
-}
-
-/// `lib.rs` is the crate root; `a.rs` and `a/…` are module `a`.
-fn top_module(src: &Path, file: &Path) -> String {
-    let rel = relative(src, file);
-    let first = rel.split('/').next().unwrap_or(&rel);
-    first.trim_end_matches(".rs").to_owned()
-}
-
 /// A cycle in `graph`, as the modules along it (first repeated at the end), if any.
 fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     // Depth-first search; `path` is the current chain, `done` the fully explored nodes.
@@ -369,15 +329,108 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
         .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
 }
 
+/// The names of every dependency table of a `Cargo.toml` (`[dependencies]`,
+/// `[dev-dependencies]`, `[build-dependencies]`, their `[target.….…]` forms, and
+/// `[dependencies.name]` tables), by package: a renamed dependency counts under its
+/// `package = "…"`.
+fn all_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut deps = BTreeSet::new();
+    // In a `[…dependencies]` table (keys are names), or a `[…dependencies.name]` one.
+    let (mut in_table, mut in_entry) = (false, false);
+    for line in manifest.lines() {
+        let l = code_toml(line).trim();
+        if let Some(header) = l.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            in_table = header.ends_with("dependencies");
+            in_entry = false;
+            if let Some((table, name)) = header.rsplit_once('.')
+                && table.ends_with("dependencies")
+            {
+                in_entry = true;
+                deps.insert(name.trim_matches('"').to_owned());
+            }
+            continue;
+        }
+        if !in_table && !in_entry {
+            continue;
+        }
+        if let Some(package) = package_value(l) {
+            deps.insert(package.to_owned());
+        }
+        if in_table && let Some((key, _)) = l.split_once('=') {
+            let key = key.trim();
+            deps.insert(
+                key.split('.')
+                    .next()
+                    .unwrap_or(key)
+                    .trim_matches('"')
+                    .to_owned(),
+            );
+        }
+    }
+    deps
+}
+
+/// The `package = "…"` of a dependency line, if it renames one.
+fn package_value(line: &str) -> Option<&str> {
+    let rest = line
+        .split("package")
+        .nth(1)?
+        .trim_start()
+        .strip_prefix('=')?;
+    rest.trim_start().strip_prefix('"')?.split('"').next()
+}
+
+/// A TOML line without its comment (a `#` inside a string is rare in a manifest and
+/// not special-cased).
+fn code_toml(line: &str) -> &str {
+    line.split_once('#').map_or(line, |(c, _)| c)
+}
+
+fn check_bench_dependents(root: &Path, problems: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(root.join("crates")) else {
+        return;
+    };
+    let mut manifests: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path().join("Cargo.toml"))
+        .collect();
+    manifests.sort();
+    for manifest in manifests {
+        let Ok(text) = fs::read_to_string(&manifest) else {
+            continue;
+        };
+        if all_dependencies(&text).contains(BENCH_CRATE) {
+            problems.push(format!(
+                "{}: depends on `{BENCH_CRATE}`; a product crate never depends on the benchmarks: move the bench into `benches/`",
+                relative(root, &manifest)
+            ));
+        }
+    }
+}
+
+/// Formatting is the root's `rustfmt.toml` (or rustfmt's defaults) for every crate.
+fn check_rustfmt_files(root: &Path, problems: &mut Vec<String>) {
+    for file in workspace_files(root, |n| n == "rustfmt.toml" || n == ".rustfmt.toml") {
+        if file.parent() != Some(root) {
+            problems.push(format!(
+                "{}: a crate-local rustfmt configuration; the workspace formats with the root's alone, so remove it",
+                relative(root, &file)
+            ));
+        }
+    }
+}
+
 /// The core's module graph in Graphviz DOT (`lib` and edges to it left out).
 pub(crate) fn core_graph_dot(root: &Path) -> String {
+    let graph = imports::workspace_graph(root);
     let mut out = String::from("digraph tollgate_core {\n    rankdir=BT;\n");
-    for (from, tos) in core_module_graph(root) {
+    for (from, tos) in circles::top_module_graph(&graph, CORE_SRC) {
         if from == "lib" {
             continue;
         }
         out.push_str(&format!("    \"{from}\";\n"));
-        for to in tos {
+        for to in tos.iter().filter(|t| *t != "lib") {
             out.push_str(&format!("    \"{from}\" -> \"{to}\";\n"));
         }
     }
@@ -444,12 +497,22 @@ mod tests {
     }
 
     #[test]
-    fn root_reexports_map_names_to_their_modules() {
-        let lib = "pub use error::{Error, Result};\npub use client::{\n    Decision, LlmClient,\n};\npub use usage::Usage;\npub mod cache;\n";
-        let map = root_reexports(lib);
-        assert_eq!(map.get("Result").map(String::as_str), Some("error"));
-        assert_eq!(map.get("LlmClient").map(String::as_str), Some("client"));
-        assert_eq!(map.get("Usage").map(String::as_str), Some("usage"));
+    fn every_dependency_table_names_the_bench_crate() {
+        for manifest in [
+            "[dev-dependencies]\ntollgate-bench = { path = \"../../benches\" }\n",
+            "[dependencies]\ntollgate-bench.workspace = true\n",
+            "[build-dependencies]\nbench = { package = \"tollgate-bench\", path = \"b\" }\n",
+            "[target.'cfg(unix)'.dev-dependencies]\ntollgate-bench = \"0.1\"\n",
+            "[dev-dependencies.tollgate-bench]\npath = \"../../benches\"\n",
+            "[dev-dependencies.bench]\npackage = \"tollgate-bench\"\npath = \"b\"\n",
+        ] {
+            assert!(
+                all_dependencies(manifest).contains(BENCH_CRATE),
+                "not seen in:\n{manifest}"
+            );
+        }
+        let clean = "[package]\nname = \"x\"\n# tollgate-bench = \"1\"\n[features]\ntollgate-bench = []\n[dependencies]\ntollgate.workspace = true\n";
+        assert!(!all_dependencies(clean).contains(BENCH_CRATE));
     }
 
     #[test]

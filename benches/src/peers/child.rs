@@ -223,6 +223,23 @@ pub fn cli_binary() -> Result<PathBuf, String> {
     Ok(binary)
 }
 
+/// A batch file for `tollgate run` in the Batch API's format: one chat request a line,
+/// `custom_id` `r0`, `r1`, … in order, from (prompt, `max_tokens`) pairs.
+pub fn batch_file<'a>(prompts: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    prompts
+        .into_iter()
+        .enumerate()
+        .map(|(i, (prompt, max_tokens))| {
+            serde_json::json!({
+                "custom_id": format!("r{i}"), "method": "POST", "url": "/v1/chat/completions",
+                "body": {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens},
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
 /// Writes what `tollgate run` needs into `dir` (catalog, credentials, batch in the Batch
 /// API's format) and returns the command, ready to spawn.
 pub fn cli_command(
@@ -242,18 +259,8 @@ pub fn cli_command(
     std::fs::write(&catalog, catalog_toml("bench", target, limits))?;
     let (id, secret) = credential("bench", target);
     std::fs::write(&credentials, format!("{id} = \"{secret}\"\n"))?;
-    let lines: Vec<String> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, job)| {
-            serde_json::json!({
-                "custom_id": format!("r{i}"), "method": "POST", "url": "/v1/chat/completions",
-                "body": {"messages": [{"role": "user", "content": job.prompt}], "max_tokens": job.max_tokens},
-            })
-            .to_string()
-        })
-        .collect();
-    std::fs::write(&batch, lines.join("\n") + "\n")?;
+    let prompts = jobs.iter().map(|job| (job.prompt.as_str(), job.max_tokens));
+    std::fs::write(&batch, batch_file(prompts))?;
     let _ = std::fs::remove_file(&output);
     let mut command = Command::new(binary);
     command

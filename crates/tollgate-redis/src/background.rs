@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use tollgate::limit::{BucketLedger, CostDelta};
 
+use crate::buckets::Buckets;
+use crate::config::RedisLimiterError;
 use crate::feedback::FeedbackCall;
-use crate::{Inner, RedisLimiterError, ScriptArgs};
+use crate::script::ScriptArgs;
 
 /// How long a settle's id is remembered, so that a retried settle is applied once.
 const SETTLE_ID_TTL_MS: u64 = 10 * 60 * 1000;
@@ -18,12 +20,12 @@ const SETTLE_ID_TTL_MS: u64 = 10 * 60 * 1000;
 const SETTLE_ATTEMPTS: u32 = 8;
 
 /// Counts a script call in flight for [`RedisLimiter::flush`](crate::RedisLimiter::flush).
-pub(crate) struct InFlight(Arc<Inner>);
+pub(crate) struct InFlight(Arc<Buckets>);
 
 impl InFlight {
-    pub(crate) fn new(inner: &Arc<Inner>) -> Self {
-        inner.pending.fetch_add(1, Ordering::SeqCst);
-        InFlight(inner.clone())
+    pub(crate) fn new(buckets: &Arc<Buckets>) -> Self {
+        buckets.pending.fetch_add(1, Ordering::SeqCst);
+        InFlight(buckets.clone())
     }
 }
 
@@ -41,7 +43,7 @@ pub(crate) enum Sent {
     Feedback(FeedbackCall),
 }
 
-impl Inner {
+impl Buckets {
     /// A settle or feedback call, retried while Redis is unreachable (a settle carries
     /// an id, so a retry after a lost reply is not applied twice).
     async fn send_retried(self: Arc<Self>, what: &'static str, sent: Sent) {
@@ -117,16 +119,16 @@ impl Inner {
             return;
         };
         let flight = InFlight::new(self);
-        let inner = self.clone();
+        let buckets = self.clone();
         runtime.spawn(async move {
-            inner.send_retried(what, sent).await;
+            buckets.send_retried(what, sent).await;
             drop(flight);
         });
     }
 }
 
 /// Issues the Redis reservations' refunds and settlements.
-pub(crate) struct Ledger(pub(crate) Arc<Inner>);
+pub(crate) struct Ledger(pub(crate) Arc<Buckets>);
 
 impl BucketLedger for Ledger {
     fn adjust(&self, delta: CostDelta) {

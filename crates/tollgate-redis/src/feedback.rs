@@ -33,8 +33,8 @@ use tokio::time::Instant;
 use tollgate::Dimension;
 use tollgate::limit::{Feedback, MAX_PROVIDER_PAUSE};
 
+use crate::buckets::{Buckets, FACTOR_ONE_MICRO, capacity, micros};
 use crate::script::{ReportArgs, ScriptArgs};
-use crate::{FACTOR_ONE_MICRO, Inner, capacity, micros};
 
 /// One feedback call, ready to be sent (and sent again, if Redis is unreachable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ fn pause(retry_after: Option<Duration>) -> Option<u64> {
     retry_after.map(|d| micros(d.min(MAX_PROVIDER_PAUSE)))
 }
 
-impl Inner {
+impl Buckets {
     /// The call `feedback` makes, or `None` when it changes nothing in the hash.
     pub(crate) fn feedback_call(&self, feedback: Feedback) -> Option<FeedbackCall> {
         let call = |kind, pause_us| {

@@ -1,6 +1,9 @@
 //! Unit tests: keys, capacities, secrets kept out of errors.
 
-use super::*;
+use tollgate::limit::Burst;
+
+use crate::buckets::capacity;
+use crate::config::{key_for, shown};
 
 #[test]
 fn keys_are_cluster_safe_with_the_model_as_hash_tag() {

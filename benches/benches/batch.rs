@@ -1,7 +1,9 @@
 //! Benchmark: one batch through `tollgate run` and through a Rust port of the OpenAI
 //! cookbook's parallel processor pacing (`tollgate_bench::clients::cookbook`), each
 //! against a fresh simulated provider served over HTTP on 127.0.0.1 with the same limits.
-//! Real time (the batch crosses a process boundary), so it takes a few minutes.
+//! Real time (the batch crosses a process boundary), so it takes a few minutes. The
+//! `tollgate` binary is the release one beside this bench's, as for the peers bench
+//! ([`cli_binary`]).
 //!
 //! `TOLLGATE_BENCH_BATCH_REQUESTS` sets the batch size (default 2,000).
 
@@ -17,6 +19,7 @@ use tollgate::pipeline::{
     DefaultEstimator, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 use tollgate_bench::clients::cookbook::CookbookPacer;
+use tollgate_bench::peers::child::{batch_file, cli_binary};
 use tollgate_bench::report::{Section, Table};
 use tollgate_sim::http::serve;
 use tollgate_sim::{SimConfig, SimLatency, SimLimits, SimProvider, SimRequest, SimRng};
@@ -89,25 +92,16 @@ async fn through_tollgate_run(prompts: &[String], dir: &std::path::Path) -> Outc
     )
     .expect("catalog written");
     let input = dir.join("batch.jsonl");
-    let lines: Vec<String> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            serde_json::json!({
-                "custom_id": format!("r{i}"), "method": "POST", "url": "/v1/chat/completions",
-                "body": {"messages": [{"role": "user", "content": p}], "max_tokens": MAX_TOKENS},
-            })
-            .to_string()
-        })
-        .collect();
-    std::fs::write(&input, lines.join("\n") + "\n").expect("batch written");
+    let batch = batch_file(prompts.iter().map(|p| (p.as_str(), MAX_TOKENS)));
+    std::fs::write(&input, batch).expect("batch written");
     let output = dir.join("out.jsonl");
     let _ = std::fs::remove_file(&output);
     let started = clock::now();
+    let binary = cli_binary().expect("the `tollgate` binary");
     let status = tokio::task::spawn_blocking({
         let (catalog, input, output) = (catalog.clone(), input.clone(), output.clone());
         move || {
-            Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            Command::new(binary)
                 .arg("--catalog")
                 .arg(&catalog)
                 .args(["run", "--quiet", "--concurrency", "1024", "-m", "bench"])

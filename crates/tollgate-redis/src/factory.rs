@@ -1,0 +1,45 @@
+//! [`RedisLimiters`]: the [`LimiterFactory`] a `Models` builder is given, which builds
+//! each model's [`RedisLimiter`] on one shared connection.
+
+use std::sync::Arc;
+
+use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
+use tollgate::{Error, Result};
+
+use crate::config::{RedisConfig, shown};
+use crate::conn::Conn;
+use crate::limiter::RedisLimiter;
+
+/// The [`LimiterFactory`] that puts models' buckets on Redis. Cheap to clone; all models
+/// built by one factory share one auto-reconnecting connection.
+#[derive(Debug, Clone)]
+pub struct RedisLimiters {
+    conn: Arc<Conn>,
+}
+
+impl RedisLimiters {
+    /// A factory for `config`. Connects lazily, on the first reservation; fails only for
+    /// an invalid URL.
+    pub fn new(config: RedisConfig) -> Result<Self> {
+        let info = redis::parse_redis_url(&config.url).ok_or_else(|| Error::InvalidRequest {
+            field: "redis url".into(),
+            reason: format!("`{}` is not a redis:// URL", shown(&config.url)),
+        })?;
+        drop(info);
+        Ok(RedisLimiters {
+            conn: Arc::new(Conn::new(config)),
+        })
+    }
+
+    /// The limiter for `config`, as its concrete type (for [`RedisLimiter::flush`] and
+    /// the counters).
+    pub fn limiter(&self, config: &LimiterConfig) -> RedisLimiter {
+        RedisLimiter::new(self.conn.clone(), config)
+    }
+}
+
+impl LimiterFactory for RedisLimiters {
+    fn build(&self, config: &LimiterConfig) -> Result<Arc<dyn LimiterBackend>> {
+        Ok(Arc::new(self.limiter(config)))
+    }
+}
