@@ -142,6 +142,25 @@ impl<'m> ModelOptions<'m> {
             .unwrap_or_default())
     }
 
+    /// A number, whole or not, `0` or more.
+    pub fn number(&self, name: &str) -> Result<Option<f64>> {
+        match self.model.options.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_float()
+                .or_else(|| v.as_integer().map(|n| n as f64))
+                .filter(|n| *n >= 0.0)
+                .map(Some)
+                .ok_or_else(|| self.error(name, "must be a non-negative number")),
+        }
+    }
+
+    /// Option `name` as the catalog holds it, for a kind of value no other method reads
+    /// (a table); its checks are the caller's, reported with [`ModelOptions::error`].
+    pub fn value(&self, name: &str) -> Option<&'m toml::Value> {
+        self.model.options.get(name)
+    }
+
     /// `true` or `false`.
     pub fn flag(&self, name: &str) -> Result<Option<bool>> {
         match self.model.options.get(name) {
@@ -219,6 +238,17 @@ mod tests {
         assert!(o.flag("f").is_err());
         assert!(o.list("l", "names", |_| true).is_err());
         assert_eq!(o.url("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn a_number_is_whole_or_not_and_never_negative() {
+        let model = model("a = 3\nb = 2.5\nc = -1\nd = \"4\"");
+        let o = ModelOptions::new(&model, &["a", "b", "c", "d"]).unwrap();
+        assert_eq!(o.number("a").unwrap(), Some(3.0));
+        assert_eq!(o.number("b").unwrap(), Some(2.5));
+        assert!(o.number("c").is_err());
+        assert!(o.number("d").is_err());
+        assert_eq!(o.number("absent").unwrap(), None);
     }
 
     #[test]
