@@ -29,7 +29,7 @@
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
 //! 1. [`GeminiProvider::build`](tollgate::provider::Provider::build) (once per `Models`)
-//!    makes the kit's [`tollgate::http::HttpClient`] and, for `vertex`, the token source
+//!    makes the kit's [`HttpClient`](tollgate::provider::http::HttpClient) and, for `vertex`, the token source
 //!    ([`auth`]);
 //! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
 //!    POSTs it once to `…/models/{model}:generateContent` (or
@@ -38,7 +38,7 @@
 //! 3. an error answer (a `google.rpc.Status`) is read by [`codec::read_error`] (its
 //!    `RetryInfo` wait, its per-day `QuotaFailure`) and judged by the core's one verdict;
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
-//!    [`codec::StreamDecoder`].
+//!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
 //! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
 //! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`.
@@ -77,17 +77,19 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod chat;
 pub mod codec;
 mod decision;
 mod embeddings;
 mod options;
-mod transport;
+mod provider;
 
 pub use auth::TokenSource;
+pub use chat::GeminiChat;
 pub use decision::{GeminiDecision, MAX_OPTIONS};
 pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
 pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
-pub use transport::{GeminiChat, GeminiProvider};
+pub use provider::GeminiProvider;
 
 /// The provider key of the Gemini API.
 pub const KEY: &str = "gemini";
@@ -98,10 +100,10 @@ pub const VERTEX_KEY: &str = "vertex";
 /// The Gemini API's address (without the version).
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
-tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
+tollgate::provider::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
 // Without Google's auth crate `vertex` could not authenticate: not registered.
 #[cfg(feature = "vertex")]
-tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
+tollgate::provider::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;
