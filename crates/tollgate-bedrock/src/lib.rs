@@ -66,19 +66,21 @@
 #![forbid(unsafe_code)]
 
 mod anthropic;
-mod aws;
+mod client;
+mod codec;
 mod converse;
-mod converse_codec;
 mod embeddings;
 mod exceptions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod provider;
 mod response_cap;
 
-pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
-pub use converse::{BedrockConverseProvider, ConverseChat};
+pub use anthropic::{AnthropicBedrockChat, BEDROCK_ANTHROPIC_VERSION};
+pub use converse::ConverseChat;
 pub use embeddings::BedrockEmbeddings;
+pub use provider::{AnthropicBedrockProvider, BedrockConverseProvider};
 
 /// The provider key for Bedrock's Converse API.
 pub const BEDROCK_CONVERSE: &str = "bedrock-converse";
@@ -86,8 +88,8 @@ pub const BEDROCK_CONVERSE: &str = "bedrock-converse";
 /// The provider key for Claude over InvokeModel with the Anthropic body.
 pub const ANTHROPIC_BEDROCK: &str = "anthropic-bedrock";
 
-tollgate::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
-tollgate::register_provider!(|| std::sync::Arc::new(BedrockConverseProvider));
+tollgate::provider::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
+tollgate::provider::register_provider!(|| std::sync::Arc::new(BedrockConverseProvider));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;
