@@ -41,6 +41,14 @@ impl<'m> ModelOptions<'m> {
         Ok(options)
     }
 
+    /// Reads `model.options` without checking their keys: for reading a few options out
+    /// of an entry that may hold another provider's too (`tollgate-sim` sizes a
+    /// simulation from any model's entry). A provider reading its own models' options
+    /// uses [`ModelOptions::new`].
+    pub fn unchecked(model: &'m ModelEntry) -> Self {
+        ModelOptions { model }
+    }
+
     /// The model these options belong to.
     pub fn model(&self) -> &'m ModelEntry {
         self.model
@@ -249,6 +257,14 @@ mod tests {
         assert!(o.number("c").is_err());
         assert!(o.number("d").is_err());
         assert_eq!(o.number("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn unchecked_options_accept_any_key_and_still_check_kinds() {
+        let model = model("colour = 1\nseed = \"x\"");
+        let o = ModelOptions::unchecked(&model);
+        assert_eq!(o.whole("colour", 0).unwrap(), Some(1));
+        assert!(o.number("seed").is_err());
     }
 
     #[test]
