@@ -81,7 +81,7 @@ pub const KEY: &str = "anthropic-direct";
 /// The default API address.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
-tollgate::provider::register_provider!(|| std::sync::Arc::new(AnthropicProvider));
+tollgate::register_provider!(|| std::sync::Arc::new(AnthropicProvider));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

@@ -88,8 +88,8 @@ pub const BEDROCK_CONVERSE: &str = "bedrock-converse";
 /// The provider key for Claude over InvokeModel with the Anthropic body.
 pub const ANTHROPIC_BEDROCK: &str = "anthropic-bedrock";
 
-tollgate::provider::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
-tollgate::provider::register_provider!(|| std::sync::Arc::new(BedrockConverseProvider));
+tollgate::register_provider!(|| std::sync::Arc::new(AnthropicBedrockProvider));
+tollgate::register_provider!(|| std::sync::Arc::new(BedrockConverseProvider));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

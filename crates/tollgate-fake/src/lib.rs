@@ -55,4 +55,4 @@ pub use tollgate;
 /// The provider key.
 pub const KEY: &str = "fake";
 
-tollgate::provider::register_provider!(|| std::sync::Arc::new(FakeProvider::new()));
+tollgate::register_provider!(|| std::sync::Arc::new(FakeProvider::new()));

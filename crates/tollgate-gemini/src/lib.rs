@@ -100,10 +100,10 @@ pub const VERTEX_KEY: &str = "vertex";
 /// The Gemini API's address (without the version).
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
-tollgate::provider::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
+tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
 // Without Google's auth crate `vertex` could not authenticate: not registered.
 #[cfg(feature = "vertex")]
-tollgate::provider::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
+tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

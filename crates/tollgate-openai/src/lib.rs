@@ -99,8 +99,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
 /// The default most inputs sent in one embeddings request (OpenAI's documented limit).
 pub const DEFAULT_EMBEDDING_BATCH: usize = 2048;
 
-tollgate::provider::register_provider!(|| std::sync::Arc::new(OpenAiProvider::OPENAI));
-tollgate::provider::register_provider!(|| std::sync::Arc::new(OpenAiProvider::COMPATIBLE));
+tollgate::register_provider!(|| std::sync::Arc::new(OpenAiProvider::OPENAI));
+tollgate::register_provider!(|| std::sync::Arc::new(OpenAiProvider::COMPATIBLE));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

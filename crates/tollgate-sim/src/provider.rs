@@ -45,7 +45,7 @@ pub const KEY: &str = "sim";
 /// Output produced per call when `output_tokens` is not set.
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 24;
 
-tollgate::provider::register_provider!(|| Arc::new(SimClientProvider::default()));
+tollgate::register_provider!(|| Arc::new(SimClientProvider::default()));
 
 /// The `sim` provider. Every model keeps one simulated provider for the life of the
 /// built clients, shared by its transports, so its buckets see every call.

@@ -17,7 +17,7 @@ use tollgate::{Result, StopReason, StreamEvent, Usage};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OllamaProvider;
 
-tollgate::provider::register_provider!(|| Arc::new(OllamaProvider));
+tollgate::register_provider!(|| Arc::new(OllamaProvider));
 
 #[tollgate::provider::async_trait]
 impl Provider for OllamaProvider {

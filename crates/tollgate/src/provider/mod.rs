@@ -14,7 +14,9 @@
 //! What is here, by what it is for:
 //!
 //! - building: [`Provider`], [`ProviderContext`], [`CredentialRef`], [`ProviderTransports`],
-//!   [`register_provider!`](crate::register_provider), [`async_trait`](crate::async_trait);
+//!   [`register_provider!`](crate::register_provider) (invoked as
+//!   `tollgate::register_provider!`, where `#[macro_export]` puts it, and as tollgate's own
+//!   checks look for it), [`async_trait`](crate::async_trait);
 //! - the transports the pipeline drives: [`ChatTransport`], [`EmbeddingsTransport`] and
 //!   [`EmbeddingsReply`], [`DecisionTransport`] and [`DecisionReply`] (with [`labels`] for
 //!   decisions over logprobs); what an answer said about limits, [`Signals`]; how the
