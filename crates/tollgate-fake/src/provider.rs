@@ -1,13 +1,14 @@
 //! The scripted provider: what each call answers (rules, queues, injected faults, a
 //! replay cache), what its answers report (rate-limit signals, latency), and the journal
-//! of what it received.
+//! of what it received. Its `Provider` impl, which builds the transports, is theirs
+//! ([`crate::transports`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tollgate::provider::{Provider, ProviderContext, ProviderTransports, Signals};
+use tollgate::provider::Signals;
 use tollgate::{
     Catalog, DecisionWeights, Dimension, Error, LlmRequest, ModelEntry, ReplayCache, Result,
     compute_cache_key,
@@ -16,7 +17,6 @@ use tollgate::{
 use crate::KEY;
 use crate::options::FakeOptions;
 use crate::script::{FakeReply, Fault, Step};
-use crate::transports::FakeTransports;
 
 type Matcher = Box<dyn Fn(&LlmRequest) -> bool + Send + Sync>;
 
@@ -233,7 +233,7 @@ impl FakeProvider {
     }
 
     /// Loads `[models.ID.options]` scripts (`replies`, `replay_dir`, `replay_key`).
-    fn load_options(&self, catalog: &Catalog) -> Result<()> {
+    pub(crate) fn load_options(&self, catalog: &Catalog) -> Result<()> {
         for model in catalog.models().filter(|m| m.provider == KEY) {
             let options = FakeOptions::from_model(model)?;
             for text in options.replies {
@@ -303,25 +303,6 @@ impl FakeProvider {
             model_id: model.id.clone(),
             cache_key: cache_key.to_hex(),
         })
-    }
-}
-
-#[tollgate::provider::async_trait]
-impl Provider for FakeProvider {
-    fn key(&self) -> &'static str {
-        KEY
-    }
-
-    fn requires_credential(&self) -> bool {
-        false
-    }
-
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
-        self.load_options(context.catalog())?;
-        Ok(Arc::new(FakeTransports {
-            provider: self.clone(),
-            embedding_width: context.catalog().embedding_width(),
-        }))
     }
 }
 

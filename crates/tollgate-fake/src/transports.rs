@@ -1,5 +1,6 @@
 //! The fake's transports: chat answers as scripted (streamed as deltas), deterministic
-//! embeddings, scripted decisions; each request counted as a call.
+//! embeddings, scripted decisions; each request counted as a call. With them, the
+//! `Provider` impl that builds them from the script.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,21 +8,41 @@ use std::sync::Arc;
 use futures::stream;
 use tollgate::provider::{
     ChatTransport, DecisionReply, DecisionTransport, DefaultEstimator, EmbeddingsReply,
-    EmbeddingsTransport, ProviderTransports, Signals, TokenEstimator,
+    EmbeddingsTransport, Provider, ProviderContext, ProviderTransports, Signals, TokenEstimator,
 };
 use tollgate::{
     DecisionRequest, EmbeddingPurpose, Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream,
     Result, StreamEvent, Usage,
 };
 
+use crate::KEY;
 use crate::options::FakeOptions;
 use crate::provider::FakeProvider;
 use crate::script::{self, Step};
 
+#[tollgate::provider::async_trait]
+impl Provider for FakeProvider {
+    fn key(&self) -> &'static str {
+        KEY
+    }
+
+    fn requires_credential(&self) -> bool {
+        false
+    }
+
+    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
+        self.load_options(context.catalog())?;
+        Ok(Arc::new(FakeTransports {
+            provider: self.clone(),
+            embedding_width: context.catalog().embedding_width(),
+        }))
+    }
+}
+
 #[derive(Debug)]
-pub(crate) struct FakeTransports {
-    pub(crate) provider: FakeProvider,
-    pub(crate) embedding_width: Option<u64>,
+struct FakeTransports {
+    provider: FakeProvider,
+    embedding_width: Option<u64>,
 }
 
 impl ProviderTransports for FakeTransports {
