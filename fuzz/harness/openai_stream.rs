@@ -1,7 +1,7 @@
 //! The OpenAI stream: bytes through the SSE parser (in arbitrary chunks) into the codec's
 //! `StreamDecoder`, then `end` when the bytes run out, the way the transport runs it.
 
-use tollgate_openai::codec::StreamDecoder;
+use tollgate_openai::codec::{Chunks, StreamDecoder};
 
 use crate::common;
 
@@ -10,7 +10,7 @@ use crate::common;
 pub fn run(data: &[u8]) {
     let done_required = data.first().is_some_and(|b| b & 1 == 1);
     let (sizes, body) = common::split_sizes(data, 2);
-    let mut decoder = StreamDecoder::new();
+    let mut decoder = StreamDecoder::with(Chunks::default().requiring_done(done_required));
     for event in common::sse_events(body, sizes) {
         match decoder.event(&event.data) {
             Ok(_) if decoder.is_finished() => return,
@@ -18,5 +18,5 @@ pub fn run(data: &[u8]) {
             Err(_) => return,
         }
     }
-    let _ = decoder.end(done_required);
+    let _ = decoder.end();
 }

@@ -18,16 +18,18 @@
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
 //! 1. [`AnthropicProvider::build`](tollgate::provider::Provider::build) (once per
-//!    `Models`, on first use) makes the kit's [`tollgate::http::HttpClient`];
+//!    `Models`, on first use) makes the kit's
+//!    [`HttpClient`](tollgate::provider::http::HttpClient);
 //! 2. each call, the transport encodes the request ([`codec::encode_request`]; more than
 //!    four cache marks fail here, before anything is sent) and the kit's endpoint sends it
 //!    once with the key from the credential store (`x-api-key`, `anthropic-version`,
 //!    `anthropic-beta`);
 //! 3. the kit passes the answer's headers to the pipeline as
-//!    [`tollgate::pipeline::Signals`] (`anthropic-ratelimit-*`, `x-should-retry`); an
+//!    [`Signals`](tollgate::provider::Signals) (`anthropic-ratelimit-*`,
+//!    `x-should-retry`); an
 //!    error answer is read by [`codec::read_error`] and judged by the core's one verdict;
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
-//!    [`codec::StreamDecoder`].
+//!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
 //! The codec is public so that `tollgate-bedrock` can reuse it for Claude on Bedrock.
 //!
@@ -64,12 +66,14 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod chat;
 pub mod codec;
 mod options;
-mod transport;
+mod provider;
 
+pub use chat::AnthropicChat;
 pub use options::AnthropicOptions;
-pub use transport::{AnthropicChat, AnthropicProvider};
+pub use provider::AnthropicProvider;
 
 /// The provider key catalog entries name.
 pub const KEY: &str = "anthropic-direct";

@@ -1,10 +1,9 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made.
 
-use tollgate::wire::ModelOptions;
+use tollgate::provider::{ModelOptions, ToolChoice};
 use tollgate::{ModelEntry, Result};
 
 use crate::DEFAULT_BASE_URL;
-use crate::codec::ToolChoice;
 
 /// What a catalog entry's `options` table sets for an `anthropic-direct` model.
 #[derive(Debug, Clone, PartialEq, Eq)]

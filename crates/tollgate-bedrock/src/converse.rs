@@ -1,75 +1,14 @@
-//! `bedrock-converse`: Converse and ConverseStream through the SDK.
-
-use std::sync::Arc;
+//! `bedrock-converse` chat: Converse and ConverseStream through the SDK.
 
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
-use aws_smithy_types::event_stream::RawMessage;
-use tollgate::pipeline::{ChatTransport, EmbeddingsTransport, Signals};
-use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::wire::{decode_events, keep_raw, redact};
-use tollgate::{Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::provider::{ChatTransport, Signals, decode_events};
+use tollgate::{LlmRequest, LlmResponse, ResponseStream, Result};
 
-use crate::aws::{BedrockClient, events, sdk_error, send_once};
-use crate::converse_codec::{self, ConverseStreamDecoder};
-use crate::embeddings::BedrockEmbeddings;
-use crate::exceptions::classify;
-
-const KEY: &str = crate::BEDROCK_CONVERSE;
+use crate::client::{BedrockClient, events, send_once, stream_failure};
+use crate::codec::{self, ConverseStreamDecoder};
 
 /// The output limit sent when neither the request nor the catalog sets one.
 const DEFAULT_MAX_TOKENS: u64 = 4096;
-
-/// The `bedrock-converse` provider. Registered through `inventory`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct BedrockConverseProvider;
-
-#[tollgate::async_trait]
-impl Provider for BedrockConverseProvider {
-    fn key(&self) -> &'static str {
-        KEY
-    }
-
-    fn conventions_name(&self) -> &'static str {
-        "aws.bedrock"
-    }
-
-    fn base_url(&self, model: &ModelEntry) -> Option<String> {
-        crate::aws::BedrockOptions::from_model(model)
-            .ok()
-            .and_then(|o| o.base_url())
-    }
-
-    /// A model without a `credential` uses the AWS default credential chain.
-    fn requires_credential(&self) -> bool {
-        false
-    }
-
-    async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
-        Ok(Arc::new(Clients {
-            context: context.clone(),
-        }))
-    }
-}
-
-#[derive(Debug)]
-struct Clients {
-    context: ProviderContext,
-}
-
-impl ProviderTransports for Clients {
-    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
-        Ok(Arc::new(ConverseChat {
-            aws: BedrockClient::new(model, &self.context)?,
-        }))
-    }
-
-    fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
-        Ok(Arc::new(BedrockEmbeddings::new(BedrockClient::new(
-            model,
-            &self.context,
-        )?)?))
-    }
-}
 
 /// The chat transport of one `bedrock-converse` model. Holds the credential's id, never
 /// the record.
@@ -78,38 +17,23 @@ pub struct ConverseChat {
     aws: BedrockClient,
 }
 
-/// A mid-stream exception, classified by its modeled name like an HTTP one.
-fn stream_error(
-    error: &aws_sdk_bedrockruntime::error::SdkError<ConverseStreamOutputError, RawMessage>,
-    secrets: &[String],
-) -> Error {
-    use aws_sdk_bedrockruntime::error::ProvideErrorMetadata;
-    let Some(service) = error.as_service_error() else {
-        // A frame that does not decode keeps its bytes, when the SDK kept them.
-        let raw = match error.raw_response() {
-            Some(RawMessage::Invalid(Some(bytes))) => bytes.as_ref(),
-            _ => &[],
-        };
-        let failure = keep_raw(
-            sdk_error(error, std::time::Duration::ZERO, None, None, secrets),
-            raw,
-        );
-        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-        return failure.redacted(&secrets);
-    };
-    let code = match service {
+/// The modeled name of a ConverseStream exception.
+fn exception_name(error: &ConverseStreamOutputError) -> Option<&'static str> {
+    Some(match error {
         ConverseStreamOutputError::ThrottlingException(_) => "ThrottlingException",
         ConverseStreamOutputError::ServiceUnavailableException(_) => "ServiceUnavailableException",
         ConverseStreamOutputError::InternalServerException(_) => "InternalServerException",
         ConverseStreamOutputError::ModelStreamErrorException(_) => "ModelStreamErrorException",
         ConverseStreamOutputError::ValidationException(_) => "ValidationException",
-        _ => service.code().unwrap_or(""),
-    };
-    let message = service.message().map(|m| redact(m, secrets));
-    classify(Some(code), message.as_deref(), None)
+        _ => return None,
+    })
 }
 
 impl ConverseChat {
+    pub(crate) fn new(aws: BedrockClient) -> Self {
+        ConverseChat { aws }
+    }
+
     fn max_tokens(&self) -> u64 {
         self.aws
             .model()
@@ -118,10 +42,10 @@ impl ConverseChat {
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
-        let encoded = converse_codec::encode(request, self.max_tokens())?;
+        let encoded = codec::encode(request, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
         let (output, _) = send_once!(self.aws, |client| client
             .converse()
@@ -132,7 +56,7 @@ impl ChatTransport for ConverseChat {
             .set_inference_config(encoded.inference)
             .set_output_config(encoded.output));
         let message = output.output().and_then(|o| o.as_message().ok());
-        converse_codec::decode(
+        codec::decode(
             &self.aws.model().name,
             message,
             output.stop_reason(),
@@ -145,7 +69,7 @@ impl ChatTransport for ConverseChat {
         request: &LlmRequest,
         _signals: &Signals,
     ) -> Result<ResponseStream> {
-        let encoded = converse_codec::encode(request, self.max_tokens())?;
+        let encoded = codec::encode(request, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: streaming");
         let (output, secrets) = send_once!(self.aws, |client| client
             .converse_stream()
@@ -155,7 +79,9 @@ impl ChatTransport for ConverseChat {
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
             .set_output_config(encoded.output));
-        let stream = events(output.stream, move |e| stream_error(e, &secrets));
+        let stream = events(output.stream, move |e| {
+            stream_failure(e, &secrets, exception_name)
+        });
         Ok(decode_events(
             stream,
             ConverseStreamDecoder::new(&self.aws.model().name),

@@ -7,10 +7,10 @@
 use aws_sdk_bedrockruntime::primitives::Blob;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
+use tollgate::provider::{CatalogError, EmbeddingsReply, EmbeddingsTransport, Signals};
 use tollgate::{EmbeddingPurpose, Error, Result, Usage};
 
-use crate::aws::{BedrockClient, send_once};
+use crate::client::{BedrockClient, send_once};
 
 /// Cohere Embed's per-request maximum number of texts.
 const COHERE_BATCH: usize = 96;
@@ -40,16 +40,14 @@ impl BedrockEmbeddings {
         } else if name.contains("cohere.embed") {
             Family::Cohere
         } else {
-            return Err(Error::Catalog(
-                tollgate::catalog::CatalogError::InvalidField {
-                    model_id: aws.model().id.clone(),
-                    field: "name".into(),
-                    reason: format!(
-                        "`{name}` is not a Bedrock embeddings model tollgate speaks to: \
+            return Err(Error::Catalog(CatalogError::InvalidField {
+                model_id: aws.model().id.clone(),
+                field: "name".into(),
+                reason: format!(
+                    "`{name}` is not a Bedrock embeddings model tollgate speaks to: \
                      amazon.titan-embed-* or cohere.embed-*"
-                    ),
-                },
-            ));
+                ),
+            }));
         };
         Ok(BedrockEmbeddings { aws, family })
     }
@@ -67,7 +65,7 @@ impl BedrockEmbeddings {
 
 /// An embeddings answer that does not decode: retryable, its first bytes kept.
 fn malformed(what: impl Into<String>, raw: &[u8]) -> Error {
-    tollgate::wire::malformed(format!("Bedrock embeddings answer: {}", what.into()), raw)
+    tollgate::provider::malformed(format!("Bedrock embeddings answer: {}", what.into()), raw)
 }
 
 #[derive(Deserialize)]
@@ -91,7 +89,7 @@ struct CohereAnswer {
     embeddings: CohereVectors,
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl EmbeddingsTransport for BedrockEmbeddings {
     /// One InvokeModel request per call (the pipeline never passes more than
     /// [`max_batch`](EmbeddingsTransport::max_batch) texts). Titan: the one text,
@@ -107,16 +105,16 @@ impl EmbeddingsTransport for BedrockEmbeddings {
         _signals: &Signals,
     ) -> Result<EmbeddingsReply> {
         if texts.len() > self.max_batch() {
-            return Err(Error::InvalidRequest {
-                field: "texts".into(),
-                reason: format!(
+            return Err(Error::invalid_request(
+                "texts",
+                format!(
                     "holds {} texts; model `{}` takes at most {} per request (the pipeline \
                      splits larger batches)",
                     texts.len(),
                     self.aws.model().id,
                     self.max_batch()
                 ),
-            });
+            ));
         }
         let (vectors, tokens) = match self.family {
             Family::Titan => {

@@ -3,7 +3,7 @@
 //! exception messages alike.
 
 use tollgate::Error;
-use tollgate::wire::WireError;
+use tollgate::provider::WireError;
 
 /// How Bedrock words a `ValidationException` for an input above the model's context
 /// window: its only sign (`ValidationException` is any input Bedrock rejects).

@@ -7,7 +7,7 @@ use aws_sdk_bedrockruntime::types::{
 };
 use tollgate::{LlmResponse, Result, StreamEvent};
 
-use crate::converse_codec::{ConverseStreamDecoder, decode};
+use crate::codec::{ConverseStreamDecoder, decode};
 
 /// The ConverseStream decoder `bedrock-converse` runs over the SDK's events.
 #[derive(Debug)]
@@ -42,5 +42,5 @@ pub fn decode_converse(
 
 /// Parses a stored AWS credential record (JSON), as the Bedrock providers do.
 pub fn parse_aws_record(id: &str, text: &str) -> Result<Credentials> {
-    crate::aws::parse_record(id, text)
+    crate::client::parse_record(id, text)
 }

@@ -66,19 +66,21 @@
 #![forbid(unsafe_code)]
 
 mod anthropic;
-mod aws;
+mod client;
+mod codec;
 mod converse;
-mod converse_codec;
 mod embeddings;
 mod exceptions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod provider;
 mod response_cap;
 
-pub use anthropic::{AnthropicBedrockChat, AnthropicBedrockProvider, BEDROCK_ANTHROPIC_VERSION};
-pub use converse::{BedrockConverseProvider, ConverseChat};
+pub use anthropic::{AnthropicBedrockChat, BEDROCK_ANTHROPIC_VERSION};
+pub use converse::ConverseChat;
 pub use embeddings::BedrockEmbeddings;
+pub use provider::{AnthropicBedrockProvider, BedrockConverseProvider};
 
 /// The provider key for Bedrock's Converse API.
 pub const BEDROCK_CONVERSE: &str = "bedrock-converse";

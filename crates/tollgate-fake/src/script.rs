@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate::catalog::ModelEntry;
+use tollgate::ModelEntry;
 use tollgate::{
     Block, EmbeddingPurpose, Error, LlmRequest, LlmResponse, ProviderError, ProviderRequestError,
     ResponseBody, StopReason, StreamEvent, Usage,

@@ -2,7 +2,7 @@
 //!
 //! Vertex takes `Authorization: Bearer <access token>` (scope `cloud-platform`), never
 //! an API key. A [`TokenSource`] turns a model's credential into a token; the kit's
-//! endpoint asks it once per request ([`tollgate::http::SecretSource`]), so the token is
+//! endpoint asks it once per request ([`SecretSource`]), so the token is
 //! sent as a sensitive header and redacted from error messages like a key.
 //!
 //! With the `vertex` feature, the source is Google's own auth crate
@@ -25,16 +25,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tollgate::credentials::Secret;
-use tollgate::http::SecretSource;
 use tollgate::provider::ProviderContext;
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::http::SecretSource;
+use tollgate::{ModelEntry, Result, Secret};
 
 /// The OAuth scope Vertex AI's Gemini endpoints need.
 pub const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 
 /// Makes OAuth access tokens for `vertex` models.
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 pub trait TokenSource: Send + Sync + fmt::Debug {
     /// A valid access token for `credential`: the model's credential id in the
     /// credential store, or `None` for a model that names none.
@@ -63,7 +62,7 @@ impl ModelTokens {
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl SecretSource for ModelTokens {
     async fn secret(&self) -> Result<Secret> {
         self.tokens.access_token(self.credential.as_deref()).await
@@ -87,7 +86,7 @@ pub(crate) fn google_tokens(context: &ProviderContext) -> Result<Arc<dyn TokenSo
 #[cfg(not(feature = "vertex"))]
 pub(crate) fn google_tokens(context: &ProviderContext) -> Result<Arc<dyn TokenSource>> {
     Err(tollgate::Error::Catalog(
-        tollgate::catalog::CatalogError::InvalidSection {
+        tollgate::provider::CatalogError::InvalidSection {
             field: format!("providers.{}", context.key()),
             reason: "tollgate-gemini was built without its `vertex` feature: enable it, or \
                      give the provider a token source"
@@ -105,7 +104,8 @@ mod google {
     use google_cloud_auth::credentials::{self, AccessTokenCredentials};
     use sha2::{Digest, Sha256};
     use tokio::sync::OnceCell;
-    use tollgate::credentials::{CredentialStore, Secret};
+    use tollgate::provider::connection_error;
+    use tollgate::{CredentialStore, Secret};
     use tollgate::{Error, Result};
 
     use super::{CLOUD_PLATFORM_SCOPE, TokenSource};
@@ -173,7 +173,7 @@ mod google {
         }
     }
 
-    #[tollgate::async_trait]
+    #[tollgate::provider::async_trait]
     impl TokenSource for GoogleTokens {
         async fn access_token(&self, credential: Option<&str>) -> Result<Secret> {
             let credentials = match credential {
@@ -187,7 +187,7 @@ mod google {
                 Ok(token) => Ok(Secret::new(token.token)),
                 // The token endpoint or metadata server did not answer: a connection
                 // failure with its cause, so the pipeline retries it.
-                Err(e) if e.is_transient() => Err(tollgate::wire::connection_error(&e, &[]).into()),
+                Err(e) if e.is_transient() => Err(connection_error(&e, &[]).into()),
                 Err(e) => Err(Error::InvalidRequest {
                     field: "credential".into(),
                     reason: format!(

@@ -2,13 +2,15 @@
 //! request each, reserved each by the pipeline), answered with one option label; the
 //! first step's top candidates give a probability per option.
 
-use tollgate::pipeline::TokenEstimator;
-use tollgate::pipeline::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_input_tokens};
-use tollgate::pipeline::{DecisionReply, DecisionTransport, DefaultEstimator, Signals};
+use tollgate::provider::http::Endpoint;
+use tollgate::provider::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_input_tokens};
+use tollgate::provider::{
+    DecisionReply, DecisionTransport, DefaultEstimator, Signals, TokenEstimator,
+};
 use tollgate::{DecisionRequest, Result};
 
 use crate::codec;
-use crate::transport::Endpoint;
+use crate::options::GeminiModel;
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
@@ -23,32 +25,36 @@ pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
 #[derive(Debug)]
 pub struct GeminiDecision {
     endpoint: Endpoint,
+    model: GeminiModel,
 }
 
 impl GeminiDecision {
-    pub(crate) fn new(endpoint: Endpoint) -> Self {
-        GeminiDecision { endpoint }
+    pub(crate) fn new(endpoint: Endpoint, model: GeminiModel) -> Self {
+        GeminiDecision { endpoint, model }
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl DecisionTransport for GeminiDecision {
     /// Sends the request's one question (the pipeline passes one per call:
     /// [`max_batch`](DecisionTransport::max_batch) is 1); a request with more is refused,
     /// so that no request leaves unreserved.
     async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
-        let question = LabeledQuestion::of(request, &self.endpoint.model.id)?;
+        let question = LabeledQuestion::of(request, &self.model.entry.id)?;
         let body = codec::encode_decision(
             request.state(),
             question.prompt(),
             question.pairs(),
-            self.endpoint.thinking_json(),
+            self.model.options.thinking.to_json(),
         );
-        let bytes = self
+        let labels = question.labels();
+        let path = self.model.path("generateContent");
+        let (by_label, usage) = self
             .endpoint
-            .post_json("generateContent", &body, signals)
+            .post_decoded(&path, &body, signals, |bytes| {
+                codec::decode_decision(bytes, &labels)
+            })
             .await?;
-        let (by_label, usage) = codec::decode_decision(&bytes, &question.labels())?;
         question.reply(&by_label, usage)
     }
 

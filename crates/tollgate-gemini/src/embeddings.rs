@@ -10,14 +10,14 @@
 //! | `vertex`, `gemini-embedding-001` and `text-*embedding*` models | `:predict` | `gemini-embedding-001` 1, others 250 | `statistics.token_count` |
 //! | `vertex`, other models; `gemini` with `embedding_api = "embed_content"` | `:embedContent` | 1 | `usageMetadata.promptTokenCount` (Vertex; none from the Gemini API: the estimate) |
 
-use tollgate::EmbeddingPurpose;
-use tollgate::pipeline::TokenEstimator;
-use tollgate::pipeline::{DefaultEstimator, EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{Result, Usage};
+use tollgate::provider::http::Endpoint;
+use tollgate::provider::{
+    DefaultEstimator, EmbeddingsReply, EmbeddingsTransport, Signals, TokenEstimator,
+};
+use tollgate::{EmbeddingPurpose, Error, Result, Usage};
 
 use crate::codec::{self, MAX_BATCH_EMBEDDINGS};
-use crate::options::EmbeddingApi;
-use crate::transport::Endpoint;
+use crate::options::{EmbeddingApi, GeminiModel};
 
 /// The most instances one Vertex `:predict` request takes for `text-embedding-*` models.
 pub const VERTEX_PREDICT_BATCH: usize = 250;
@@ -28,11 +28,26 @@ pub const VERTEX_PREDICT_BATCH: usize = 250;
 #[derive(Debug)]
 pub struct GeminiEmbeddings {
     endpoint: Endpoint,
+    model: GeminiModel,
 }
 
 impl GeminiEmbeddings {
-    pub(crate) fn new(endpoint: Endpoint) -> Self {
-        GeminiEmbeddings { endpoint }
+    pub(crate) fn new(endpoint: Endpoint, model: GeminiModel) -> Self {
+        GeminiEmbeddings { endpoint, model }
+    }
+
+    /// POSTs `body` to the model's `method` once and decodes the answer with `decode`.
+    async fn post<T>(
+        &self,
+        method: &str,
+        body: &serde_json::Value,
+        signals: &Signals,
+        decode: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        let path = self.model.path(method);
+        self.endpoint
+            .post_decoded(&path, body, signals, decode)
+            .await
     }
 
     fn estimate(texts: &[String]) -> u64 {
@@ -43,7 +58,7 @@ impl GeminiEmbeddings {
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl EmbeddingsTransport for GeminiEmbeddings {
     async fn embed(
         &self,
@@ -52,38 +67,38 @@ impl EmbeddingsTransport for GeminiEmbeddings {
         dimensions: Option<u64>,
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
-        let e = &self.endpoint;
-        let (vectors, tokens) = match e.options.embedding_api {
+        let m = &self.model;
+        let n = texts.len();
+        let (vectors, tokens) = match m.options.embedding_api {
             EmbeddingApi::Batch => {
-                let body = codec::encode_batch_embeddings(&e.name, texts, purpose, dimensions);
-                let bytes = e.post_json("batchEmbedContents", &body, signals).await?;
+                let body = codec::encode_batch_embeddings(&m.name, texts, purpose, dimensions);
+                let decode = |b: &[u8]| codec::decode_batch_embeddings(b, n);
+                let vectors = self
+                    .post("batchEmbedContents", &body, signals, decode)
+                    .await?;
                 // The Gemini API reports no usage for embeddings: settle on the estimate.
-                (
-                    codec::decode_batch_embeddings(&bytes, texts.len())?,
-                    Self::estimate(texts),
-                )
+                (vectors, Self::estimate(texts))
             }
             EmbeddingApi::Predict => {
                 let body = codec::encode_vertex_predict(texts, purpose, dimensions);
-                let bytes = e.post_json("predict", &body, signals).await?;
-                codec::decode_vertex_predict(&bytes, texts.len())?
+                let decode = |b: &[u8]| codec::decode_vertex_predict(b, n);
+                self.post("predict", &body, signals, decode).await?
             }
             EmbeddingApi::EmbedContent => {
                 // `max_batch` is 1: one text, one request, one reservation.
                 let [text] = texts else {
-                    return Err(tollgate::Error::InvalidRequest {
-                        field: "texts".into(),
-                        reason: format!(
-                            "holds {} texts; model `{}` embeds one text per request (the \
+                    return Err(Error::invalid_request(
+                        "texts",
+                        format!(
+                            "holds {n} texts; model `{}` embeds one text per request (the \
                              pipeline splits a batch into one request per text)",
-                            texts.len(),
-                            e.model.id
+                            m.entry.id
                         ),
-                    });
+                    ));
                 };
                 let body = codec::encode_vertex_embed_content(text, purpose, dimensions);
-                let bytes = e.post_json("embedContent", &body, signals).await?;
-                let (vector, tokens) = codec::decode_embed_content(&bytes)?;
+                let decode = codec::decode_embed_content;
+                let (vector, tokens) = self.post("embedContent", &body, signals, decode).await?;
                 // The Gemini API reports no usage: settle on the estimate.
                 let tokens = if tokens == 0 {
                     Self::estimate(texts)
@@ -100,14 +115,14 @@ impl EmbeddingsTransport for GeminiEmbeddings {
     }
 
     fn max_batch(&self) -> usize {
-        let e = &self.endpoint;
-        let native = match e.options.embedding_api {
+        let m = &self.model;
+        let native = match m.options.embedding_api {
             EmbeddingApi::Batch => MAX_BATCH_EMBEDDINGS,
-            EmbeddingApi::Predict if e.name.starts_with("gemini-embedding") => 1,
+            EmbeddingApi::Predict if m.name.starts_with("gemini-embedding") => 1,
             EmbeddingApi::Predict => VERTEX_PREDICT_BATCH,
             EmbeddingApi::EmbedContent => 1,
         };
-        e.options.embedding_batch.map_or(native, |b| b.min(native))
+        m.options.embedding_batch.map_or(native, |b| b.min(native))
     }
 
     fn estimate_input_tokens(&self, texts: &[String]) -> u64 {

@@ -29,7 +29,7 @@
 //! else: pricing, spend caps, rate-limit reservations, retries, settling, records):
 //!
 //! 1. [`GeminiProvider::build`](tollgate::provider::Provider::build) (once per `Models`)
-//!    makes the kit's [`tollgate::http::HttpClient`] and, for `vertex`, the token source
+//!    makes the kit's [`HttpClient`](tollgate::provider::http::HttpClient) and, for `vertex`, the token source
 //!    ([`auth`]);
 //! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
 //!    POSTs it once to `…/models/{model}:generateContent` (or
@@ -38,7 +38,7 @@
 //! 3. an error answer (a `google.rpc.Status`) is read by [`codec::read_error`] (its
 //!    `RetryInfo` wait, its per-day `QuotaFailure`) and judged by the core's one verdict;
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
-//!    [`codec::StreamDecoder`].
+//!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
 //! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
 //! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`.
@@ -77,17 +77,19 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod chat;
 pub mod codec;
 mod decision;
 mod embeddings;
 mod options;
-mod transport;
+mod provider;
 
 pub use auth::TokenSource;
+pub use chat::GeminiChat;
 pub use decision::{GeminiDecision, MAX_OPTIONS};
 pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
 pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
-pub use transport::{GeminiChat, GeminiProvider};
+pub use provider::GeminiProvider;
 
 /// The provider key of the Gemini API.
 pub const KEY: &str = "gemini";

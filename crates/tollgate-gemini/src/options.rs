@@ -1,9 +1,11 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made.
 
-use tollgate::wire::ModelOptions;
+use tollgate::provider::{CatalogError, ModelOptions};
 use tollgate::{Error, ModelEntry, Result};
 
-use crate::codec::{MAX_BATCH_EMBEDDINGS, MissingSignature, ThinkingConfig, ToolChoice};
+use crate::codec::{
+    EncodeOptions, MAX_BATCH_EMBEDDINGS, MissingSignature, ThinkingConfig, ToolChoice,
+};
 use crate::{DEFAULT_BASE_URL, VERTEX_KEY};
 
 /// Which embeddings method a model is called with (`options.embedding_api`).
@@ -259,7 +261,7 @@ impl GeminiOptions {
 }
 
 /// The model's name as Google writes it in a path: without a leading `models/`.
-pub(crate) fn model_name(model: &ModelEntry) -> String {
+fn model_name(model: &ModelEntry) -> String {
     model
         .name
         .strip_prefix("models/")
@@ -277,15 +279,72 @@ fn check_limits(model: &ModelEntry) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::Catalog(
-        tollgate::catalog::CatalogError::InvalidField {
-            model_id: model.id.clone(),
-            field: field.into(),
-            reason: format!(
-                "counts output tokens, but {}'s tokens-per-minute limit counts input tokens only: \
+    Err(Error::Catalog(CatalogError::InvalidField {
+        model_id: model.id.clone(),
+        field: field.into(),
+        reason: format!(
+            "counts output tokens, but {}'s tokens-per-minute limit counts input tokens only: \
              write it as `input_tpm`",
-                model.provider
-            ),
-        },
-    ))
+            model.provider
+        ),
+    }))
+}
+
+/// One model as its transports call it: the catalog entry, the name its paths carry
+/// and its options.
+#[derive(Debug, Clone)]
+pub(crate) struct GeminiModel {
+    pub(crate) entry: ModelEntry,
+    pub(crate) name: String,
+    pub(crate) options: GeminiOptions,
+}
+
+impl GeminiModel {
+    /// Reads `entry`'s options and checks its name.
+    pub(crate) fn new(entry: &ModelEntry) -> Result<Self> {
+        let options = GeminiOptions::from_model(entry)?;
+        let name = model_name(entry);
+        if !is_model_name(&name) {
+            return Err(Error::Catalog(CatalogError::InvalidField {
+                model_id: entry.id.clone(),
+                field: "name".into(),
+                reason: "must be a Gemini model name (letters, digits, `-`, `_`, `.`, `@`), \
+                         e.g. `gemini-2.5-flash`"
+                    .into(),
+            }));
+        }
+        Ok(GeminiModel {
+            entry: entry.clone(),
+            name,
+            options,
+        })
+    }
+
+    /// The path of `method` (`generateContent`, `batchEmbedContents`, …) for this model.
+    pub(crate) fn path(&self, method: &str) -> String {
+        match &self.options.vertex {
+            Some(place) => place.path(&self.name, method),
+            None => format!("/v1beta/models/{}:{method}", self.name),
+        }
+    }
+
+    /// The codec's options from the catalog entry.
+    pub(crate) fn encode_options(&self) -> EncodeOptions {
+        let o = &self.options;
+        EncodeOptions {
+            max_output_tokens: self.entry.output_limit(None),
+            tool_choice: o.tool_choice.clone(),
+            top_k: o.top_k,
+            thinking: o.thinking.clone(),
+            cached_content: o.cached_content.clone(),
+            missing_signature: o.missing_signature,
+        }
+    }
+}
+
+fn is_model_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'))
 }

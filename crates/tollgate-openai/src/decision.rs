@@ -1,14 +1,14 @@
 //! The decision transport over logprobs: one constrained prompt per question (one HTTP
 //! request each, reserved each by the pipeline), answered with one token; the first token's top logprobs give a probability per option.
 
-use tollgate::pipeline::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_input_tokens};
-use tollgate::pipeline::{DecisionReply, DecisionTransport, Signals};
-use tollgate::{DecisionRequest, Result};
+use tollgate::provider::http::Endpoint;
+use tollgate::provider::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_input_tokens};
+use tollgate::provider::{DecisionReply, DecisionTransport, Signals};
+use tollgate::{DecisionRequest, ModelEntry, Result};
 
+use crate::chat::CHAT_PATH;
 use crate::codec;
-use crate::transport::Endpoint;
-
-const CHAT_PATH: &str = "/v1/chat/completions";
+use crate::options::OpenAiOptions;
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
@@ -25,24 +25,30 @@ pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
 #[derive(Debug)]
 pub struct OpenAiDecision {
     endpoint: Endpoint,
+    model: ModelEntry,
+    options: OpenAiOptions,
 }
 
 impl OpenAiDecision {
-    pub(crate) fn new(endpoint: Endpoint) -> Self {
-        OpenAiDecision { endpoint }
+    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+        OpenAiDecision {
+            endpoint,
+            model: model.clone(),
+            options,
+        }
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl DecisionTransport for OpenAiDecision {
     /// Sends the request's question in one chat request. The pipeline passes one
     /// question per call ([`max_batch`](DecisionTransport::max_batch) is 1); a request
     /// with more is refused, so that no request leaves unreserved.
     async fn decide(&self, request: &DecisionRequest, signals: &Signals) -> Result<DecisionReply> {
-        let question = LabeledQuestion::of(request, &self.endpoint.model.id)?;
+        let question = LabeledQuestion::of(request, &self.model.id)?;
         let body = codec::encode_decision(
-            &self.endpoint.model.name,
-            self.endpoint.options.quirks.output_limit_field,
+            &self.model.name,
+            self.options.quirks.output_limit_field,
             request.state(),
             question.prompt(),
             question.pairs(),
@@ -63,6 +69,7 @@ impl DecisionTransport for OpenAiDecision {
     }
 
     fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {
-        labeled_input_tokens(request, |t| self.endpoint.estimate_text(t))
+        let estimator = self.options.estimator(&self.model);
+        labeled_input_tokens(request, |t| estimator.estimate_text(t))
     }
 }

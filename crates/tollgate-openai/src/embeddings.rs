@@ -3,12 +3,12 @@
 //! request). The core makes every vector the deployment's width and
 //! unit length; this returns the vectors as the server sent them.
 
-use tollgate::EmbeddingPurpose;
-use tollgate::pipeline::{EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{Result, Usage};
+use tollgate::provider::http::Endpoint;
+use tollgate::provider::{EmbeddingsReply, EmbeddingsTransport, Signals};
+use tollgate::{EmbeddingPurpose, ModelEntry, Result, Usage};
 
 use crate::codec;
-use crate::transport::Endpoint;
+use crate::options::OpenAiOptions;
 
 const EMBEDDINGS_PATH: &str = "/v1/embeddings";
 
@@ -18,15 +18,21 @@ const EMBEDDINGS_PATH: &str = "/v1/embeddings";
 #[derive(Debug)]
 pub struct OpenAiEmbeddings {
     endpoint: Endpoint,
+    model: ModelEntry,
+    options: OpenAiOptions,
 }
 
 impl OpenAiEmbeddings {
-    pub(crate) fn new(endpoint: Endpoint) -> Self {
-        OpenAiEmbeddings { endpoint }
+    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+        OpenAiEmbeddings {
+            endpoint,
+            model: model.clone(),
+            options,
+        }
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl EmbeddingsTransport for OpenAiEmbeddings {
     /// Sends the texts in one request (the pipeline never passes more than
     /// [`max_batch`](EmbeddingsTransport::max_batch)) and returns the vectors in input
@@ -38,7 +44,7 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
         dimensions: Option<u64>,
         signals: &Signals,
     ) -> Result<EmbeddingsReply> {
-        let body = codec::encode_embeddings(&self.endpoint.model.name, texts, dimensions);
+        let body = codec::encode_embeddings(&self.model.name, texts, dimensions);
         let (vectors, tokens) = self
             .endpoint
             .post_decoded(EMBEDDINGS_PATH, &body, signals, |bytes| {
@@ -53,10 +59,11 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
 
     /// `options.embedding_batch` (default 2048, OpenAI's per-request maximum).
     fn max_batch(&self) -> usize {
-        self.endpoint.options.embedding_batch
+        self.options.embedding_batch
     }
 
     fn estimate_input_tokens(&self, texts: &[String]) -> u64 {
-        texts.iter().map(|t| self.endpoint.estimate_text(t)).sum()
+        let estimator = self.options.estimator(&self.model);
+        texts.iter().map(|t| estimator.estimate_text(t)).sum()
     }
 }

@@ -27,15 +27,15 @@
 //!    `openai` model also starts loading its tiktoken table on a thread of its own, so
 //!    that the first call finds it loaded (or waits only for the rest of the load);
 //! 1. [`OpenAiProvider::build`](tollgate::provider::Provider::build) (once per
-//!    `Models`) makes the kit's [`tollgate::http::HttpClient`];
+//!    `Models`) makes the kit's [`HttpClient`](tollgate::provider::http::HttpClient);
 //! 2. each call encodes the request ([`codec::encode_request`]) and the kit's endpoint
 //!    sends it once, with the API key from the credential store when the model names one;
 //! 3. the kit passes the answer's headers to the pipeline as
-//!    [`tollgate::pipeline::Signals`] (`x-ratelimit-*`, resets as Go durations,
+//!    [`Signals`](tollgate::provider::Signals) (`x-ratelimit-*`, resets as Go durations,
 //!    `x-should-retry`); an error answer is read by [`codec::read_error`] and judged by
 //!    the core's one verdict (with `retry-after-ms` / `retry-after`);
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
-//!    [`codec::StreamDecoder`].
+//!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
 //! What differs between the two keys (which output-limit field is sent, whether streams
 //! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in
@@ -74,16 +74,18 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod chat;
 pub mod codec;
 mod decision;
 mod embeddings;
 mod options;
-mod transport;
+mod provider;
 
+pub use chat::OpenAiChat;
 pub use decision::{MAX_OPTIONS, OpenAiDecision};
 pub use embeddings::OpenAiEmbeddings;
 pub use options::{OpenAiOptions, OutputLimitField, Quirks};
-pub use transport::{OpenAiChat, OpenAiProvider};
+pub use provider::OpenAiProvider;
 
 /// The provider key of OpenAI's own API.
 pub const KEY: &str = "openai";

@@ -1,10 +1,11 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made, and the
 //! one place where `openai` and `openai-compatible` differ ([`Quirks`]).
 
-use tollgate::wire::ModelOptions;
+use tollgate::provider::{
+    DefaultEstimator, ModelOptions, TiktokenEstimator, TokenEstimator, ToolChoice,
+};
 use tollgate::{ModelEntry, Result};
 
-use crate::codec::ToolChoice;
 use crate::{COMPATIBLE_KEY, DEFAULT_BASE_URL, DEFAULT_EMBEDDING_BATCH};
 
 /// Which request field carries the output limit.
@@ -157,5 +158,17 @@ impl OpenAiOptions {
                 }),
             quirks,
         })
+    }
+}
+
+impl OpenAiOptions {
+    /// How `model`'s input is counted: tiktoken for OpenAI's models (exact), tollgate's
+    /// conservative estimate for other servers' (whose tokenizers are unknown).
+    pub(crate) fn estimator(&self, model: &ModelEntry) -> Box<dyn TokenEstimator> {
+        if self.quirks.tiktoken {
+            Box::new(TiktokenEstimator::for_model(&model.name))
+        } else {
+            Box::new(DefaultEstimator)
+        }
     }
 }

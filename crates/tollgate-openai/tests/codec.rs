@@ -423,7 +423,7 @@ fn done_without_a_finish_reason_is_a_cut_stream() {
     };
     assert!(closed_early(d.event("[DONE]")));
     let mut d = StreamDecoder::new();
-    assert!(closed_early(d.end(false)));
+    assert!(closed_early(d.end()));
 }
 
 #[test]

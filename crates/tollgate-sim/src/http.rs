@@ -37,7 +37,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tollgate::pipeline::{
+use tollgate::provider::{
     DefaultEstimator, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 

@@ -31,12 +31,12 @@ use crate::{
     SimLimits, SimProvider, SimRefusal, SimRequest, SimReset, SimWindow,
 };
 use futures::stream;
-use tollgate::catalog::{CatalogError, ModelEntry};
-use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
+use tollgate::provider::{
+    ChatTransport, ModelOptions, Provider, ProviderContext, ProviderTransports, Signals,
+};
 use tollgate::{
-    Block, Dimension, Error, LlmRequest, LlmResponse, ProviderError, ResponseBody, ResponseStream,
-    Result, StopReason, StreamEvent, Usage,
+    Block, Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseBody,
+    ResponseStream, Result, StopReason, StreamEvent, Usage,
 };
 
 /// The provider key.
@@ -71,58 +71,38 @@ impl SimClientProvider {
     }
 }
 
-fn option_error(model: &ModelEntry, field: &str, reason: &str) -> Error {
-    Error::Catalog(CatalogError::InvalidField {
-        model_id: model.id.clone(),
-        field: format!("options.{field}"),
-        reason: reason.into(),
-    })
-}
-
-fn number(model: &ModelEntry, field: &str) -> Result<Option<f64>> {
-    match model.options.get(field) {
-        None => Ok(None),
-        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as f64)),
-        Some(toml::Value::Float(x)) if *x >= 0.0 => Ok(Some(*x)),
-        Some(_) => Err(option_error(model, field, "must be a non-negative number")),
-    }
-}
-
 /// A time in milliseconds: a number (fixed), or `{ min, max, distribution }` drawn per
 /// call (`distribution` `"uniform"`, the default, or `"log-normal"`).
-fn delay(model: &ModelEntry, field: &str) -> Result<Option<SimDelay>> {
+fn delay(options: &ModelOptions<'_>, field: &str) -> Result<Option<SimDelay>> {
     let ms = |v: f64| Duration::from_micros((v * 1000.0) as u64);
-    let Some(toml::Value::Table(table)) = model.options.get(field) else {
-        return Ok(number(model, field)?.map(|v| SimDelay::Fixed(ms(v))));
+    let Some(toml::Value::Table(table)) = options.value(field) else {
+        return Ok(options.number(field)?.map(|v| SimDelay::Fixed(ms(v))));
     };
     let bound = |key: &str| match table.get(key) {
         Some(toml::Value::Integer(n)) if *n >= 0 => Ok(ms(*n as f64)),
         Some(toml::Value::Float(x)) if *x >= 0.0 => Ok(ms(*x)),
-        _ => Err(option_error(
-            model,
+        _ => Err(options.error(
             field,
-            &format!("`{key}` must be a non-negative number of milliseconds"),
+            format!("`{key}` must be a non-negative number of milliseconds"),
         )),
     };
     let (min, max) = (bound("min")?, bound("max")?);
     if min > max {
-        return Err(option_error(model, field, "`min` must not exceed `max`"));
+        return Err(options.error(field, "`min` must not exceed `max`"));
     }
     if let Some(key) = table
         .keys()
         .find(|k| !["min", "max", "distribution"].contains(&k.as_str()))
     {
-        return Err(option_error(
-            model,
+        return Err(options.error(
             field,
-            &format!("unknown key `{key}` (expected `min`, `max`, `distribution`)"),
+            format!("unknown key `{key}` (expected `min`, `max`, `distribution`)"),
         ));
     }
     match table.get("distribution").map(toml::Value::as_str) {
         None | Some(Some("uniform")) => Ok(Some(SimDelay::Uniform { min, max })),
         Some(Some("log-normal")) => Ok(Some(SimDelay::LogNormal { min, max })),
-        Some(_) => Err(option_error(
-            model,
+        Some(_) => Err(options.error(
             field,
             "`distribution` must be \"uniform\" or \"log-normal\"",
         )),
@@ -130,7 +110,11 @@ fn delay(model: &ModelEntry, field: &str) -> Result<Option<SimDelay>> {
 }
 
 /// The simulated provider's configuration for a catalog entry (see the module doc).
+///
+/// The options are read with the kit's [`ModelOptions`], unknown keys left alone: the
+/// entry may be another provider's, sized for a simulation (`tollgate simulate`).
 pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
+    let options = ModelOptions::unchecked(model);
     let l = model.limits;
     let limits = SimLimits {
         rpm: l.rpm,
@@ -143,61 +127,55 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
         SimCapacity::FullMinute
     };
     let ms = |v: f64| Duration::from_micros((v * 1000.0) as u64);
-    let answer_time = delay(model, "latency_ms")?;
+    let answer_time = delay(&options, "latency_ms")?;
     let latency = SimLatency {
         base: match answer_time {
             Some(SimDelay::Fixed(d)) => d,
             _ => Duration::from_millis(300),
         },
-        per_output_token: ms(number(model, "per_output_token_ms")?.unwrap_or(0.0)),
+        per_output_token: ms(options.number("per_output_token_ms")?.unwrap_or(0.0)),
         refusal: Duration::ZERO,
     };
     let mut config = SimConfig::new(limits)
         .with_capacity(capacity)
         .with_latency(latency)
-        .with_seed(number(model, "seed")?.unwrap_or(0.0) as u64);
+        .with_seed(options.number("seed")?.unwrap_or(0.0) as u64);
     if let Some(drawn @ (SimDelay::Uniform { .. } | SimDelay::LogNormal { .. })) = answer_time {
         config = config.with_answer_time(drawn);
     }
-    if let Some(network) = delay(model, "network_delay_ms")? {
+    if let Some(network) = delay(&options, "network_delay_ms")? {
         config = config.with_network_delay(network);
     }
-    if let Some(served) = number(model, "served")? {
+    if let Some(served) = options.number("served")? {
         if !(served > 0.0 && served <= 1.0) {
-            return Err(option_error(model, "served", "must be in (0, 1]"));
+            return Err(options.error("served", "must be in (0, 1]"));
         }
         config = config.with_served(served);
     }
-    match model.options.get("window").map(|v| v.as_str()) {
-        None | Some(Some("continuous")) => {}
-        Some(Some("fixed")) => config = config.with_window(SimWindow::Fixed),
-        Some(_) => {
-            return Err(option_error(
-                model,
-                "window",
-                "must be \"continuous\" or \"fixed\"",
-            ));
-        }
+    let window = options.parse("window", "\"continuous\" or \"fixed\"", |v| match v {
+        "continuous" => Some(SimWindow::Continuous),
+        "fixed" => Some(SimWindow::Fixed),
+        _ => None,
+    })?;
+    if let Some(window) = window {
+        config = config.with_window(window);
     }
-    match model.options.get("headers").map(|v| v.as_str()) {
-        None | Some(Some("none")) => {}
-        Some(Some("openai")) => config = config.with_headers(SimHeaderStyle::OpenAi),
-        Some(Some("anthropic")) => config = config.with_headers(SimHeaderStyle::Anthropic),
-        Some(_) => {
-            return Err(option_error(
-                model,
-                "headers",
-                "must be \"none\", \"openai\" or \"anthropic\"",
-            ));
-        }
+    let headers = options.parse(
+        "headers",
+        "\"none\", \"openai\" or \"anthropic\"",
+        |v| match v {
+            "none" => Some(None),
+            "openai" => Some(Some(SimHeaderStyle::OpenAi)),
+            "anthropic" => Some(Some(SimHeaderStyle::Anthropic)),
+            _ => None,
+        },
+    )?;
+    if let Some(style) = headers.flatten() {
+        config = config.with_headers(style);
     }
-    if let Some(p) = number(model, "overload_probability")? {
+    if let Some(p) = options.number("overload_probability")? {
         if p > 1.0 {
-            return Err(option_error(
-                model,
-                "overload_probability",
-                "must be in [0, 1]",
-            ));
+            return Err(options.error("overload_probability", "must be in [0, 1]"));
         }
         let seed = config.seed;
         config = config.with_overloads(p, seed);
@@ -205,7 +183,7 @@ pub fn sim_config_for(model: &ModelEntry) -> Result<SimConfig> {
     Ok(config)
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl Provider for SimClientProvider {
     fn key(&self) -> &'static str {
         KEY
@@ -279,7 +257,8 @@ impl ProviderTransports for SimTransports {
                 }
             }
         };
-        let output_tokens = number(model, "output_tokens")?
+        let output_tokens = ModelOptions::unchecked(model)
+            .number("output_tokens")?
             .map(|n| n as u64)
             .unwrap_or(DEFAULT_OUTPUT_TOKENS);
         Ok(Arc::new(SimChat {
@@ -363,7 +342,7 @@ impl SimChat {
     }
 }
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl ChatTransport for SimChat {
     async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
         self.answer(request, signals).await

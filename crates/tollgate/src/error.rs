@@ -468,6 +468,23 @@ impl Error {
     }
 }
 
+impl Error {
+    /// [`Error::InvalidRequest`] for `field`, with `reason` saying what is wrong and what
+    /// is accepted: how a codec refuses what its wire format cannot carry, before sending.
+    ///
+    /// ```
+    /// let error = tollgate::Error::invalid_request("messages[0].content[1]", "must be text");
+    /// assert!(matches!(error, tollgate::Error::InvalidRequest { ref field, .. } if field == "messages[0].content[1]"));
+    /// assert!(!error.is_retryable());
+    /// ```
+    pub fn invalid_request(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidRequest {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 struct Window(Option<u64>);
 
 impl fmt::Display for Window {

@@ -49,6 +49,7 @@ pub mod cache;
 pub mod catalog;
 mod client;
 pub mod clock;
+mod context;
 mod conversation;
 pub mod credentials;
 mod error;

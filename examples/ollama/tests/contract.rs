@@ -52,7 +52,11 @@ impl WireScript for OllamaWire {
     fn stream(&self, pieces: &[&str], usage: WireUsage) -> StreamScript {
         let mut frames: Vec<Vec<u8>> = pieces.iter().map(|p| line(&chunk(p, None))).collect();
         frames.push(line(&chunk("", Some(("stop", usage)))));
-        StreamScript { content_type: "application/x-ndjson".into(), frames, first_event: 0 }
+        StreamScript {
+            content_type: "application/x-ndjson".into(),
+            frames,
+            first_event: 0,
+        }
     }
 
     fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
@@ -101,7 +105,12 @@ async fn the_request_carries_the_model_the_messages_and_the_set_sampling_options
     let request = tollgate::Conversation::new()
         .with_system("Be brief.")
         .user("Hello?")
-        .request(MODEL, tollgate::SamplingParams::new().with_temperature(0.5).unwrap())
+        .request(
+            MODEL,
+            tollgate::SamplingParams::new()
+                .with_temperature(0.5)
+                .unwrap(),
+        )
         .unwrap();
     let chat = kit.models.chat(MODEL).await.unwrap();
     chat.single_response(&request).await.unwrap();
@@ -119,14 +128,25 @@ async fn the_request_carries_the_model_the_messages_and_the_set_sampling_options
 #[tokio::test]
 async fn done_reason_length_is_max_tokens_so_the_pipeline_reruns_at_the_ceiling() {
     let kit = Kit::new(&OllamaWire).await;
-    kit.server.only(Reply::json(200, &chunk("cut", Some(("length", USAGE)))));
+    kit.server
+        .only(Reply::json(200, &chunk("cut", Some(("length", USAGE)))));
     let err = kit.ask(&kit.models).await.unwrap_err();
     assert!(
-        matches!(err, tollgate::Error::OutputTruncated { max_output_tokens: 2000, .. }),
+        matches!(
+            err,
+            tollgate::Error::OutputTruncated {
+                max_output_tokens: 2000,
+                ..
+            }
+        ),
         "{err:?}"
     );
-    let limits: Vec<Value> =
-        kit.server.requests().iter().map(|r| r.json()["options"]["num_predict"].clone()).collect();
+    let limits: Vec<Value> = kit
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.json()["options"]["num_predict"].clone())
+        .collect();
     assert_eq!(limits, [json!(500), json!(2000)]);
 }
 
@@ -134,17 +154,26 @@ async fn done_reason_length_is_max_tokens_so_the_pipeline_reruns_at_the_ceiling(
 async fn a_block_other_than_text_is_refused_before_sending_naming_the_field() {
     let kit = Kit::new(&OllamaWire).await;
     let image = tollgate::Block::Image {
-        source: tollgate::ImageSource::Url { url: "https://example.com/cat.png".into() },
+        source: tollgate::ImageSource::Url {
+            url: "https://example.com/cat.png".into(),
+        },
         cache: None,
     };
-    let message = tollgate::Message { role: tollgate::Role::User, content: vec![image] };
-    let request =
-        tollgate::LlmRequest::new(MODEL, vec![message], vec![], tollgate::SamplingParams::new())
-            .unwrap();
+    let message = tollgate::Message {
+        role: tollgate::Role::User,
+        content: vec![image],
+    };
+    let request = tollgate::LlmRequest::new(
+        MODEL,
+        vec![message],
+        vec![],
+        tollgate::SamplingParams::new(),
+    )
+    .unwrap();
     let chat = kit.models.chat(MODEL).await.unwrap();
     let err = chat.single_response(&request).await.unwrap_err();
     assert!(
-        matches!(&err, tollgate::Error::InvalidRequest { field, .. } if field == "messages[0].content"),
+        matches!(&err, tollgate::Error::InvalidRequest { field, .. } if field == "messages[0].content[0]"),
         "{err:?}"
     );
     assert_eq!(kit.server.hits(), 0);
@@ -174,14 +203,33 @@ async fn a_catalog_written_in_toml_drives_the_request_against_the_kits_server() 
         .user("Hello?")
         .request("llama", tollgate::SamplingParams::new())
         .unwrap();
-    let answer = kit.models.chat("llama").await.unwrap().single_response(&request).await.unwrap();
+    let answer = kit
+        .models
+        .chat("llama")
+        .await
+        .unwrap()
+        .single_response(&request)
+        .await
+        .unwrap();
     assert_eq!(answer.text(), "Hi");
     let sent = &kit.server.requests()[0];
     assert_eq!(
-        (sent.json()["model"].as_str(), sent.json()["options"]["num_predict"].as_u64()),
+        (
+            sent.json()["model"].as_str(),
+            sent.json()["options"]["num_predict"].as_u64()
+        ),
         (Some("llama3.2"), Some(300))
     );
-    assert_eq!(sent.bearer().as_deref(), Some(tollgate_testkit::provider::SECRET));
-    let snapshot = kit.models.limiter("llama").unwrap().snapshot().await.unwrap();
+    assert_eq!(
+        sent.bearer().as_deref(),
+        Some(tollgate_testkit::provider::SECRET)
+    );
+    let snapshot = kit
+        .models
+        .limiter("llama")
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap();
     assert!(format!("{snapshot:?}").contains("600"), "{snapshot:?}");
 }

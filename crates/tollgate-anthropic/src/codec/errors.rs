@@ -1,7 +1,7 @@
 //! Error bodies: [`read_error`] and [`read_stream_error`] into a neutral [`WireError`].
 
 use serde::Deserialize;
-use tollgate::wire::WireError;
+use tollgate::provider::WireError;
 
 /// The `error.details.error_code` of a 429 that means the tier's monthly spend cap.
 const SPEND_LIMIT_CODE: &str = "enforced_spend_limit_reached";

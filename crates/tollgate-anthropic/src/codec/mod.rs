@@ -11,10 +11,10 @@
 //!   tollgate's convention ([`Usage::from_cache_exclusive`](tollgate::Usage::from_cache_exclusive): Anthropic's `input_tokens`
 //!   already excludes cache reads and writes; 5-minute and 1-hour writes are kept apart).
 //!   A `refusal` stop with `stop_details` is [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal).
-//! - [`StreamDecoder`] turns stream events (`message_start` … `message_stop`) into
+//! - [`StreamDecoder`] (the kit's shell around [`Chunks`]) turns stream events (`message_start` … `message_stop`) into
 //!   [`StreamEvent`](tollgate::StreamEvent)s. Nothing is emitted before the first content, so that an error
 //!   event before it fails the stream before its first event (and the pipeline retries).
-//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
+//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::provider::WireError) by
 //!   status and `error.type`; the core decides what it means. The one message read is a
 //!   context overflow's, whose only sign is its documented wording ([`OVERFLOW_WORDING`]).
 
@@ -29,6 +29,6 @@ pub use request::{
     encode_request,
 };
 pub use response::{decode_response, stop_reason};
-pub use stream::StreamDecoder;
+pub use stream::{Chunks, StreamDecoder};
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
-pub use tollgate::wire::ToolChoice;
+pub use tollgate::provider::ToolChoice;

@@ -1,7 +1,7 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
-use tollgate::wire::ToolChoice;
+use tollgate::provider::ToolChoice;
 use tollgate::{Block, CacheMark, Error, ImageSource, LlmRequest, Result, Role};
 
 /// The `anthropic-version` header value this codec speaks.
@@ -43,13 +43,6 @@ pub struct EncodeOptions {
     pub tool_choice: ToolChoice,
 }
 
-fn invalid(field: String, reason: impl Into<String>) -> Error {
-    Error::InvalidRequest {
-        field,
-        reason: reason.into(),
-    }
-}
-
 /// Encodes `request` as a Messages API body. Fails with [`Error::InvalidRequest`], before
 /// anything is sent, on more than [`MAX_CACHE_MARKS`] cache marks, a temperature above
 /// [`MAX_TEMPERATURE`], non-text system blocks, or a cache mark on a thinking block.
@@ -68,7 +61,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         for (j, block) in message.content.iter().enumerate() {
             let field = format!("messages[{i}].content[{j}]");
             let Block::Text { text, cache } = block else {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     field,
                     "must be text: Anthropic's system prompt holds text blocks only",
                 ));
@@ -118,8 +111,8 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
     if let Some(t) = sampling.temperature() {
         if t > MAX_TEMPERATURE {
-            return Err(invalid(
-                "sampling_params.temperature".into(),
+            return Err(Error::invalid_request(
+                "sampling_params.temperature",
                 format!("is {t}; Anthropic accepts 0 to {MAX_TEMPERATURE}"),
             ));
         }
@@ -153,7 +146,7 @@ fn mark(out: &mut Value, cache: Option<CacheMark>, field: &str, marks: &mut usiz
     };
     *marks += 1;
     if *marks > MAX_CACHE_MARKS {
-        return Err(invalid(
+        return Err(Error::invalid_request(
             format!("{field}.cache"),
             format!(
                 "is prompt-cache mark number {marks}; Anthropic accepts at most {MAX_CACHE_MARKS} \
@@ -204,7 +197,7 @@ fn encode_block(block: &Block, field: &str, marks: &mut usize) -> Result<Value> 
             for (k, b) in content.iter().enumerate() {
                 let field = format!("{field}.content[{k}]");
                 if !matches!(b, Block::Text { .. } | Block::Image { .. }) {
-                    return Err(invalid(
+                    return Err(Error::invalid_request(
                         field,
                         "must be text or an image inside a tool result",
                     ));
@@ -224,7 +217,7 @@ fn encode_block(block: &Block, field: &str, marks: &mut usize) -> Result<Value> 
             cache,
         } => {
             if cache.is_some() {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     format!("{field}.cache"),
                     "is set on a thinking block; Anthropic caches thinking only with the turn around it: mark another block",
                 ));

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 /// The wire `usage` object (response, `message_start` and `message_delta`).
@@ -104,17 +105,11 @@ pub fn stop_reason(wire: &str) -> Option<StopReason> {
     })
 }
 
-/// An answer that does not decode: retryable. The entry points ([`decode_response`],
-/// a stream event) keep the raw bytes ([`tollgate::wire::keep_raw`]).
-pub(super) fn malformed(what: impl Into<String>) -> Error {
-    tollgate::wire::malformed(format!("Anthropic: {}", what.into()), b"")
-}
-
 /// Decodes one content block of a response. Block types tollgate has no neutral form
 /// for (`redacted_thinking`, server-tool blocks) are left out.
 pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
     let get = |key: &str| block.get(key).and_then(Value::as_str);
-    let kind = get("type").ok_or_else(|| malformed("a content block has no type"))?;
+    let kind = get("type").ok_or_else(|| undecodable("a content block has no type"))?;
     Ok(Some(match kind {
         "text" => Block::text(get("text").unwrap_or_default()),
         "tool_use" => Block::ToolUse {
@@ -142,9 +137,9 @@ pub(super) fn finish(
     details: Option<StopDetails>,
     usage: Usage,
 ) -> Result<LlmResponse> {
-    let stop = stop.ok_or_else(|| malformed("no stop_reason"))?;
+    let stop = stop.ok_or_else(|| undecodable("no stop_reason"))?;
     let stop_reason =
-        stop_reason(stop).ok_or_else(|| malformed(format!("unknown stop_reason `{stop}`")))?;
+        stop_reason(stop).ok_or_else(|| undecodable(format!("unknown stop_reason `{stop}`")))?;
     if stop_reason == StopReason::Refusal
         && let Some(details) = details
     {
@@ -162,12 +157,11 @@ pub(super) fn finish(
 /// `ProviderError::Malformed` (retried) with its first bytes; a `refusal` stop with
 /// `stop_details` is `Error::ProviderRefusal` with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
-    decode_body(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+    decode_body(body).map_err(|e| keep_raw(e, body))
 }
 
 fn decode_body(body: &[u8]) -> Result<LlmResponse> {
-    let message: WireMessage =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let message: WireMessage = parse_json(body)?;
     let mut content = Vec::with_capacity(message.content.len());
     for block in &message.content {
         content.extend(decode_block(block)?);

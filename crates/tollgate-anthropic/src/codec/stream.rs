@@ -1,39 +1,28 @@
-//! Stream events: [`StreamDecoder`].
+//! Stream events: [`Chunks`], run in the kit's shell ([`StreamDecoder`]).
 
 use super::errors::read_stream_error;
-use super::response::{StopDetails, WireMessage, WireUsage, finish, malformed, stop_reason};
+use super::response::{StopDetails, WireMessage, WireUsage, finish, stop_reason};
 use serde::Deserialize;
-use serde_json::{Value, json};
-use tollgate::wire::EventDecoder;
-use tollgate::{Block, Json, LlmResponse, Result, StopReason, StreamEvent};
+use serde_json::Value;
+use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
+use tollgate::{LlmResponse, Result, StopReason, StreamEvent};
 
-/// A content block being streamed.
-#[derive(Debug)]
-enum Building {
-    Text(String),
-    Thinking {
-        text: String,
-        signature: Option<String>,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        json: String,
-    },
-    /// A block type tollgate has no neutral form for; left out of the answer.
-    Skipped,
-}
+/// The decoder Anthropic streams run through (`anthropic-direct`, and Claude on
+/// Bedrock): the kit's shell around [`Chunks`].
+pub type StreamDecoder = tollgate::provider::StreamDecoder<Chunks>;
 
 /// Turns Anthropic stream events into [`StreamEvent`]s and, at `message_stop`, the
 /// whole [`LlmResponse`].
 ///
-/// Feed each event's JSON data (its `type` names the event) to [`StreamDecoder::event`].
-/// Nothing is emitted for `message_start`, `ping` or a text block's start, so the first
-/// event comes with the first content.
+/// Feed each event's JSON data (its `type` names the event) to
+/// [`StreamDecoder::event`](tollgate::provider::StreamDecoder::event). Nothing is emitted
+/// for `message_start`, `ping` or a text block's start, so the first event comes with the
+/// first content. Blocks are assembled by the kit's [`BlockAssembler`], keyed by the
+/// wire's `index`; a block type tollgate has no neutral form for is left out.
 #[derive(Debug, Default)]
-pub struct StreamDecoder {
+pub struct Chunks {
     model: String,
-    blocks: Vec<(usize, Building)>,
+    blocks: BlockAssembler,
     usage: WireUsage,
     stop: Option<String>,
     stop_details: Option<StopDetails>,
@@ -52,33 +41,17 @@ struct WireStreamEvent {
     usage: Option<WireUsage>,
 }
 
-impl StreamDecoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Whether `message_stop` has been seen.
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
+impl ChunkDecoder for Chunks {
     /// Decodes one event's JSON `data`; returns the events it produces (often none).
     /// An `error` event, a refusal with `stop_details`, or malformed data is an `Err`.
-    pub fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
-        self.decode(data)
-            .map_err(|e| tollgate::wire::keep_raw(e, data.as_bytes()))
-    }
-
-    fn decode(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
-        let event: WireStreamEvent =
-            serde_json::from_str(data).map_err(|e| malformed(format!("stream event: {e}")))?;
+    fn chunk(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
+        let event: WireStreamEvent = parse_json(data.as_bytes())?;
         let mut out = Vec::new();
         match event.kind.as_str() {
             "message_start" => {
                 let message = event
                     .message
-                    .ok_or_else(|| malformed("message_start without a message"))?;
+                    .ok_or_else(|| undecodable("message_start without a message"))?;
                 self.model = message.model;
                 self.usage.merge(message.usage);
             }
@@ -86,114 +59,49 @@ impl StreamDecoder {
                 let block = event.content_block.unwrap_or_default();
                 let get = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default();
                 let index = event.index;
-                let building = match get("type") {
-                    "text" => {
-                        let text = get("text").to_owned();
-                        if !text.is_empty() {
-                            out.push(StreamEvent::TextDelta {
-                                index,
-                                text: text.clone(),
-                            });
-                        }
-                        Building::Text(text)
-                    }
+                match get("type") {
+                    "text" => out.extend(self.blocks.text(index, get("text"))?),
                     "thinking" => {
-                        let text = get("thinking").to_owned();
-                        if !text.is_empty() {
-                            out.push(StreamEvent::ThinkingDelta {
-                                index,
-                                text: text.clone(),
-                            });
-                        }
-                        Building::Thinking {
-                            text,
-                            signature: block
-                                .get("signature")
-                                .and_then(Value::as_str)
-                                .filter(|s| !s.is_empty())
-                                .map(str::to_owned),
+                        out.extend(self.blocks.thinking(index, get("thinking"))?);
+                        let signature = get("signature");
+                        if !signature.is_empty() {
+                            self.blocks.signature(index, signature)?;
                         }
                     }
                     "tool_use" => {
-                        let (id, name) = (get("id").to_owned(), get("name").to_owned());
-                        out.push(StreamEvent::ToolUseDelta {
-                            index,
-                            id: Some(id.clone()),
-                            name: Some(name.clone()),
-                            input_json: String::new(),
-                        });
-                        Building::ToolUse {
-                            id,
-                            name,
-                            json: String::new(),
-                        }
+                        out.push(self.blocks.tool_use(index, get("id"), get("name"), "")?);
                     }
                     other => {
                         tracing::debug!(
                             block_type = other,
                             "anthropic: streamed block type left out"
                         );
-                        Building::Skipped
+                        self.blocks.skip(index);
                     }
-                };
-                self.blocks.push((index, building));
+                }
             }
             "content_block_delta" => {
                 let delta = event.delta.unwrap_or_default();
                 let get = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
                 let index = event.index;
-                let Some((_, building)) = self.blocks.iter_mut().rev().find(|(i, _)| *i == index)
-                else {
-                    return Err(malformed(format!(
+                if !self.blocks.contains(&index) {
+                    return Err(undecodable(format!(
                         "a delta for block {index}, which was not started"
                     )));
-                };
-                match (get("type"), building) {
-                    ("text_delta", Building::Text(text)) => {
-                        text.push_str(get("text"));
-                        out.push(StreamEvent::TextDelta {
-                            index,
-                            text: get("text").to_owned(),
-                        });
+                }
+                match get("type") {
+                    "text_delta" => out.extend(self.blocks.text(index, get("text"))?),
+                    "thinking_delta" => out.extend(self.blocks.thinking(index, get("thinking"))?),
+                    "signature_delta" => self.blocks.signature(index, get("signature"))?,
+                    "input_json_delta" => {
+                        out.extend(self.blocks.tool_input(index, get("partial_json"))?);
                     }
-                    ("thinking_delta", Building::Thinking { text, .. }) => {
-                        text.push_str(get("thinking"));
-                        out.push(StreamEvent::ThinkingDelta {
-                            index,
-                            text: get("thinking").to_owned(),
-                        });
-                    }
-                    ("signature_delta", Building::Thinking { signature, .. }) => {
-                        signature
-                            .get_or_insert_with(String::new)
-                            .push_str(get("signature"));
-                    }
-                    ("input_json_delta", Building::ToolUse { json, .. }) => {
-                        json.push_str(get("partial_json"));
-                        out.push(StreamEvent::ToolUseDelta {
-                            index,
-                            id: None,
-                            name: None,
-                            input_json: get("partial_json").to_owned(),
-                        });
-                    }
-                    // citations_delta and deltas of left-out blocks carry nothing we keep.
+                    // citations_delta carries nothing we keep.
                     _ => {}
                 }
             }
-            "content_block_stop" => {
-                // Tool input is parsed once, when its block is complete.
-                if let Some((_, Building::ToolUse { json, .. })) =
-                    self.blocks.iter().rev().find(|(i, _)| *i == event.index)
-                    && !json.trim().is_empty()
-                    && serde_json::from_str::<Value>(json).is_err()
-                {
-                    return Err(malformed(format!(
-                        "the input of tool-use block {} is not JSON",
-                        event.index
-                    )));
-                }
-            }
+            // Tool input is parsed once, when its block is complete.
+            "content_block_stop" => self.blocks.close(&event.index)?,
             "message_delta" => {
                 let delta = event.delta.unwrap_or_default();
                 if let Some(stop) = delta.get("stop_reason").and_then(Value::as_str) {
@@ -227,51 +135,20 @@ impl StreamDecoder {
         Ok(out)
     }
 
+    /// Whether `message_stop` has been seen.
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl Chunks {
     fn response(&mut self) -> Result<LlmResponse> {
-        let mut blocks = std::mem::take(&mut self.blocks);
-        blocks.sort_by_key(|(i, _)| *i);
-        let mut content = Vec::with_capacity(blocks.len());
-        for (_, building) in blocks {
-            content.push(match building {
-                Building::Text(text) => Block::text(text),
-                Building::Thinking { text, signature } => Block::Thinking {
-                    text,
-                    signature,
-                    cache: None,
-                },
-                Building::ToolUse { id, name, json } => {
-                    let input = if json.trim().is_empty() {
-                        json!({})
-                    } else {
-                        serde_json::from_str(&json)
-                            .map_err(|e| malformed(format!("tool input: {e}")))?
-                    };
-                    Block::ToolUse {
-                        id,
-                        name,
-                        input: Json::new(input),
-                        cache: None,
-                    }
-                }
-                Building::Skipped => continue,
-            });
-        }
         finish(
             std::mem::take(&mut self.model),
-            content,
+            self.blocks.finish()?,
             self.stop.as_deref(),
             self.stop_details.take(),
             self.usage.neutral(),
         )
-    }
-}
-
-impl EventDecoder for StreamDecoder {
-    fn event(&mut self, data: String) -> Result<Vec<StreamEvent>> {
-        StreamDecoder::event(self, &data)
-    }
-
-    fn is_finished(&self) -> bool {
-        StreamDecoder::is_finished(self)
     }
 }

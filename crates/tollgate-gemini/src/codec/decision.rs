@@ -9,17 +9,36 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate::pipeline::labels::label_weights;
+use tollgate::provider::labels::{DECISION_SYSTEM, decision_prompt, label_weights};
+use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Result, Usage};
 
-use super::response::{WireResponse, malformed};
+use super::response::WireUsage;
 
 /// How many alternatives per step are asked for (Gemini takes 0 to 20).
 pub const TOP_LOGPROBS: u64 = 20;
 
+/// A decision answer: a `GenerateContentResponse`, of which only the first candidate's
+/// `logprobsResult` and the usage are read.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct WireLogprobsResult {
+struct WireDecision {
+    #[serde(default)]
+    candidates: Vec<WireDecisionCandidate>,
+    #[serde(default)]
+    usage_metadata: Option<WireUsage>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireDecisionCandidate {
+    #[serde(default)]
+    logprobs_result: Option<WireLogprobsResult>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireLogprobsResult {
     #[serde(default)]
     top_candidates: Vec<WireTopCandidates>,
     #[serde(default)]
@@ -51,21 +70,8 @@ pub fn encode_decision(
     labels: &[(String, String)],
     thinking: Option<Value>,
 ) -> Value {
-    let listed: Vec<String> = labels
-        .iter()
-        .map(|(label, option)| {
-            if label == option {
-                format!("- {label}")
-            } else {
-                format!("- {label}: {option}")
-            }
-        })
-        .collect();
     let names: Vec<&str> = labels.iter().map(|(l, _)| l.as_str()).collect();
-    let user = format!(
-        "State:\n{state}\n\nQuestion: {prompt}\n\nOptions:\n{}\n\nAnswer with one label only.",
-        listed.join("\n")
-    );
+    let user = decision_prompt(state, prompt, labels);
     let mut config = json!({
         "responseMimeType": "text/x.enum",
         "responseSchema": {"type": "STRING", "enum": names},
@@ -79,9 +85,7 @@ pub fn encode_decision(
         config["thinkingConfig"] = thinking;
     }
     json!({
-        "systemInstruction": {"parts": [{"text":
-            "You answer a question about a state with exactly one option label from the \
-             list given, and nothing else."}]},
+        "systemInstruction": {"parts": [{"text": DECISION_SYSTEM}]},
         "contents": [{"role": "user", "parts": [{"text": user}]}],
         "generationConfig": config,
     })
@@ -92,8 +96,11 @@ pub fn encode_decision(
 /// over the tokens that read as the label (case and surrounding spaces ignored). A label
 /// no candidate matches has weight 0; an answer where none matches is an error.
 pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
-    let response: WireResponse =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    decode_body(body, labels).map_err(|e| keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
+    let response: WireDecision = parse_json(body)?;
     let usage = response.usage_metadata.unwrap_or_default().neutral();
     let result = response
         .candidates
@@ -101,7 +108,7 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
         .next()
         .and_then(|c| c.logprobs_result)
         .ok_or_else(|| {
-            malformed(
+            undecodable(
                 "no logprobsResult: the model returned no logprobs (set `options.logprobs = \
                  false` for this model)",
             )
@@ -123,7 +130,8 @@ pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<Strin
     {
         candidates.push((chosen.token, lp));
     }
-    let weights = label_weights(candidates, labels)
-        .ok_or_else(|| malformed("none of the first step's candidate tokens is an option label"))?;
+    let weights = label_weights(candidates, labels).ok_or_else(|| {
+        undecodable("none of the first step's candidate tokens is an option label")
+    })?;
     Ok((weights, usage))
 }

@@ -10,9 +10,8 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::provider::{parse_json, undecodable};
 use tollgate::{EmbeddingPurpose, Result};
-
-use super::response::malformed;
 
 /// The most texts one `batchEmbedContents` request takes ("at most 100 requests can be
 /// in one batch").
@@ -68,13 +67,15 @@ fn check_count(got: usize, expected: usize) -> Result<()> {
     if got == expected {
         Ok(())
     } else {
-        Err(malformed(format!("{got} embeddings for {expected} texts")))
+        Err(undecodable(format!(
+            "{got} embeddings for {expected} texts"
+        )))
     }
 }
 
 /// Decodes a `batchEmbedContents` answer for `expected` texts: the vectors, in order.
 pub fn decode_batch_embeddings(body: &[u8], expected: usize) -> Result<Vec<Vec<f32>>> {
-    let batch: WireBatch = serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let batch: WireBatch = parse_json(body)?;
     check_count(batch.embeddings.len(), expected)?;
     Ok(batch.embeddings.into_iter().map(|e| e.values).collect())
 }
@@ -124,8 +125,7 @@ struct WireStatistics {
 /// Decodes a Vertex `:predict` answer for `expected` texts: the vectors in order and the
 /// tokens they took (`statistics.token_count`, summed).
 pub fn decode_vertex_predict(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
-    let answer: WirePredictions =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let answer: WirePredictions = parse_json(body)?;
     check_count(answer.predictions.len(), expected)?;
     let mut tokens = 0u64;
     let vectors = answer
@@ -175,8 +175,7 @@ struct WirePromptCount {
 /// Decodes an `:embedContent` answer: the vector and its prompt tokens (0 where the
 /// answer reports none, as the Gemini API's does).
 pub fn decode_embed_content(body: &[u8]) -> Result<(Vec<f32>, u64)> {
-    let answer: WireEmbedContent =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let answer: WireEmbedContent = parse_json(body)?;
     let tokens = answer
         .usage_metadata
         .and_then(|u| u.prompt_token_count)

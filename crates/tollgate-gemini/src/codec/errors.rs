@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
-use tollgate::wire::WireError;
+use tollgate::provider::WireError;
 
 /// The `@type` of a `RetryInfo` detail.
 pub const RETRY_INFO: &str = "type.googleapis.com/google.rpc.RetryInfo";

@@ -11,14 +11,18 @@
 //!   a response shape (`responseJsonSchema`) → `generationConfig`. Thought signatures go
 //!   back on the parts they came with. Cache marks are dropped (Gemini caches
 //!   implicitly; an explicit cache is named by [`EncodeOptions::cached_content`]).
-//! - [`decode_response`] and [`StreamDecoder`] turn answers into an
+//! - [`decode_response`] and [`StreamDecoder`] (the kit's shell around [`Chunks`]) turn
+//!   answers into an
 //!   [`LlmResponse`](tollgate::LlmResponse): tool use from `functionCall` parts (the
 //!   finish reason is `STOP`), every finish reason and prompt block mapped
 //!   ([`finish_reason`]), usage in tollgate's convention ([`WireUsage::neutral`]).
 //! - [`read_error`] / [`read_vertex_error`] read a `google.rpc.Status` by status, code
 //!   name and typed details (`RetryInfo`, `QuotaFailure`, `ErrorInfo`) into a neutral
-//!   [`WireError`](tollgate::wire::WireError); the core decides what it means. A 400
+//!   [`WireError`](tollgate::provider::WireError); the core decides what it means. A 400
 //!   worded as [`OVERFLOW_WORDING`] says is a context overflow.
+//!
+//! Wire types sit beside their decoders: a decision answer is read by its own types
+//! ([`decode_decision`]), not through the chat answer's.
 
 mod decision;
 mod embeddings;
@@ -43,6 +47,6 @@ pub use request::{
 pub use response::{
     INVALID_OUTPUT_REASONS, REFUSAL_REASONS, WireUsage, decode_response, finish_reason,
 };
-pub use stream::StreamDecoder;
+pub use stream::{Chunks, StreamDecoder};
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
-pub use tollgate::wire::ToolChoice;
+pub use tollgate::provider::ToolChoice;

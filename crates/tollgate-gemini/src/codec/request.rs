@@ -11,8 +11,7 @@
 //! back on the part that follows it here (see [`super::decode_response`]).
 
 use serde_json::{Map, Value, json};
-use tollgate::wire::ToolChoice;
-use tollgate::wire::text_only;
+use tollgate::provider::{ToolChoice, text_only};
 use tollgate::{Block, Error, ImageSource, LlmRequest, Message, Result, Role};
 
 /// The `thoughtSignature` value Gemini documents-by-usage as "skip validation": sent on
@@ -84,13 +83,6 @@ pub struct EncodeOptions {
     pub cached_content: Option<String>,
     /// What to send for an unsigned function call.
     pub missing_signature: MissingSignature,
-}
-
-fn invalid(field: String, reason: impl Into<String>) -> Error {
-    Error::InvalidRequest {
-        field,
-        reason: reason.into(),
-    }
 }
 
 /// An image as a part: inline bytes, or a file URI (`gs://…`, a Files API URI, https).
@@ -187,8 +179,8 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             None
         };
         if let Some(what) = beside {
-            return Err(invalid(
-                "options.cached_content".into(),
+            return Err(Error::invalid_request(
+                "options.cached_content",
                 format!(
                     "names `{name}`, and Gemini forbids {what} beside an explicit cache: \
                      put them in the cached content, or drop the cache for this request"
@@ -282,7 +274,7 @@ fn encode_user(content: &[Block], earlier: &[Message], field: &str) -> Result<Ve
                 ..
             } => {
                 let name = call_name(earlier, tool_use_id).ok_or_else(|| {
-                    invalid(
+                    Error::invalid_request(
                         field.clone(),
                         format!(
                             "answers tool use `{tool_use_id}`, which no earlier assistant turn \
@@ -304,10 +296,13 @@ fn encode_user(content: &[Block], earlier: &[Message], field: &str) -> Result<Ve
                 parts.push(json!({ "functionResponse": response }));
             }
             Block::ToolUse { .. } => {
-                return Err(invalid(field, "a tool use belongs in an assistant turn"));
+                return Err(Error::invalid_request(
+                    field,
+                    "a tool use belongs in an assistant turn",
+                ));
             }
             Block::Thinking { .. } => {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     field,
                     "a thinking block belongs in an assistant turn",
                 ));
@@ -358,7 +353,7 @@ fn encode_model(content: &[Block], field: &str, missing: MissingSignature) -> Re
                 part
             }
             Block::Image { .. } | Block::ToolResult { .. } => {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     format!("{field}[{j}]"),
                     "must be text, a tool use or thinking in an assistant turn",
                 ));

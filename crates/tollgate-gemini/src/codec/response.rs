@@ -2,8 +2,10 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use tollgate::provider::{BlockAssembler, keep_raw, parse_json, undecodable};
 use tollgate::{
-    Block, Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, Usage,
+    Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, StreamEvent,
+    Usage,
 };
 
 use super::request::SYNTHETIC_ID_PREFIX;
@@ -78,8 +80,6 @@ pub(super) struct WireCandidate {
     pub(super) finish_message: Option<String>,
     #[serde(default)]
     pub(super) index: Option<u64>,
-    #[serde(default)]
-    pub(super) logprobs_result: Option<super::decision::WireLogprobsResult>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -109,14 +109,6 @@ pub(super) struct WireFunctionCall {
     pub(super) name: String,
     #[serde(default)]
     pub(super) args: Option<Value>,
-}
-
-pub(super) fn malformed(what: impl Into<String>) -> Error {
-    // The raw bytes are added by the entry point that has them (`keep_raw`).
-    tollgate::wire::malformed(
-        format!("Gemini sent a malformed answer: {}", what.into()),
-        b"",
-    )
 }
 
 /// The finish reasons that mean a content filter stopped the answer; each becomes
@@ -203,31 +195,47 @@ pub(super) fn prompt_blocked(feedback: &WirePromptFeedback, usage: Usage) -> Opt
     ))
 }
 
-/// Turns the parts of one answer into blocks, in order. A thought part becomes a
-/// thinking block (with its signature); a signature on any other part becomes an
-/// empty-text thinking block just before that part's block, so that
-/// [`super::encode_request`] can put it back where it came from. A function call
-/// without an `id` gets one made up from `next_call` ([`SYNTHETIC_ID_PREFIX`]).
+/// Turns the parts of one answer into blocks, in order, through the kit's
+/// [`BlockAssembler`] (keyed by place). A thought part becomes a thinking block (with its
+/// signature); a signature on any other part becomes an empty-text thinking block just
+/// before that part's block, so that [`super::encode_request`] can put it back where it
+/// came from. Text continues the last block while it is text (a stream's text arrives
+/// over many chunks), a thought the last thought until it is signed. A function call,
+/// whole in one part, is one block; one without an `id` gets one made up
+/// ([`SYNTHETIC_ID_PREFIX`]).
 #[derive(Debug, Default)]
 pub(super) struct PartsToBlocks {
-    pub(super) blocks: Vec<Block>,
+    pub(super) blocks: BlockAssembler,
     pub(super) tool_calls: bool,
+    started: usize,
     next_call: usize,
+    /// The last block, while a part may continue it.
+    open: Open,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+enum Open {
+    #[default]
+    None,
+    Text(usize),
+    Thought(usize),
 }
 
 impl PartsToBlocks {
-    /// Adds one part; returns the index of the block it added text to (for deltas), and
-    /// whether that block is thinking. With `merge_text`, text continues the last block
-    /// of its kind (a stream's text arrives over many chunks).
-    pub(super) fn push(&mut self, part: WirePart, merge_text: bool) -> Option<(usize, bool)> {
+    /// A new block's key (its place); nothing continues the block before it.
+    fn start(&mut self) -> usize {
+        self.open = Open::None;
+        self.started += 1;
+        self.started - 1
+    }
+
+    /// Adds one part; returns the event it makes for a stream, if any.
+    pub(super) fn push(&mut self, part: WirePart) -> Result<Option<StreamEvent>> {
         let thought = part.thought.unwrap_or(false);
         let mut signature = part.thought_signature;
         if !thought && let Some(signature) = signature.take() {
-            self.blocks.push(Block::Thinking {
-                text: String::new(),
-                signature: Some(signature),
-                cache: None,
-            });
+            let key = self.start();
+            self.blocks.signature(key, &signature)?;
         }
         if let Some(call) = part.function_call {
             self.tool_calls = true;
@@ -240,68 +248,62 @@ impl PartsToBlocks {
                 Some(Value::Object(map)) => Value::Object(map),
                 _ => Value::Object(Default::default()),
             };
-            self.blocks.push(Block::ToolUse {
-                id,
-                name: call.name,
-                input: Json::new(args),
-                cache: None,
-            });
-            return None;
+            let key = self.start();
+            let input = Json::new(args).canonical();
+            return self.blocks.tool_use(key, &id, &call.name, &input).map(Some);
         }
-        let text = part.text?;
-        let last = self.blocks.len().checked_sub(1);
+        let Some(text) = part.text else {
+            return Ok(None);
+        };
         if thought {
-            if merge_text
-                && let Some(Block::Thinking {
-                    text: all,
-                    signature: none @ None,
-                    ..
-                }) = self.blocks.last_mut()
-                && !all.is_empty()
-            {
-                all.push_str(&text);
-                *none = signature;
-                return last.map(|i| (i, true));
-            }
-            self.blocks.push(Block::Thinking {
-                text,
-                signature,
-                cache: None,
-            });
-            return Some((self.blocks.len() - 1, true));
+            let key = match self.open {
+                Open::Thought(key) => key,
+                _ => self.start(),
+            };
+            let event = self.blocks.thinking(key, &text)?;
+            self.open = match signature {
+                Some(signature) => {
+                    self.blocks.signature(key, &signature)?;
+                    Open::None
+                }
+                None if !text.is_empty() => Open::Thought(key),
+                None => Open::None,
+            };
+            return Ok(event);
         }
         if text.is_empty() {
-            return None;
+            return Ok(None);
         }
-        if merge_text && let Some(Block::Text { text: all, .. }) = self.blocks.last_mut() {
-            all.push_str(&text);
-            return last.map(|i| (i, false));
-        }
-        self.blocks.push(Block::text(text));
-        Some((self.blocks.len() - 1, false))
+        let key = match self.open {
+            Open::Text(key) => key,
+            _ => self.start(),
+        };
+        self.open = Open::Text(key);
+        self.blocks.text(key, &text)
     }
 }
 
 /// Decodes a (non-streamed) `GenerateContentResponse`: the first candidate. A blocked
 /// prompt or a filtered answer is [`Error::ProviderRefusal`]; see [`finish_reason`].
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
-    decode_whole(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+    decode_whole(body).map_err(|e| keep_raw(e, body))
 }
 
 fn decode_whole(body: &[u8]) -> Result<LlmResponse> {
-    let response: WireResponse =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let response: WireResponse = parse_json(body)?;
     let usage = response.usage_metadata.unwrap_or_default().neutral();
     let Some(candidate) = response.candidates.into_iter().next() else {
         let blocked = response.prompt_feedback.as_ref();
         if let Some(refusal) = blocked.and_then(|f| prompt_blocked(f, usage)) {
             return Err(refusal);
         }
-        return Err(malformed("no candidates and no promptFeedback.blockReason"));
+        return Err(undecodable(
+            "no candidates and no promptFeedback.blockReason",
+        ));
     };
     let mut parts = PartsToBlocks::default();
     for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-        parts.push(part, true);
+        parts.push(part)?;
     }
     let reason = candidate.finish_reason.as_deref().unwrap_or("STOP");
     let stop_reason = finish_reason(
@@ -312,7 +314,7 @@ fn decode_whole(body: &[u8]) -> Result<LlmResponse> {
     )?;
     LlmResponse::new(ResponseBody {
         model: response.model_version.unwrap_or_default(),
-        content: parts.blocks,
+        content: parts.blocks.finish()?,
         stop_reason,
         usage,
     })

@@ -1,4 +1,4 @@
-//! Stream chunks: [`StreamDecoder`].
+//! Stream chunks: [`Chunks`], run in the kit's shell ([`StreamDecoder`]).
 //!
 //! With `?alt=sse`, each event's `data` is one whole `GenerateContentResponse`; there is
 //! no `event:` line and no `[DONE]`: the stream ends when the connection closes after
@@ -6,12 +6,14 @@
 //! and with one JSON split across reads.
 
 use super::errors::read_stream_error;
-use super::response::{
-    PartsToBlocks, WireResponse, WireUsage, finish_reason, malformed, prompt_blocked,
-};
+use super::response::{PartsToBlocks, WireResponse, WireUsage, finish_reason, prompt_blocked};
 
-use tollgate::wire::EventDecoder;
-use tollgate::{Block, LlmResponse, ProviderError, ResponseBody, Result, StopReason, StreamEvent};
+use tollgate::provider::{ChunkDecoder, parse_json};
+use tollgate::{LlmResponse, ProviderError, ResponseBody, Result, StopReason, StreamEvent};
+
+/// The decoder `gemini` and `vertex` streams run through: the kit's shell around
+/// [`Chunks`].
+pub type StreamDecoder = tollgate::provider::StreamDecoder<Chunks>;
 
 /// Turns `streamGenerateContent?alt=sse` chunks into [`StreamEvent`]s and, when the body
 /// ends after a finish reason, the whole [`LlmResponse`].
@@ -27,7 +29,7 @@ use tollgate::{Block, LlmResponse, ProviderError, ResponseBody, Result, StopReas
 /// - A blocked prompt, or a filtered answer (`finishReason: SAFETY` and the like), is
 ///   [`tollgate::Error::ProviderRefusal`].
 #[derive(Debug, Default)]
-pub struct StreamDecoder {
+pub struct Chunks {
     model: String,
     parts: PartsToBlocks,
     usage: Option<WireUsage>,
@@ -35,30 +37,14 @@ pub struct StreamDecoder {
     finished: bool,
 }
 
-impl StreamDecoder {
-    /// A decoder at the start of a stream.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Whether the answer is complete (the body ended after a finish reason).
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
+impl ChunkDecoder for Chunks {
     /// Decodes one event's `data`; returns the events it produces (often none). An
     /// error chunk, a refusal, or malformed data is an `Err`.
-    pub fn event(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
-        self.chunk(data)
-            .map_err(|e| tollgate::wire::keep_raw(e, data.as_bytes()))
-    }
-
     fn chunk(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
         if data.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let chunk: WireResponse =
-            serde_json::from_str(data).map_err(|e| malformed(format!("stream chunk: {e}")))?;
+        let chunk: WireResponse = parse_json(data.as_bytes())?;
         if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(read_stream_error(data).verdict());
         }
@@ -83,33 +69,7 @@ impl StreamDecoder {
             .filter(|c| c.index.unwrap_or(0) == 0)
         {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                let call = part.function_call.is_some();
-                let text = part.text.clone();
-                match self.parts.push(part, true) {
-                    Some((index, thinking)) => {
-                        let text = text.unwrap_or_default();
-                        out.push(if thinking {
-                            StreamEvent::ThinkingDelta { index, text }
-                        } else {
-                            StreamEvent::TextDelta { index, text }
-                        });
-                    }
-                    None if call => {
-                        let index = self.parts.blocks.len() - 1;
-                        if let Some(Block::ToolUse {
-                            id, name, input, ..
-                        }) = self.parts.blocks.get(index)
-                        {
-                            out.push(StreamEvent::ToolUseDelta {
-                                index,
-                                id: Some(id.clone()),
-                                name: Some(name.clone()),
-                                input_json: input.canonical(),
-                            });
-                        }
-                    }
-                    None => {}
-                }
+                out.extend(self.parts.push(part)?);
             }
             if let Some(reason) = candidate.finish_reason {
                 let stop = finish_reason(
@@ -125,12 +85,14 @@ impl StreamDecoder {
         Ok(out)
     }
 
+    /// Whether the answer is complete (the body ended after a finish reason).
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
     /// The body ended: complete after a finish reason, else the stream was cut (closed
     /// early, retried when nothing reached the reader yet).
-    pub fn end(&mut self) -> Result<Vec<StreamEvent>> {
-        if self.finished {
-            return Ok(Vec::new());
-        }
+    fn ended(&mut self) -> Result<Vec<StreamEvent>> {
         let Some(stop_reason) = self.stop else {
             return Err(
                 ProviderError::closed_early("the stream ended without a finish reason").into(),
@@ -140,7 +102,7 @@ impl StreamDecoder {
         let usage = self.usage.unwrap_or_default().neutral();
         let response = LlmResponse::new(ResponseBody {
             model: std::mem::take(&mut self.model),
-            content: std::mem::take(&mut self.parts.blocks),
+            content: self.parts.blocks.finish()?,
             stop_reason,
             usage,
         })?;
@@ -148,19 +110,5 @@ impl StreamDecoder {
             StreamEvent::Usage(usage),
             StreamEvent::Completed(response),
         ])
-    }
-}
-
-impl EventDecoder for StreamDecoder {
-    fn event(&mut self, data: String) -> Result<Vec<StreamEvent>> {
-        StreamDecoder::event(self, &data)
-    }
-
-    fn is_finished(&self) -> bool {
-        StreamDecoder::is_finished(self)
-    }
-
-    fn ended(&mut self) -> Result<Vec<StreamEvent>> {
-        self.end()
     }
 }

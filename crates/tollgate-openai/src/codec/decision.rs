@@ -1,17 +1,34 @@
 //! Decision bodies: [`encode_decision`] and [`decode_decision`] over logprobs.
 
-use super::response::{WireResponse, malformed, null_as_default};
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate::pipeline::labels::label_weights;
+use tollgate::provider::labels::{DECISION_SYSTEM, decision_prompt, label_weights};
+use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Result, Usage};
 
+use super::response::{WireUsage, null_as_default};
 use crate::options::OutputLimitField;
 
+/// A decision answer: a Chat Completions body, of which only the first choice's
+/// logprobs and the usage are read.
+#[derive(Debug, Deserialize)]
+struct WireDecision {
+    #[serde(default, deserialize_with = "null_as_default")]
+    choices: Vec<WireDecisionChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireDecisionChoice {
+    #[serde(default)]
+    logprobs: Option<WireLogprobs>,
+}
+
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct WireLogprobs {
+struct WireLogprobs {
     #[serde(default)]
     content: Option<Vec<WireTokenLogprob>>,
 }
@@ -46,27 +63,11 @@ pub fn encode_decision(
     prompt: &str,
     labels: &[(String, String)],
 ) -> Value {
-    let listed: Vec<String> = labels
-        .iter()
-        .map(|(label, option)| {
-            if label == option {
-                format!("- {label}")
-            } else {
-                format!("- {label}: {option}")
-            }
-        })
-        .collect();
-    let system = "You answer a question about a state with exactly one option label \
-                  from the list given, and nothing else.";
-    let user = format!(
-        "State:\n{state}\n\nQuestion: {prompt}\n\nOptions:\n{}\n\nAnswer with one label only.",
-        listed.join("\n")
-    );
     let mut body = json!({
         "model": model,
         "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user},
+            {"role": "system", "content": DECISION_SYSTEM},
+            {"role": "user", "content": decision_prompt(state, prompt, labels)},
         ],
         "logprobs": true,
         "top_logprobs": 20,
@@ -81,7 +82,7 @@ pub fn encode_decision(
 /// and surrounding spaces). Returns the weights and the usage. A label no top token
 /// matches has weight 0; an answer where no label matches at all is an error.
 pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
-    decode_body(body, labels).map_err(|e| tollgate::wire::keep_raw(e, body))
+    decode_body(body, labels).map_err(|e| keep_raw(e, body))
 }
 
 /// An answer that decodes but cannot serve the decision (no logprobs, no label among
@@ -95,14 +96,13 @@ fn unusable(what: &str) -> tollgate::Error {
 }
 
 fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
-    let response: WireResponse =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let response: WireDecision = parse_json(body)?;
     let usage = response.usage.unwrap_or_default().neutral();
     let choice = response
         .choices
         .into_iter()
         .next()
-        .ok_or_else(|| malformed("no choices"))?;
+        .ok_or_else(|| undecodable("no choices"))?;
     let first = choice
         .logprobs
         .and_then(|l| l.content)

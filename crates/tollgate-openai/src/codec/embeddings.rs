@@ -1,10 +1,11 @@
 //! Embeddings bodies: [`encode_embeddings`] and [`decode_embeddings`].
 
-use super::response::{WireUsage, malformed, null_as_default};
+use super::response::{WireUsage, null_as_default};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::Result;
+use tollgate::provider::{keep_raw, parse_json, undecodable};
 
 #[derive(Debug, Deserialize)]
 struct WireEmbeddings {
@@ -33,14 +34,13 @@ pub fn encode_embeddings(model: &str, texts: &[String], dimensions: Option<u64>)
 /// each item's `index`, or list order where a server leaves it out) and the prompt
 /// tokens.
 pub fn decode_embeddings(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
-    decode_body(body, expected).map_err(|e| tollgate::wire::keep_raw(e, body))
+    decode_body(body, expected).map_err(|e| keep_raw(e, body))
 }
 
 fn decode_body(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
-    let response: WireEmbeddings =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let response: WireEmbeddings = parse_json(body)?;
     if response.data.len() != expected {
-        return Err(malformed(format!(
+        return Err(undecodable(format!(
             "{} embeddings for {expected} inputs",
             response.data.len()
         )));
@@ -50,15 +50,15 @@ fn decode_body(body: &[u8], expected: usize) -> Result<(Vec<Vec<f32>>, u64)> {
         let index = item.index.unwrap_or(position);
         let slot = slots
             .get_mut(index)
-            .ok_or_else(|| malformed(format!("embedding index {index} out of range")))?;
+            .ok_or_else(|| undecodable(format!("embedding index {index} out of range")))?;
         if slot.replace(item.embedding).is_some() {
-            return Err(malformed(format!("embedding index {index} given twice")));
+            return Err(undecodable(format!("embedding index {index} given twice")));
         }
     }
     let vectors = slots
         .into_iter()
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| malformed("an embedding index is missing"))?;
+        .ok_or_else(|| undecodable("an embedding index is missing"))?;
     Ok((
         vectors,
         response.usage.map(|u| u.prompt_tokens()).unwrap_or(0),

@@ -1,7 +1,7 @@
 //! Error bodies: [`read_error`] and [`read_stream_error`] into a neutral [`WireError`].
 
 use serde_json::Value;
-use tollgate::wire::WireError;
+use tollgate::provider::WireError;
 
 /// The error `type`/`code` values that mean the account is out of money or quota: never
 /// retried.

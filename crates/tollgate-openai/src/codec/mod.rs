@@ -11,12 +11,15 @@
 //!   tollgate's convention ([`Usage::from_cache_inclusive`](tollgate::Usage::from_cache_inclusive): `prompt_tokens` includes
 //!   `cached_tokens`). A non-empty `message.refusal` is [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal), and
 //!   so is `finish_reason: "refusal"` (not OpenAI's, but sent by some compatible servers).
-//! - [`StreamDecoder`] turns `chat.completion.chunk`s into [`StreamEvent`](tollgate::StreamEvent)s. Nothing is
+//! - [`StreamDecoder`] (the kit's shell around [`Chunks`]) turns `chat.completion.chunk`s into [`StreamEvent`](tollgate::StreamEvent)s. Nothing is
 //!   emitted before the first content, so an error before it fails the stream before
 //!   its first event (and the pipeline retries).
-//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::wire::WireError) by
+//! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::provider::WireError) by
 //!   status, `error.type` and `error.code` (never by message text); the core decides
 //!   what it means.
+//!
+//! Wire types sit beside their decoders: a decision answer is read by its own types
+//! ([`decode_decision`]), not through the chat answer's.
 
 mod decision;
 mod embeddings;
@@ -30,8 +33,8 @@ pub use embeddings::{decode_embeddings, encode_embeddings};
 pub use errors::{QUOTA_CODES, read_error, read_stream_error};
 pub use request::{EncodeOptions, encode_request};
 pub use response::{WireUsage, decode_response, stop_reason};
-pub use stream::StreamDecoder;
-/// Reads `x-ratelimit-reset-*` values such as `6m0s` (the kit's parser).
-pub use tollgate::http::parse_go_duration;
+pub use stream::{Chunks, StreamDecoder};
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
-pub use tollgate::wire::ToolChoice;
+pub use tollgate::provider::ToolChoice;
+/// Reads `x-ratelimit-reset-*` values such as `6m0s` (the kit's parser).
+pub use tollgate::provider::http::parse_go_duration;

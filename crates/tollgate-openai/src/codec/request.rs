@@ -1,8 +1,7 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
-use tollgate::wire::ToolChoice;
-use tollgate::wire::text_only;
+use tollgate::provider::{ToolChoice, text_only};
 use tollgate::{Block, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::options::OutputLimitField;
@@ -33,13 +32,6 @@ pub struct EncodeOptions {
     pub stream_usage: bool,
     /// `tool_choice` (only sent when the request has tools).
     pub tool_choice: ToolChoice,
-}
-
-fn invalid(field: String, reason: impl Into<String>) -> Error {
-    Error::InvalidRequest {
-        field,
-        reason: reason.into(),
-    }
 }
 
 fn image_url(source: &ImageSource) -> String {
@@ -167,10 +159,13 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                     .push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
             }
             Block::ToolUse { .. } => {
-                return Err(invalid(field, "a tool use belongs in an assistant turn"));
+                return Err(Error::invalid_request(
+                    field,
+                    "a tool use belongs in an assistant turn",
+                ));
             }
             Block::Thinking { .. } => {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     field,
                     "a thinking block belongs in an assistant turn",
                 ));
@@ -196,7 +191,7 @@ fn encode_assistant(content: &[Block], field: &str) -> Result<Value> {
             // Chat Completions takes no reasoning input; the model re-reasons.
             Block::Thinking { .. } => {}
             _ => {
-                return Err(invalid(
+                return Err(Error::invalid_request(
                     format!("{field}[{j}]"),
                     "must be text, a tool use or thinking in an assistant turn",
                 ));

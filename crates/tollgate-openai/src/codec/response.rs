@@ -1,9 +1,8 @@
 //! Response bodies: [`decode_response`], usage and stop reasons.
 
-use super::decision::WireLogprobs;
-
 use serde::Deserialize;
 use serde_json::json;
+use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 /// The wire `usage` object. Every field optional: compatible servers leave some out.
@@ -66,12 +65,6 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// An answer that does not decode: retryable. The entry points ([`decode_response`],
-/// a stream event) keep the raw bytes ([`tollgate::wire::keep_raw`]).
-pub(super) fn malformed(what: impl Into<String>) -> Error {
-    tollgate::wire::malformed(what.into(), b"")
-}
-
 /// A refusal (`message.refusal`, or a `refusal` finish) with the usage it was billed.
 pub(super) fn refusal(text: &str, usage: Usage) -> Error {
     Error::refusal("refusal", text, usage)
@@ -90,55 +83,55 @@ pub(super) fn refused(finish_reason: Option<&str>, text: &str, usage: Usage) -> 
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct WireResponse {
+struct WireResponse {
     #[serde(default)]
-    pub(super) model: String,
+    model: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    pub(super) choices: Vec<WireChoice>,
+    choices: Vec<WireChoice>,
     #[serde(default)]
-    pub(super) usage: Option<WireUsage>,
+    usage: Option<WireUsage>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct WireChoice {
+struct WireChoice {
     #[serde(default, deserialize_with = "null_as_default")]
-    pub(super) message: WireMessage,
-    pub(super) finish_reason: Option<String>,
-    #[serde(default)]
-    pub(super) logprobs: Option<WireLogprobs>,
+    message: WireMessage,
+    finish_reason: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct WireMessage {
-    pub(super) content: Option<String>,
-    pub(super) refusal: Option<String>,
+struct WireMessage {
+    content: Option<String>,
+    refusal: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
-    pub(super) tool_calls: Vec<WireToolCall>,
+    tool_calls: Vec<WireToolCall>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct WireToolCall {
+struct WireToolCall {
     #[serde(default)]
-    pub(super) id: String,
+    id: String,
     #[serde(default)]
-    pub(super) function: WireFunction,
+    function: WireFunction,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct WireFunction {
+struct WireFunction {
     #[serde(default)]
-    pub(super) name: String,
+    name: String,
     #[serde(default)]
-    pub(super) arguments: String,
+    arguments: String,
 }
 
-pub(super) fn parse_arguments(text: &str, what: &str) -> Result<Json> {
+fn parse_arguments(text: &str, id: &str) -> Result<Json> {
     if text.trim().is_empty() {
         return Ok(Json::new(json!({})));
     }
-    serde_json::from_str(text)
-        .map(Json::new)
-        .map_err(|e| malformed(format!("the arguments of {what} are not JSON: {e}")))
+    serde_json::from_str(text).map(Json::new).map_err(|e| {
+        undecodable(format!(
+            "the arguments of tool call `{id}` are not JSON: {e}"
+        ))
+    })
 }
 
 pub(super) fn finish(
@@ -149,7 +142,7 @@ pub(super) fn finish(
 ) -> Result<LlmResponse> {
     let stop_reason = match stop {
         Some(s) => {
-            stop_reason(s).ok_or_else(|| malformed(format!("unknown finish_reason `{s}`")))?
+            stop_reason(s).ok_or_else(|| undecodable(format!("unknown finish_reason `{s}`")))?
         }
         // Some compatible servers leave it out of a natural end.
         None => StopReason::EndTurn,
@@ -166,17 +159,16 @@ pub(super) fn finish(
 /// not decode is `ProviderError::Malformed` (retried) with its first bytes; a refusal
 /// or a `content_filter` finish is `Error::ProviderRefusal` with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
-    decode_body(body).map_err(|e| tollgate::wire::keep_raw(e, body))
+    decode_body(body).map_err(|e| keep_raw(e, body))
 }
 
 fn decode_body(body: &[u8]) -> Result<LlmResponse> {
-    let response: WireResponse =
-        serde_json::from_slice(body).map_err(|e| malformed(format!("{e}")))?;
+    let response: WireResponse = parse_json(body)?;
     let choice = response
         .choices
         .into_iter()
         .next()
-        .ok_or_else(|| malformed("no choices"))?;
+        .ok_or_else(|| undecodable("no choices"))?;
     let message = choice.message;
     let usage = response.usage.unwrap_or_default().neutral();
     if let Some(text) = message.refusal.as_deref().filter(|r| !r.is_empty()) {
@@ -194,10 +186,7 @@ fn decode_body(body: &[u8]) -> Result<LlmResponse> {
         content.push(Block::text(text));
     }
     for call in message.tool_calls {
-        let input = parse_arguments(
-            &call.function.arguments,
-            &format!("tool call `{}`", call.id),
-        )?;
+        let input = parse_arguments(&call.function.arguments, &call.id)?;
         content.push(Block::ToolUse {
             id: call.id,
             name: call.function.name,

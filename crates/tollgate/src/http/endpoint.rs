@@ -19,10 +19,10 @@ use reqwest::header::HeaderValue;
 use super::headers::{RateLimitHeaders, read_signals, retry_after};
 use super::stream::Framing;
 use crate::catalog::{CatalogError, ModelEntry};
+use crate::context::{CredentialRef, ProviderContext};
 use crate::credentials::Secret;
 use crate::error::{Error, ProviderError, Result};
 use crate::pipeline::Signals;
-use crate::provider::{CredentialRef, ProviderContext};
 use crate::stream::ResponseStream;
 use crate::wire::{
     DnsFailure, EventDecoder, REDACTED, WireError, connection_error, decode_events, redact,

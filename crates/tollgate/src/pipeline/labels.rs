@@ -1,7 +1,8 @@
 //! What every logprobs decision transport shares: a question asked as a choice among
 //! one-token labels (`yes`/`no`, or `A` to `Z`), one question per request, and the
 //! label probabilities read back into a [`Decision`]. A provider writes only how its
-//! request carries the labels and where its answer keeps the top candidates.
+//! request carries the labels (the words asked are [`DECISION_SYSTEM`] and
+//! [`decision_prompt`]) and where its answer keeps the top candidates.
 
 use std::collections::BTreeMap;
 
@@ -98,6 +99,29 @@ impl<'r> LabeledQuestion<'r> {
     }
 }
 
+/// The system instruction of a labelled question: answer with one label, nothing else.
+pub const DECISION_SYSTEM: &str = "You answer a question about a state with exactly one \
+     option label from the list given, and nothing else.";
+
+/// The user turn of a labelled question: the state, the question and the options, one
+/// `- label: option` line each (`- label` where the two are the same, as `yes`/`no`).
+pub fn decision_prompt(state: &str, prompt: &str, labels: &[(String, String)]) -> String {
+    let listed: Vec<String> = labels
+        .iter()
+        .map(|(label, option)| {
+            if label == option {
+                format!("- {label}")
+            } else {
+                format!("- {label}: {option}")
+            }
+        })
+        .collect();
+    format!(
+        "State:\n{state}\n\nQuestion: {prompt}\n\nOptions:\n{}\n\nAnswer with one label only.",
+        listed.join("\n")
+    )
+}
+
 /// Sums the probability of each candidate token per label it spells (case and
 /// surrounding spaces ignored; a non-finite log-probability is skipped). `None` when no
 /// candidate is a label: the answer says nothing about the options.
@@ -161,6 +185,19 @@ mod tests {
         .unwrap();
         assert!((w["yes"] - 0.75).abs() < 1e-12);
         assert!((w["no"] - 0.125).abs() < 1e-12);
+    }
+
+    #[test]
+    fn decision_prompt_lists_each_label_with_its_option_unless_they_are_the_same() {
+        let pairs = vec![
+            ("A".to_owned(), "red".to_owned()),
+            ("yes".to_owned(), "yes".to_owned()),
+        ];
+        assert_eq!(
+            decision_prompt("s", "Which?", &pairs),
+            "State:\ns\n\nQuestion: Which?\n\nOptions:\n- A: red\n- yes\n\nAnswer with one label only."
+        );
+        assert!(DECISION_SYSTEM.contains("one option label from the list given"));
     }
 
     #[test]

@@ -1,5 +1,38 @@
-//! Provider plug-ins: the [`Provider`] trait, the [`ProviderTransports`] it builds, registration through `inventory`,
-//! and the registry that finds every provider linked into the binary.
+//! Everything a provider crate is written with, in one module: the [`Provider`] trait, the
+//! [`ProviderTransports`] it builds, registration through `inventory`, the registry that
+//! finds every provider linked into the binary, and the kit the transports are made of.
+//!
+//! **The rule for provider crates** (the four in this workspace and `examples/ollama`
+//! keep it): import the kit from `tollgate::provider` alone, and the application's
+//! vocabulary (requests, answers, blocks, errors, usage, a catalog entry: `LlmRequest`,
+//! `LlmResponse`, `ResponseBody`, `ResponseStream`, `StreamEvent`, `Block`, `Error`,
+//! `Result`, `Usage`, `ModelEntry`, …) from the crate root, where applications find it
+//! too. Nothing from `tollgate::pipeline`, `tollgate::wire`, `tollgate::limit` or
+//! `tollgate::http` directly: those paths stay for applications and for tollgate itself,
+//! and everything of theirs a provider needs is here.
+//!
+//! What is here, by what it is for:
+//!
+//! - building: [`Provider`], [`ProviderContext`], [`CredentialRef`], [`ProviderTransports`],
+//!   [`register_provider!`](crate::register_provider) (invoked as
+//!   `tollgate::register_provider!`, where `#[macro_export]` puts it, and as tollgate's own
+//!   checks look for it), [`async_trait`](crate::async_trait);
+//! - the transports the pipeline drives: [`ChatTransport`], [`EmbeddingsTransport`] and
+//!   [`EmbeddingsReply`], [`DecisionTransport`] and [`DecisionReply`] (with [`labels`] for
+//!   decisions over logprobs); what an answer said about limits, [`Signals`]; how the
+//!   provider counts tokens against them, [`AccountingRule`];
+//! - token estimates: [`TokenEstimator`], [`DefaultEstimator`] (and, with the `tiktoken`
+//!   feature, `TiktokenEstimator`);
+//! - a model's catalog options: [`ModelOptions`], [`ToolChoice`], [`CatalogError`];
+//! - the codec's side: an error answer as a [`WireError`], an undecodable answer
+//!   ([`malformed`], [`undecodable`], [`parse_json`], [`keep_raw`]), text-only blocks
+//!   ([`text_only`]), secrets cut out of text ([`redact`]), transport failures classified
+//!   by type ([`connection_error`]);
+//! - streams: the codec's [`ChunkDecoder`] in the [`StreamDecoder`] shell, blocks from
+//!   their deltas by a [`BlockAssembler`], any event source pumped by [`decode_events`]
+//!   through an [`EventDecoder`];
+//! - HTTP (the `http` feature): [`http`], the client, the send-once endpoint, rate-limit
+//!   headers and the SSE/NDJSON pumps.
 //!
 //! A provider crate registers itself once, at the crate's top level:
 //!
@@ -36,12 +69,49 @@
 //! (the registering crate's package name) and whether its models need a credential
 //! ([`Provider::requires_credential`]); see [`crate::catalog::KnownProviders::linked`].
 
-mod context;
 mod plugin;
 mod registry;
 mod transports;
 
-pub use context::{CredentialRef, ProviderContext};
+pub use crate::context::{CredentialRef, ProviderContext};
 pub use plugin::Provider;
 pub use registry::{ProviderRegistration, ProviderRegistry, linked_providers};
 pub use transports::ProviderTransports;
+
+pub use crate::{async_trait, register_provider};
+
+// The transports the pipeline drives, and what they tell it.
+pub use crate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
+pub use crate::pipeline::labels;
+pub use crate::pipeline::{
+    ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+    parse_retry_after,
+};
+
+// Token estimates.
+pub use crate::pipeline::{
+    DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
+    TokenEstimator,
+};
+#[cfg(feature = "tiktoken")]
+pub use crate::pipeline::{TiktokenEncoding, TiktokenEstimator};
+
+// A model's catalog options.
+pub use crate::catalog::CatalogError;
+pub use crate::wire::{ModelOptions, ToolChoice};
+
+// The codec's side: errors, undecodable answers, text-only blocks, secrets.
+pub use crate::wire::{
+    DnsFailure, MALFORMED_RAW_BYTES, REDACTED, WireError, connection_cause, connection_error,
+    keep_raw, malformed, parse_json, redact, text_only, undecodable,
+};
+
+// Streams.
+pub use crate::wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
+
+// The clock every wait and `retry-after` date is read on (tokio's, paused in tests).
+pub use crate::clock;
+
+// The HTTP kit.
+#[cfg(feature = "http")]
+pub use crate::http;

@@ -3,8 +3,9 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use super::{ProviderContext, ProviderTransports};
+use super::transports::ProviderTransports;
 use crate::catalog::ModelEntry;
+use crate::context::ProviderContext;
 use crate::error::Result;
 
 /// A provider: its key, and how to build the transports it serves.
@@ -50,6 +51,6 @@ pub trait Provider: Send + Sync + Debug + 'static {
     }
 
     /// Builds the provider's transports. Must not copy secrets: keep the
-    /// [`ProviderContext`]'s [`super::CredentialRef`]s and resolve them on each call.
+    /// [`ProviderContext`]'s [`CredentialRef`](crate::context::CredentialRef)s and resolve them on each call.
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>>;
 }

@@ -1,7 +1,7 @@
 //! Answers that do not decode: one constructor for every codec, keeping the first bytes
 //! for diagnosis.
 
-use crate::error::{Error, ProviderError};
+use crate::error::{Error, ProviderError, Result};
 
 /// The most bytes of an undecodable answer kept in [`ProviderError::Malformed`].
 pub const MALFORMED_RAW_BYTES: usize = 512;
@@ -40,6 +40,19 @@ pub fn malformed(what: impl std::fmt::Display, raw: &[u8]) -> Error {
         raw_len: raw.len(),
     }
     .into()
+}
+
+/// [`malformed`] without the bytes, for a codec's inner helpers: what was wrong with a
+/// part of the answer. The entry point that holds the whole input adds its bytes with
+/// [`keep_raw`] (the [`StreamDecoder`](super::StreamDecoder) shell does for each event).
+pub fn undecodable(what: impl std::fmt::Display) -> Error {
+    malformed(what, b"")
+}
+
+/// `bytes` read as JSON into `T`; JSON that does not read is [`malformed`], keeping the
+/// bytes.
+pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| malformed(e, bytes))
 }
 
 /// `error` with `raw` as its bytes when it is a [`ProviderError::Malformed`] that keeps
@@ -85,6 +98,26 @@ mod tests {
             (raw.as_str(), raw_len, what.as_str()),
             ("{\"stop\":\"x\"}", 12, "unknown stop")
         );
+    }
+
+    #[test]
+    fn json_that_does_not_read_is_malformed_with_its_bytes() {
+        let Err(Error::Provider(ProviderError::Malformed { raw, raw_len, .. })) =
+            parse_json::<serde_json::Value>(b"{oops")
+        else {
+            panic!("not malformed")
+        };
+        assert_eq!((raw.as_str(), raw_len), ("{oops", 5));
+        assert_eq!(parse_json::<u8>(b"7").unwrap(), 7);
+    }
+
+    #[test]
+    fn an_undecodable_part_keeps_no_bytes_until_its_entry_point_adds_them() {
+        let error = keep_raw(undecodable("no choices"), b"{}");
+        assert!(matches!(
+            error,
+            Error::Provider(ProviderError::Malformed { ref raw, ref what, .. }) if raw == "{}" && what == "no choices"
+        ));
     }
 
     #[test]

@@ -41,6 +41,14 @@ impl<'m> ModelOptions<'m> {
         Ok(options)
     }
 
+    /// Reads `model.options` without checking their keys: for reading a few options out
+    /// of an entry that may hold another provider's too (`tollgate-sim` sizes a
+    /// simulation from any model's entry). A provider reading its own models' options
+    /// uses [`ModelOptions::new`].
+    pub fn unchecked(model: &'m ModelEntry) -> Self {
+        ModelOptions { model }
+    }
+
     /// The model these options belong to.
     pub fn model(&self) -> &'m ModelEntry {
         self.model
@@ -142,6 +150,25 @@ impl<'m> ModelOptions<'m> {
             .unwrap_or_default())
     }
 
+    /// A number, whole or not, `0` or more.
+    pub fn number(&self, name: &str) -> Result<Option<f64>> {
+        match self.model.options.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_float()
+                .or_else(|| v.as_integer().map(|n| n as f64))
+                .filter(|n| *n >= 0.0)
+                .map(Some)
+                .ok_or_else(|| self.error(name, "must be a non-negative number")),
+        }
+    }
+
+    /// Option `name` as the catalog holds it, for a kind of value no other method reads
+    /// (a table); its checks are the caller's, reported with [`ModelOptions::error`].
+    pub fn value(&self, name: &str) -> Option<&'m toml::Value> {
+        self.model.options.get(name)
+    }
+
     /// `true` or `false`.
     pub fn flag(&self, name: &str) -> Result<Option<bool>> {
         match self.model.options.get(name) {
@@ -219,6 +246,25 @@ mod tests {
         assert!(o.flag("f").is_err());
         assert!(o.list("l", "names", |_| true).is_err());
         assert_eq!(o.url("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn a_number_is_whole_or_not_and_never_negative() {
+        let model = model("a = 3\nb = 2.5\nc = -1\nd = \"4\"");
+        let o = ModelOptions::new(&model, &["a", "b", "c", "d"]).unwrap();
+        assert_eq!(o.number("a").unwrap(), Some(3.0));
+        assert_eq!(o.number("b").unwrap(), Some(2.5));
+        assert!(o.number("c").is_err());
+        assert!(o.number("d").is_err());
+        assert_eq!(o.number("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn unchecked_options_accept_any_key_and_still_check_kinds() {
+        let model = model("colour = 1\nseed = \"x\"");
+        let o = ModelOptions::unchecked(&model);
+        assert_eq!(o.whole("colour", 0).unwrap(), Some(1));
+        assert!(o.number("seed").is_err());
     }
 
     #[test]

@@ -21,10 +21,10 @@ pub fn text_only(blocks: &[Block], field: &str, holder: &str) -> Result<String> 
         match block {
             Block::Text { text, .. } => out.push_str(text),
             _ => {
-                return Err(Error::InvalidRequest {
-                    field: format!("{field}[{k}]"),
-                    reason: format!("must be text: {holder} holds text only"),
-                });
+                return Err(Error::invalid_request(
+                    format!("{field}[{k}]"),
+                    format!("must be text: {holder} holds text only"),
+                ));
             }
         }
     }

@@ -1,4 +1,6 @@
-//! What a provider is built with: the catalog, the credential store, the connect timeout.
+//! What a provider is built with: the catalog, the credential store, the connect timeout
+//! (re-exported by [`crate::provider`], below which it sits so that the HTTP kit can use
+//! it without a circle).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,15 +1,14 @@
-//! The provider and its chat transport: encode, send once, decode. Everything else is
-//! the kit's ([`tollgate::http`]).
+//! The `anthropic-direct` provider, its rate-limit header table ([`RATE_LIMITS`]), and
+//! the chat transport it builds per model over the kit's endpoint.
 
 use std::sync::Arc;
 
-use tollgate::http::{Auth, Endpoint, Framing, HttpClient, RateLimitHeaders, Reset};
-use tollgate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
-use tollgate::pipeline::{ChatTransport, Signals};
-use tollgate::provider::{Provider, ProviderContext, ProviderTransports};
-use tollgate::{Dimension, LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::provider::http::{Auth, HttpClient, RateLimitHeaders, Reset};
+use tollgate::provider::{ChatTransport, Provider, ProviderContext, ProviderTransports};
+use tollgate::{Dimension, ModelEntry, Result};
 
-use crate::codec::{self, ANTHROPIC_VERSION, EncodeOptions, StreamDecoder};
+use crate::chat::AnthropicChat;
+use crate::codec::{self, ANTHROPIC_VERSION};
 use crate::options::AnthropicOptions;
 
 /// The `anthropic-direct` provider. Registered through `inventory`; built once per
@@ -17,7 +16,7 @@ use crate::options::AnthropicOptions;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct AnthropicProvider;
 
-#[tollgate::async_trait]
+#[tollgate::provider::async_trait]
 impl Provider for AnthropicProvider {
     fn key(&self) -> &'static str {
         crate::KEY
@@ -100,71 +99,6 @@ impl ProviderTransports for AnthropicClients {
         if !options.beta.is_empty() {
             endpoint = endpoint.header("anthropic-beta", options.beta.join(","));
         }
-        Ok(Arc::new(AnthropicChat {
-            endpoint,
-            model: model.clone(),
-            options,
-        }))
-    }
-}
-
-/// The chat transport of one `anthropic-direct` model. Holds the credential's id, never
-/// the key: the key is fetched from the store for each request.
-#[derive(Debug)]
-pub struct AnthropicChat {
-    endpoint: Endpoint,
-    model: ModelEntry,
-    options: AnthropicOptions,
-}
-
-const MESSAGES_PATH: &str = "/v1/messages";
-
-impl AnthropicChat {
-    fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
-        codec::encode_request(
-            request,
-            &EncodeOptions {
-                model: Some(self.model.name.clone()),
-                max_tokens: self
-                    .model
-                    .output_limit(None)
-                    .unwrap_or(codec::DEFAULT_MAX_TOKENS),
-                stream,
-                top_k: self.options.top_k,
-                tool_choice: self.options.tool_choice.clone(),
-            },
-        )
-    }
-}
-
-#[tollgate::async_trait]
-impl ChatTransport for AnthropicChat {
-    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
-        let body = self.encode(request, false)?;
-        self.endpoint
-            .post_decoded(MESSAGES_PATH, &body, signals, codec::decode_response)
-            .await
-    }
-
-    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
-        let body = self.encode(request, true)?;
-        self.endpoint
-            .stream(
-                MESSAGES_PATH,
-                &body,
-                signals,
-                Framing::Sse,
-                StreamDecoder::new(),
-            )
-            .await
-    }
-
-    /// Anthropic counts output actually produced against output TPM, and cache reads do
-    /// not count against input TPM.
-    fn accounting(&self) -> AccountingRule {
-        AccountingRule {
-            output: OutputAccounting::Actual,
-            cache_reads: CacheReadAccounting::NotCounted,
-        }
+        Ok(Arc::new(AnthropicChat::new(endpoint, model, options)))
     }
 }

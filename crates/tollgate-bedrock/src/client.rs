@@ -1,7 +1,7 @@
 //! What both providers share: a model's options, its SDK client (region, endpoint,
 //! credentials, no SDK retries, tollgate's connect timeout, the model's response-size
-//! cap), and the mapping of SDK failures to tollgate's error types (Bedrock's modeled
-//! exceptions are read in [`crate::exceptions`]).
+//! cap), and the mapping of SDK failures, whole answers' and a stream's, to tollgate's
+//! error types (Bedrock's modeled exceptions are read in [`crate::exceptions`]).
 
 use std::time::Duration;
 
@@ -20,13 +20,13 @@ use aws_smithy_types::timeout::TimeoutConfig;
 use futures::Stream;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
-use tollgate::catalog::CatalogError;
-use tollgate::pipeline::parse_retry_after;
-use tollgate::provider::{CredentialRef, ProviderContext};
-use tollgate::wire::{ModelOptions, connection_cause, connection_error, keep_raw, redact};
+use tollgate::provider::{
+    CredentialRef, ModelOptions, ProviderContext, clock, connection_cause, connection_error,
+    keep_raw, parse_retry_after, redact, undecodable,
+};
 use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
-use crate::exceptions::read_exception;
+use crate::exceptions::{classify, read_exception};
 use crate::response_cap::{ResponseCap, too_large};
 
 /// A Bedrock model's `[models.ID.options]`.
@@ -39,14 +39,6 @@ pub(crate) struct BedrockOptions {
 }
 
 const KNOWN: &[&str] = &["region", "endpoint_url"];
-
-pub(crate) fn option_error(model: &ModelEntry, field: &str, reason: impl Into<String>) -> Error {
-    Error::Catalog(CatalogError::InvalidField {
-        model_id: model.id.clone(),
-        field: format!("options.{field}"),
-        reason: reason.into(),
-    })
-}
 
 impl BedrockOptions {
     /// Reads `model.options`; an unknown key or a value of the wrong kind is an error.
@@ -153,7 +145,7 @@ impl BedrockClient {
             parse_retry_after(
                 headers.get("retry-after-ms"),
                 headers.get("retry-after"),
-                tollgate::clock::wall_now(),
+                clock::wall_now(),
             )
         });
         let raw = answer.and_then(|r| r.body().bytes());
@@ -171,14 +163,18 @@ impl BedrockClient {
     /// credential-store record (read now, so a rotated record is used at once).
     pub(crate) async fn client(&self) -> Result<(&Client, Option<Credentials>)> {
         let region = self.options.region.clone().ok_or_else(|| {
-            option_error(
-                &self.model,
-                "region",
-                format!(
-                    "model `{}` has no `options.region`; Bedrock models must name their AWS \
-                     region (it is never defaulted)",
-                    self.model.id
-                ),
+            ModelOptions::new(&self.model, KNOWN).map_or_else(
+                |e| e,
+                |options| {
+                    options.error(
+                        "region",
+                        format!(
+                            "model `{}` has no `options.region`; Bedrock models must name \
+                             their AWS region (it is never defaulted)",
+                            self.model.id
+                        ),
+                    )
+                },
             )
         })?;
         let call_credentials = match &self.credential {
@@ -294,7 +290,7 @@ where
             let e = service.err();
             let what =
                 std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
-            tollgate::wire::malformed(redact(&what, secrets), b"")
+            undecodable(redact(&what, secrets))
         }
         SdkError::ServiceError(service) => {
             let e = service.err();
@@ -316,7 +312,7 @@ where
         SdkError::ResponseError(_) if connection_cause(error) == ConnectionCause::Other => {
             let what = std::error::Error::source(error)
                 .map_or_else(|| error.to_string(), ToString::to_string);
-            tollgate::wire::malformed(redact(&what, secrets), b"")
+            undecodable(redact(&what, secrets))
         }
         // A dispatch failure, a response cut by the connection, anything else.
         _ => connection_error(error, &secret_strs).into(),
@@ -351,6 +347,35 @@ where
     )
 }
 
+/// A mid-stream failure: an exception the SDK modeled is classified by its name like an
+/// HTTP one (`name` gives the modeled name of each of the stream's exception variants,
+/// else the error's code is read); a frame that does not decode keeps its bytes, when
+/// the SDK kept them. `secrets` are cut out of every message.
+pub(crate) fn stream_failure<E>(
+    error: &SdkError<E, RawMessage>,
+    secrets: &[String],
+    name: fn(&E) -> Option<&'static str>,
+) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let Some(service) = error.as_service_error() else {
+        let raw = match error.raw_response() {
+            Some(RawMessage::Invalid(Some(bytes))) => bytes.as_ref(),
+            _ => &[],
+        };
+        let failure = keep_raw(sdk_error(error, Duration::ZERO, None, None, secrets), raw);
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        return failure.redacted(&secrets);
+    };
+    let code = match name(service) {
+        Some(name) => name,
+        None => service.code().unwrap_or(""),
+    };
+    let message = service.message().map(|m| redact(m, secrets));
+    classify(Some(code), message.as_deref(), None)
+}
+
 /// Sends one SDK call once and evaluates to `(output, secrets)`: the client and this
 /// call's credential record come from `$aws.client()`, `$build` makes the call from
 /// `$client`, and a failure returns from the enclosing function as
@@ -360,9 +385,9 @@ where
 macro_rules! send_once {
     ($aws:expr, |$client:ident| $build:expr) => {{
         let ($client, credentials) = $aws.client().await?;
-        let secrets = $crate::aws::secrets_of(credentials.as_ref());
+        let secrets = $crate::client::secrets_of(credentials.as_ref());
         let mut call = $build.customize();
-        if let Some(config) = $crate::aws::call_config(credentials) {
+        if let Some(config) = $crate::client::call_config(credentials) {
             call = call.config_override(config);
         }
         match call.send().await {

@@ -1,0 +1,80 @@
+//! The chat transport: encode, send once, decode. Everything else is the kit's
+//! ([`tollgate::provider::http`]).
+
+use tollgate::provider::http::{Endpoint, Framing};
+use tollgate::provider::{ChatTransport, Signals, StreamDecoder};
+use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+
+use crate::codec::{self, Chunks, EncodeOptions};
+use crate::options::OpenAiOptions;
+
+/// Where Chat Completions are posted.
+pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
+
+/// The chat transport of one `openai` or `openai-compatible` model.
+#[derive(Debug)]
+pub struct OpenAiChat {
+    endpoint: Endpoint,
+    model: ModelEntry,
+    options: OpenAiOptions,
+}
+
+impl OpenAiChat {
+    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+        OpenAiChat {
+            endpoint,
+            model: model.clone(),
+            options,
+        }
+    }
+
+    fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
+        let quirks = self.options.quirks;
+        codec::encode_request(
+            request,
+            &EncodeOptions {
+                model: self.model.name.clone(),
+                max_tokens: self.model.output_limit(None),
+                output_limit_field: quirks.output_limit_field,
+                stream,
+                stream_usage: quirks.stream_usage,
+                tool_choice: self.options.tool_choice.clone(),
+            },
+        )
+    }
+}
+
+#[tollgate::provider::async_trait]
+impl ChatTransport for OpenAiChat {
+    async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
+        let body = self.encode(request, false)?;
+        self.endpoint
+            .post_decoded(CHAT_PATH, &body, signals, codec::decode_response)
+            .await
+    }
+
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let body = self.encode(request, true)?;
+        let chunks = Chunks::default().requiring_done(self.options.quirks.done_required);
+        self.endpoint
+            .stream(
+                CHAT_PATH,
+                &body,
+                signals,
+                Framing::Sse,
+                StreamDecoder::with(chunks),
+            )
+            .await
+    }
+
+    /// Tiktoken's exact count for OpenAI's models (plus tollgate's per-message and
+    /// per-request overheads); the conservative default for other servers.
+    fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
+        self.options
+            .estimator(&self.model)
+            .estimate_request(request)
+    }
+
+    // `accounting` is the default: OpenAI counts the reserved output limit against
+    // output TPM at request time, so output settles at the reservation.
+}

@@ -1,0 +1,342 @@
+//! The content blocks of a streamed answer, assembled from their deltas: one assembler
+//! for every codec, so that each says only which wire event starts or continues which
+//! block.
+
+use std::fmt::Debug;
+
+use serde_json::Value;
+
+use crate::conversation::Block;
+use crate::error::{Error, Result};
+use crate::json::Json;
+use crate::stream::StreamEvent;
+
+use super::malformed::undecodable;
+
+/// A block being streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Building {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: Option<String>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    /// A block kind tollgate has no neutral form for: left out of the answer, its
+    /// deltas ignored.
+    Skipped,
+}
+
+/// The blocks of one streamed answer, each named by a key of the codec's choosing (the
+/// wire's block index, a tool call's index, …), in order of first appearance.
+///
+/// Each method that adds content returns the [`StreamEvent`] to hand on (none for an
+/// empty delta); its `index` is the block's place in that order, which is also its
+/// place in the answer [`finish`](Self::finish) makes. A delta of another kind than its
+/// block is malformed; deltas of a [skipped](Self::skip) block are ignored.
+///
+/// ```
+/// use tollgate::wire::BlockAssembler;
+/// use tollgate::{Block, StreamEvent};
+///
+/// let mut blocks = BlockAssembler::new();
+/// blocks.text(0, "Hel")?;
+/// blocks.tool_use(1, "call_1", "lookup", "{\"q\":")?;
+/// blocks.text(0, "lo")?;
+/// let delta = blocks.tool_input(1, "1}")?;
+/// assert!(matches!(delta, Some(StreamEvent::ToolUseDelta { index: 1, .. })));
+/// let content = blocks.finish()?;
+/// assert_eq!(content[0], Block::text("Hello"));
+/// assert!(matches!(&content[1], Block::ToolUse { input, .. } if input.value()["q"] == 1));
+/// # Ok::<(), tollgate::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BlockAssembler<K = usize> {
+    blocks: Vec<(K, Building)>,
+}
+
+impl<K> Default for BlockAssembler<K> {
+    fn default() -> Self {
+        BlockAssembler { blocks: Vec::new() }
+    }
+}
+
+impl<K: PartialEq + Debug> BlockAssembler<K> {
+    /// No blocks yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn find(&self, key: &K) -> Option<usize> {
+        self.blocks.iter().position(|(k, _)| k == key)
+    }
+
+    /// Whether block `key` has started.
+    pub fn contains(&self, key: &K) -> bool {
+        self.find(key).is_some()
+    }
+
+    /// The place of block `key`, started as `start` makes it if it is new.
+    fn slot(&mut self, key: K, start: impl FnOnce() -> Building) -> usize {
+        match self.find(&key) {
+            Some(index) => index,
+            None => {
+                self.blocks.push((key, start()));
+                self.blocks.len() - 1
+            }
+        }
+    }
+
+    fn mismatch(&self, index: usize, what: &str) -> Error {
+        let (key, _) = &self.blocks[index];
+        undecodable(format!(
+            "{what} for block {key:?}, which is another kind of block"
+        ))
+    }
+
+    /// Adds `text` to text block `key` (started if new, even with no text).
+    pub fn text(&mut self, key: K, text: &str) -> Result<Option<StreamEvent>> {
+        let index = self.slot(key, || Building::Text(String::new()));
+        match &mut self.blocks[index].1 {
+            Building::Text(all) => all.push_str(text),
+            Building::Skipped => return Ok(None),
+            _ => return Err(self.mismatch(index, "a text delta")),
+        }
+        Ok((!text.is_empty()).then(|| StreamEvent::TextDelta {
+            index,
+            text: text.to_owned(),
+        }))
+    }
+
+    /// Adds `text` to thinking block `key` (started if new, even with no text).
+    pub fn thinking(&mut self, key: K, text: &str) -> Result<Option<StreamEvent>> {
+        let index = self.slot(key, || Building::Thinking {
+            text: String::new(),
+            signature: None,
+        });
+        match &mut self.blocks[index].1 {
+            Building::Thinking { text: all, .. } => all.push_str(text),
+            Building::Skipped => return Ok(None),
+            _ => return Err(self.mismatch(index, "a thinking delta")),
+        }
+        Ok((!text.is_empty()).then(|| StreamEvent::ThinkingDelta {
+            index,
+            text: text.to_owned(),
+        }))
+    }
+
+    /// Adds `signature` to the signature of thinking block `key` (started if new).
+    pub fn signature(&mut self, key: K, signature: &str) -> Result<()> {
+        let index = self.slot(key, || Building::Thinking {
+            text: String::new(),
+            signature: None,
+        });
+        match &mut self.blocks[index].1 {
+            Building::Thinking { signature: all, .. } => {
+                all.get_or_insert_with(String::new).push_str(signature);
+                Ok(())
+            }
+            Building::Skipped => Ok(()),
+            _ => Err(self.mismatch(index, "a signature")),
+        }
+    }
+
+    /// Starts tool-use block `key` with the tool's `id` and `name` and the first part of
+    /// its input JSON (often empty). Starting a block twice is malformed.
+    pub fn tool_use(
+        &mut self,
+        key: K,
+        id: &str,
+        name: &str,
+        input_json: &str,
+    ) -> Result<StreamEvent> {
+        if let Some(index) = self.find(&key) {
+            return Err(self.mismatch(index, "a second tool-use start"));
+        }
+        self.blocks.push((
+            key,
+            Building::ToolUse {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                json: input_json.to_owned(),
+            },
+        ));
+        Ok(StreamEvent::ToolUseDelta {
+            index: self.blocks.len() - 1,
+            id: Some(id.to_owned()),
+            name: Some(name.to_owned()),
+            input_json: input_json.to_owned(),
+        })
+    }
+
+    /// Adds `json` to the input of tool-use block `key`, which must have started.
+    pub fn tool_input(&mut self, key: K, json: &str) -> Result<Option<StreamEvent>> {
+        let Some(index) = self.find(&key) else {
+            return Err(undecodable(format!(
+                "tool input for block {key:?}, which was not started"
+            )));
+        };
+        match &mut self.blocks[index].1 {
+            Building::ToolUse { json: all, .. } => all.push_str(json),
+            Building::Skipped => return Ok(None),
+            _ => return Err(self.mismatch(index, "tool input")),
+        }
+        Ok((!json.is_empty()).then(|| StreamEvent::ToolUseDelta {
+            index,
+            id: None,
+            name: None,
+            input_json: json.to_owned(),
+        }))
+    }
+
+    /// Starts block `key` as one left out of the answer (a kind tollgate has no neutral
+    /// form for); its place is kept, so later blocks keep theirs.
+    pub fn skip(&mut self, key: K) {
+        self.slot(key, || Building::Skipped);
+    }
+
+    /// Block `key` is complete: a tool use's input must be JSON by now.
+    pub fn close(&self, key: &K) -> Result<()> {
+        match self.find(key).map(|i| &self.blocks[i].1) {
+            Some(Building::ToolUse { id, json, .. }) => parse_input(id, json).map(drop),
+            _ => Ok(()),
+        }
+    }
+
+    /// The text of the text blocks so far, joined (e.g. for a refusal's explanation).
+    pub fn text_so_far(&self) -> String {
+        self.blocks
+            .iter()
+            .filter_map(|(_, b)| match b {
+                Building::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The answer's blocks, in order, leaving the assembler empty. A tool use's input is
+    /// parsed here (no input is `{}`); input that is not JSON is malformed.
+    pub fn finish(&mut self) -> Result<Vec<Block>> {
+        let mut content = Vec::with_capacity(self.blocks.len());
+        for (_, building) in std::mem::take(&mut self.blocks) {
+            content.push(match building {
+                Building::Text(text) => Block::text(text),
+                Building::Thinking { text, signature } => Block::Thinking {
+                    text,
+                    signature,
+                    cache: None,
+                },
+                Building::ToolUse { id, name, json } => Block::ToolUse {
+                    input: parse_input(&id, &json)?,
+                    id,
+                    name,
+                    cache: None,
+                },
+                Building::Skipped => continue,
+            });
+        }
+        Ok(content)
+    }
+}
+
+/// A tool use's input: `{}` when none came, else its JSON.
+fn parse_input(id: &str, json: &str) -> Result<Json> {
+    if json.trim().is_empty() {
+        return Ok(Json::new(Value::Object(serde_json::Map::new())));
+    }
+    serde_json::from_str(json)
+        .map(Json::new)
+        .map_err(|e| undecodable(format!("the input of tool use `{id}` is not JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, ProviderError};
+
+    fn malformed(result: Result<impl Debug>) -> bool {
+        matches!(
+            result,
+            Err(Error::Provider(ProviderError::Malformed { .. }))
+        )
+    }
+
+    #[test]
+    fn blocks_keep_their_order_of_first_appearance_whatever_their_keys() {
+        let mut blocks = BlockAssembler::new();
+        blocks.thinking(7, "hmm").unwrap();
+        blocks.signature(7, "sig").unwrap();
+        blocks.skip(3);
+        let delta = blocks.text(5, "answer").unwrap();
+        assert!(matches!(
+            delta,
+            Some(StreamEvent::TextDelta { index: 2, .. })
+        ));
+        let content = blocks.finish().unwrap();
+        assert_eq!(
+            content,
+            vec![
+                Block::Thinking {
+                    text: "hmm".into(),
+                    signature: Some("sig".into()),
+                    cache: None
+                },
+                Block::text("answer"),
+            ]
+        );
+        assert!(blocks.finish().unwrap().is_empty(), "finish empties it");
+    }
+
+    #[test]
+    fn an_empty_delta_starts_its_block_and_emits_nothing() {
+        let mut blocks = BlockAssembler::new();
+        assert_eq!(blocks.text(0, "").unwrap(), None);
+        assert!(blocks.contains(&0));
+        assert_eq!(blocks.finish().unwrap(), vec![Block::text("")]);
+    }
+
+    #[test]
+    fn a_delta_of_another_kind_than_its_block_is_malformed() {
+        let mut blocks = BlockAssembler::new();
+        blocks.tool_use(0, "t", "f", "").unwrap();
+        assert!(malformed(blocks.text(0, "x")));
+        assert!(malformed(blocks.tool_use(0, "t", "f", "")));
+        assert!(malformed(blocks.tool_input(1, "{}")));
+    }
+
+    #[test]
+    fn deltas_of_a_skipped_block_are_ignored() {
+        let mut blocks = BlockAssembler::new();
+        blocks.skip("server_tool");
+        assert_eq!(blocks.tool_input("server_tool", "{}").unwrap(), None);
+        assert_eq!(blocks.text("server_tool", "x").unwrap(), None);
+        assert!(blocks.finish().unwrap().is_empty());
+    }
+
+    #[test]
+    fn tool_input_that_is_not_json_is_malformed_at_close_and_at_finish() {
+        let mut blocks = BlockAssembler::new();
+        blocks.tool_use(0, "t", "f", "{\"a\":").unwrap();
+        assert!(malformed(blocks.close(&0)));
+        assert!(malformed(blocks.finish()));
+        let mut empty = BlockAssembler::new();
+        empty.tool_use(0, "t", "f", " ").unwrap();
+        let content = empty.finish().unwrap();
+        assert!(
+            matches!(&content[0], Block::ToolUse { input, .. } if input.value() == &serde_json::json!({}))
+        );
+    }
+
+    #[test]
+    fn text_so_far_joins_the_text_blocks_only() {
+        let mut blocks = BlockAssembler::new();
+        blocks.text(0, "a").unwrap();
+        blocks.thinking(1, "not this").unwrap();
+        blocks.text(2, "b").unwrap();
+        assert_eq!(blocks.text_so_far(), "ab");
+    }
+}
