@@ -7,7 +7,9 @@ mod common;
 use serde_json::{Value, json};
 use tollgate::{ModelEntry, ModelsBuilder};
 use tollgate_bedrock::{AnthropicBedrockProvider, BedrockConverseProvider};
-use tollgate_testkit::provider::{Recorded, Reply, StreamScript, WireScript, WireUsage};
+use tollgate_testkit::provider::{
+    Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+};
 
 use common::{event_frame, exception_frame};
 
@@ -54,6 +56,26 @@ fn event_stream(frames: Vec<Vec<u8>>, first_event: usize) -> StreamScript {
     }
 }
 
+/// A tool call's input as JSON text, in two pieces (split at a character), the way both
+/// Bedrock streams spread it over several events.
+fn input_pieces(call: &WireToolCall) -> [String; 2] {
+    let input = call.input.to_string();
+    let middle = input
+        .char_indices()
+        .nth(input.chars().count() / 2)
+        .map_or(input.len(), |(at, _)| at);
+    let (head, tail) = input.split_at(middle);
+    [head.to_owned(), tail.to_owned()]
+}
+
+/// `entry` naming `credential`, in `us-east-1`, its endpoint the kit's server.
+fn aws_entry(entry: ModelEntry, base_url: &str, credential: &str) -> ModelEntry {
+    entry
+        .with_credential(credential)
+        .with_option("region", "us-east-1")
+        .with_option("endpoint_url", base_url)
+}
+
 /// What both Bedrock keys share: credentials, signatures, exceptions.
 trait Bedrock: Send + Sync + 'static {
     const KEY: &'static str;
@@ -80,10 +102,11 @@ macro_rules! bedrock_common {
         }
 
         fn chat_model(&self, model_id: &str, base_url: &str, credential: &str) -> ModelEntry {
-            ModelEntry::new(model_id, <Self as Bedrock>::KEY, "vendor.model-test")
-                .with_credential(credential)
-                .with_option("region", "us-east-1")
-                .with_option("endpoint_url", base_url)
+            aws_entry(
+                ModelEntry::new(model_id, <Self as Bedrock>::KEY, "vendor.model-test"),
+                base_url,
+                credential,
+            )
         }
 
         fn credential(&self, secret: &str) -> String {
@@ -144,10 +167,44 @@ impl Bedrock for AnthropicOnBedrock {
     const EVENT: &'static str = "chunk";
 }
 
-fn message(text: &str, stop: &str, usage: WireUsage) -> Value {
+/// An Anthropic message holding `content` (its blocks), ended by `stop`.
+fn message_of(content: Value, stop: &str, usage: WireUsage) -> Value {
     json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
-           "content": [{"type": "text", "text": text}], "stop_reason": stop, "stop_sequence": null,
+           "content": content, "stop_reason": stop, "stop_sequence": null,
            "usage": {"input_tokens": usage.input, "output_tokens": usage.output}})
+}
+
+fn message(text: &str, stop: &str, usage: WireUsage) -> Value {
+    message_of(json!([{"type": "text", "text": text}]), stop, usage)
+}
+
+/// An Anthropic stream as Bedrock chunks: `message_start`, a text block 0 of `pieces`,
+/// the events of the blocks after it (`more`), the `stop` and the usage.
+fn anthropic_stream(
+    pieces: &[&str],
+    more: Vec<Value>,
+    stop: &str,
+    usage: WireUsage,
+) -> StreamScript {
+    let mut events = vec![
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+            "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": usage.input, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "text", "text": ""}}),
+    ];
+    let first_event = events.len();
+    for piece in pieces {
+        events.push(json!({"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "text_delta", "text": piece}}));
+    }
+    events.push(json!({"type": "content_block_stop", "index": 0}));
+    events.extend(more);
+    events.push(json!({"type": "message_delta",
+        "delta": {"stop_reason": stop, "stop_sequence": null},
+        "usage": {"output_tokens": usage.output}}));
+    events.push(json!({"type": "message_stop"}));
+    event_stream(events.iter().map(chunk).collect(), first_event)
 }
 
 /// One stream chunk: an Anthropic stream event, base64 in `{"bytes": …}`.
@@ -174,24 +231,34 @@ impl WireScript for AnthropicOnBedrock {
     }
 
     fn stream(&self, pieces: &[&str], usage: WireUsage) -> StreamScript {
-        let mut events = vec![
-            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
-                "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
-                "stop_sequence": null, "usage": {"input_tokens": usage.input, "output_tokens": 1}}}),
-            json!({"type": "content_block_start", "index": 0,
-                   "content_block": {"type": "text", "text": ""}}),
-        ];
-        let first_event = events.len();
-        for piece in pieces {
-            events.push(json!({"type": "content_block_delta", "index": 0,
-                               "delta": {"type": "text_delta", "text": piece}}));
+        anthropic_stream(pieces, Vec::new(), "end_turn", usage)
+    }
+
+    /// The Anthropic message InvokeModel answers: a text block, then a `tool_use` block,
+    /// stopped by `tool_use`.
+    fn tool_call(&self, text: &str, call: &WireToolCall, usage: WireUsage) -> Option<Reply> {
+        let content = json!([{"type": "text", "text": text},
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}]);
+        Some(Reply::json(200, &message_of(content, "tool_use", usage)))
+    }
+
+    /// Block 1 opens as a `tool_use` with its id and name and an empty input; its
+    /// `input_json_delta`s carry the input's JSON text in pieces.
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        usage: WireUsage,
+    ) -> Option<StreamScript> {
+        let mut blocks = vec![json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "tool_use", "id": call.id, "name": call.name,
+                              "input": {}}})];
+        for piece in input_pieces(call) {
+            blocks.push(json!({"type": "content_block_delta", "index": 1,
+                               "delta": {"type": "input_json_delta", "partial_json": piece}}));
         }
-        events.push(json!({"type": "content_block_stop", "index": 0}));
-        events.push(json!({"type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-            "usage": {"output_tokens": usage.output}}));
-        events.push(json!({"type": "message_stop"}));
-        event_stream(events.iter().map(chunk).collect(), first_event)
+        blocks.push(json!({"type": "content_block_stop", "index": 1}));
+        Some(anthropic_stream(&[text], blocks, "tool_use", usage))
     }
 
     /// Claude's own wording, passed through by Bedrock in a `ValidationException`.
@@ -232,11 +299,47 @@ impl Bedrock for Converse {
 }
 
 fn converse_answer(text: &str, stop: &str, usage: WireUsage) -> Value {
-    json!({"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+    converse_answer_of(json!([{ "text": text }]), stop, usage)
+}
+
+/// A Converse answer whose message holds `content` (its blocks), ended by `stop`.
+fn converse_answer_of(content: Value, stop: &str, usage: WireUsage) -> Value {
+    json!({"output": {"message": {"role": "assistant", "content": content}},
            "stopReason": stop,
            "usage": {"inputTokens": usage.input, "outputTokens": usage.output,
                      "totalTokens": usage.input + usage.output},
            "metrics": {"latencyMs": 5}})
+}
+
+/// A ConverseStream answer: `messageStart`, a text block 0 of `pieces`, the frames of
+/// the blocks after it (`more`), `messageStop` with `stop`, and `metadata` with the usage.
+fn converse_stream(
+    pieces: &[&str],
+    more: Vec<Vec<u8>>,
+    stop: &str,
+    usage: WireUsage,
+) -> StreamScript {
+    let mut frames = vec![event_frame("messageStart", &json!({"role": "assistant"}))];
+    let first_event = frames.len();
+    for piece in pieces {
+        frames.push(event_frame(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0, "delta": {"text": piece}}),
+        ));
+    }
+    frames.push(event_frame(
+        "contentBlockStop",
+        &json!({"contentBlockIndex": 0}),
+    ));
+    frames.extend(more);
+    frames.push(event_frame("messageStop", &json!({ "stopReason": stop })));
+    frames.push(event_frame(
+        "metadata",
+        &json!({"usage": {"inputTokens": usage.input, "outputTokens": usage.output,
+                          "totalTokens": usage.input + usage.output},
+                "metrics": {"latencyMs": 42}}),
+    ));
+    event_stream(frames, first_event)
 }
 
 impl WireScript for Converse {
@@ -269,29 +372,43 @@ impl WireScript for Converse {
     }
 
     fn stream(&self, pieces: &[&str], usage: WireUsage) -> StreamScript {
-        let mut frames = vec![event_frame("messageStart", &json!({"role": "assistant"}))];
-        let first_event = frames.len();
-        for piece in pieces {
-            frames.push(event_frame(
+        converse_stream(pieces, Vec::new(), "end_turn", usage)
+    }
+
+    /// A text block, then a `toolUse` block, stopped by `tool_use`.
+    fn tool_call(&self, text: &str, call: &WireToolCall, usage: WireUsage) -> Option<Reply> {
+        let content = json!([{ "text": text },
+            {"toolUse": {"toolUseId": call.id, "name": call.name, "input": call.input}}]);
+        Some(Reply::json(
+            200,
+            &converse_answer_of(content, "tool_use", usage),
+        ))
+    }
+
+    /// Block 1 opens with a `contentBlockStart` carrying the `toolUse` id and name; its
+    /// `contentBlockDelta`s carry the input's JSON text in pieces.
+    fn tool_call_stream(
+        &self,
+        text: &str,
+        call: &WireToolCall,
+        usage: WireUsage,
+    ) -> Option<StreamScript> {
+        let mut blocks = vec![event_frame(
+            "contentBlockStart",
+            &json!({"contentBlockIndex": 1,
+                    "start": {"toolUse": {"toolUseId": call.id, "name": call.name}}}),
+        )];
+        for piece in input_pieces(call) {
+            blocks.push(event_frame(
                 "contentBlockDelta",
-                &json!({"contentBlockIndex": 0, "delta": {"text": piece}}),
+                &json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": piece}}}),
             ));
         }
-        frames.push(event_frame(
+        blocks.push(event_frame(
             "contentBlockStop",
-            &json!({"contentBlockIndex": 0}),
+            &json!({"contentBlockIndex": 1}),
         ));
-        frames.push(event_frame(
-            "messageStop",
-            &json!({"stopReason": "end_turn"}),
-        ));
-        frames.push(event_frame(
-            "metadata",
-            &json!({"usage": {"inputTokens": usage.input, "outputTokens": usage.output,
-                              "totalTokens": usage.input + usage.output},
-                    "metrics": {"latencyMs": 42}}),
-        ));
-        event_stream(frames, first_event)
+        Some(converse_stream(&[text], blocks, "tool_use", usage))
     }
 
     fn context_overflow(&self) -> Option<Reply> {
