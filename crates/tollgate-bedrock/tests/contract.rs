@@ -3,15 +3,20 @@
 //! (Converse), through the AWS SDK pointed at the kit's server on 127.0.0.1.
 
 mod common;
+// A test target's root resolves `mod x;` next to itself, where `x.rs` would be a test
+// target of its own: its submodules live in `contract/`.
+#[path = "contract/embeddings.rs"]
+mod embeddings;
 
 use serde_json::{Value, json};
 use tollgate::{ModelEntry, ModelsBuilder};
 use tollgate_bedrock::{AnthropicBedrockProvider, BedrockConverseProvider};
 use tollgate_testkit::provider::{
-    Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
+    EmbeddingsWire, Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
 };
 
 use common::{event_frame, exception_frame};
+use embeddings::{Cohere, Titan};
 
 /// The access key id the kit's secret stands for: derived from it, so that a rotated
 /// record shows in the signature.
@@ -290,8 +295,19 @@ impl WireScript for AnthropicOnBedrock {
     }
 }
 
-/// `bedrock-converse`: the Converse API.
-struct Converse;
+/// `bedrock-converse`: the Converse API; its embeddings models are InvokeModel's, with
+/// the family's own body (`embeddings`: Titan's or Cohere's).
+struct Converse {
+    embeddings: &'static (dyn EmbeddingsWire + 'static),
+}
+
+/// Converse, its embeddings model Titan Text Embeddings v2.
+const CONVERSE_TITAN: Converse = Converse { embeddings: &Titan };
+
+/// Converse, its embeddings model Cohere Embed.
+const CONVERSE_COHERE: Converse = Converse {
+    embeddings: &Cohere,
+};
 
 impl Bedrock for Converse {
     const KEY: &'static str = "bedrock-converse";
@@ -411,6 +427,10 @@ impl WireScript for Converse {
         Some(converse_stream(&[text], blocks, "tool_use", usage))
     }
 
+    fn embeddings(&self) -> Option<&dyn EmbeddingsWire> {
+        Some(self.embeddings)
+    }
+
     fn context_overflow(&self) -> Option<Reply> {
         Some(exception(
             400,
@@ -441,10 +461,41 @@ impl WireScript for Converse {
     }
 }
 
+/// Every shared behaviour. `anthropic-bedrock` serves no embeddings (its transports are
+/// chat only: Bedrock's embeddings models are served by `bedrock-converse`), so its
+/// embeddings checks say SKIPPED.
 mod anthropic_bedrock {
     tollgate_testkit::provider_contract_tests!(super::AnthropicOnBedrock);
 }
 
+/// Every shared behaviour, the embeddings ones on Titan (one text a request, the width
+/// asked with `dimensions`, no purpose on the wire).
 mod bedrock_converse {
-    tollgate_testkit::provider_contract_tests!(super::Converse);
+    tollgate_testkit::provider_contract_tests!(super::CONVERSE_TITAN);
+}
+
+/// The embeddings behaviours again on Cohere Embed (up to 96 texts a request, the purpose
+/// as `input_type`, the width as `output_dimension`, no token count in the answer).
+mod bedrock_converse_cohere {
+    /// One paused-clock test per named kit check, as the kit's macro writes them.
+    macro_rules! checks {
+        ($($name:ident),+ $(,)?) => {
+            $(
+                #[tokio::test(start_paused = true)]
+                async fn $name() {
+                    tollgate_testkit::provider::checks::$name(&super::CONVERSE_COHERE)
+                        .await
+                        .report(stringify!($name));
+                    tollgate_testkit::provider::assert_no_task_left().await;
+                }
+            )+
+        };
+    }
+
+    checks!(
+        embeddings_are_sent_in_batches_of_max_batch_one_reservation_each,
+        a_failed_embeddings_request_is_resent_alone,
+        an_embeddings_request_carries_the_purpose_and_the_width,
+        the_secret_never_shows_in_embeddings_errors,
+    );
 }
