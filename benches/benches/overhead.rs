@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
-use governor::clock::{Clock, DefaultClock};
+use governor::clock::{Clock, DefaultClock, MonotonicClock};
 use governor::{Quota, RateLimiter};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::sync::Semaphore;
@@ -60,42 +60,59 @@ fn semaphore() -> Semaphore {
     Semaphore::new(Semaphore::MAX_PERMITS)
 }
 
-type Governor = RateLimiter<
+/// A governor limiter reading clock `C`.
+type GovernorOn<C> = RateLimiter<
     governor::state::NotKeyed,
     governor::state::InMemoryState,
-    DefaultClock,
-    governor::middleware::NoOpMiddleware<<DefaultClock as Clock>::Instant>,
+    C,
+    governor::middleware::NoOpMiddleware<<C as Clock>::Instant>,
 >;
+
+/// Governor on its default clock (quanta's TSC read).
+type Governor = GovernorOn<DefaultClock>;
 
 /// Two governor limiters (requests, tokens) at 10⁹ cells a second with a burst of 2³²−1:
 /// 1,000 cells a call stay conforming for millions of calls, so each timing chunk below
 /// starts from fresh limiters.
 fn governor_pair() -> (Governor, Governor) {
+    governor_pair_on()
+}
+
+/// The same pair reading clock `C`.
+fn governor_pair_on<C: Clock + Default>() -> (GovernorOn<C>, GovernorOn<C>) {
     let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).expect("nonzero"))
         .allow_burst(NonZeroU32::MAX);
-    (RateLimiter::direct(quota), RateLimiter::direct(quota))
+    (
+        RateLimiter::direct_with_clock(quota, C::default()),
+        RateLimiter::direct_with_clock(quota, C::default()),
+    )
 }
 
 const GOVERNOR_CHUNK: u64 = 1 << 20;
 const THOUSAND: NonZeroU32 = NonZeroU32::new(1_000).expect("nonzero");
 
 /// Times `n` operations, in chunks that each start from fresh governor limiters.
-fn governor_chunks(
+fn governor_chunks(n: u64, run: impl FnMut(u64, &(Governor, Governor)) -> Duration) -> Duration {
+    governor_chunks_on(n, run)
+}
+
+/// The same on governor limiters reading clock `C`.
+fn governor_chunks_on<C: Clock + Default>(
     n: u64,
-    mut run: impl FnMut(u64, &(Governor, Governor)) -> Duration,
+    mut run: impl FnMut(u64, &(GovernorOn<C>, GovernorOn<C>)) -> Duration,
 ) -> Duration {
     let mut total = Duration::ZERO;
     let mut done = 0;
     while done < n {
         let chunk = (n - done).min(GOVERNOR_CHUNK);
-        total += run(chunk, &governor_pair());
+        total += run(chunk, &governor_pair_on());
         done += chunk;
     }
     total
 }
 
 /// One request and 1,000 tokens through governor's synchronous checks.
-fn governor_check((requests, tokens): &(Governor, Governor)) {
+fn governor_check<C: Clock>((requests, tokens): &(GovernorOn<C>, GovernorOn<C>)) {
     black_box(requests.check()).expect("conforms");
     black_box(tokens.check_n(THOUSAND))
         .expect("capacity")
@@ -237,6 +254,11 @@ fn main() {
     let governor_sync = measure(&mut c, "governor check + check_n(1000)", |n| {
         governor_chunks(n, |chunk, pair| timed(chunk, || governor_check(pair)))
     });
+    // Governor doing equal work: the same two checks reading the clock tollgate reads
+    // (the system's monotonic clock, `std::time::Instant`).
+    let governor_std = measure(&mut c, "governor check + check_n(1000), std clock", |n| {
+        governor_chunks_on::<MonotonicClock>(n, |chunk, pair| timed(chunk, || governor_check(pair)))
+    });
     let governor_async = measure(&mut c, "governor until_ready + until_n_ready(1000)", |n| {
         governor_chunks(n, |chunk, pair| timed(chunk, || governor_ready(pair)))
     });
@@ -311,6 +333,16 @@ fn main() {
             FAST,
             "governor `check` + `check_n(1000)` (two limiters)",
             governor_sync,
+        )
+        .vs(sem_forget)
+        .allocs(allocations(|| governor_check(&pair))),
+    );
+    let pair = governor_pair_on::<MonotonicClock>();
+    rows.push(
+        Row::new(
+            FAST,
+            "governor `check` + `check_n(1000)` on `std::time::Instant` (tollgate's clock)",
+            governor_std,
         )
         .vs(sem_forget)
         .allocs(allocations(|| governor_check(&pair))),

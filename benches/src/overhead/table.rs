@@ -128,7 +128,11 @@ pub fn section(rows: &[Row]) -> Section {
                 .to_owned(),
             "tollgate's fast-path rows reserve on two buckets (requests and tokens) and read \
              tokio's clock once; the semaphore has one counter and no clock. governor and \
-             leaky-bucket get two limiters to cover the same two limits."
+             leaky-bucket get two limiters to cover the same two limits. Governor reads its \
+             clock once per limiter: on its default clock (quanta's TSC read) that is the \
+             cheapest clock there is; the row on `std::time::Instant` is governor doing equal \
+             work, reading the clock tollgate reads (tokio's, which is std's until a clock is \
+             paused)."
                 .to_owned(),
             "wake-ups / grant: wake-ups delivered to each waiting future through a counting \
              waker, over grants (the worst of the runs). 1.000 means no task was woken in vain."
