@@ -1,4 +1,4 @@
-//! A [`LimiterBackend`] on Redis: many processes sharing one provider quota.
+//! A [`LimiterBackend`](tollgate::limit::LimiterBackend) on Redis: many processes sharing one provider quota.
 //!
 //! Each catalog model's buckets (requests, tokens, input and output tokens per minute),
 //! its adaptive throttle factor, its provider pause and any lower limit a provider's
