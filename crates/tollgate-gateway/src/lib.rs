@@ -11,15 +11,22 @@
 //! the client's dialect, whatever the model's provider.
 //!
 //! ```no_run
+//! use std::path::Path;
+//! use std::time::Duration;
+//!
 //! use tollgate::{Catalog, Models};
-//! use tollgate_gateway::{Gateway, router};
+//! use tollgate_gateway::{Gateway, serve, shutdown_signal};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let models = Models::builder().catalog(Catalog::from_toml_file("tollgate.toml".as_ref())?).build()?;
-//! let app = router(Gateway::new(models));
+//! let catalog = Catalog::from_toml_file(Path::new("tollgate.toml"))?;
+//! let gateway = Gateway::new(Models::builder().catalog(catalog).build()?);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
-//! axum::serve(listener, app).await?;
+//! // Until Ctrl-C or SIGTERM; then in-flight requests get 30 s to finish.
+//! serve(listener, gateway, shutdown_signal(), Duration::from_secs(30)).await?;
 //! # Ok(()) }
+//! ```
+//!
+//! [`router`] gives the routes alone, to mount in a larger axum app.
 //! ```
 
 #![deny(missing_docs)]

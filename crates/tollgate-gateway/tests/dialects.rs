@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{client, models, sse_events, start};
+use common::{client, models, send_json, sse_events, start};
 use serde_json::{Value, json};
 use tollgate::{Block, Json, StopReason};
 use tollgate_fake::{FakeProvider, FakeReply};
@@ -14,10 +14,7 @@ async fn open_gateway(fake: &FakeProvider) -> common::Running {
 }
 
 async fn post(url: String, body: Value) -> (u16, reqwest::header::HeaderMap, String) {
-    let response = client().post(url).json(&body).send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    (status, headers, response.text().await.unwrap())
+    send_json(url, &body, &[]).await
 }
 
 fn tool_reply() -> FakeReply {

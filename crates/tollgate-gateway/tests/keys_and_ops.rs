@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{CATALOG, SECRET, client, keys, models, start};
+use common::{CATALOG, SECRET, client, keys, models, send_json, start};
 use serde_json::{Value, json};
 use tollgate::pipeline::MemoryRecorder;
 use tollgate::{Catalog, Models};
@@ -22,14 +22,8 @@ async fn send(
     body: &Value,
     headers: &[(&str, &str)],
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let mut request = client().post(url).json(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    (status, headers, response.json().await.unwrap())
+    let (status, headers, text) = send_json(url, body, headers).await;
+    (status, headers, serde_json::from_str(&text).unwrap())
 }
 
 #[tokio::test]

@@ -45,7 +45,7 @@ async fn a_wait_past_the_header_bound_is_a_429_with_the_limiters_exact_retry_aft
         ("/v1/chat/completions", slow_openai()),
         ("/v1/messages", slow_anthropic()),
     ] {
-        let started = tokio::time::Instant::now();
+        let started = tollgate::clock::now();
         let r = call(&gateway, post(path, &body, &bound)).await;
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
         // The refill is exactly 60 s away on the paused clock: no time passed.
@@ -96,7 +96,7 @@ async fn a_keys_max_wait_bounds_its_requests_when_no_header_is_sent() {
     // The header overrides the key's bound: this one waits for the refill.
     let mut patient = auth.to_vec();
     patient.push(("x-tollgate-max-wait-ms", "120000"));
-    let started = tokio::time::Instant::now();
+    let started = tollgate::clock::now();
     let third = call(
         &gateway,
         post("/v1/chat/completions", &slow_openai(), &patient),
@@ -116,7 +116,7 @@ async fn without_a_bound_a_request_queues_until_the_refill_and_is_answered() {
     let fake = FakeProvider::new();
     answers(&fake, 3);
     let gateway = slow_gateway_after_one_call(Gateway::new(models(&fake))).await;
-    let started = tokio::time::Instant::now();
+    let started = tollgate::clock::now();
     let r = call(&gateway, post("/v1/messages", &slow_anthropic(), &[])).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(

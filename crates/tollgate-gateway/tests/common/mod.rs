@@ -107,6 +107,22 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
+/// A JSON POST to `url` with `headers` over HTTP: the status, headers and body text.
+pub async fn send_json(
+    url: String,
+    body: &serde_json::Value,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = client().post(url).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
 /// One request through `gateway`'s router in process (no socket: for the paused clock).
 pub async fn call(gateway: &Gateway, request: Request<Body>) -> Response<Body> {
     router(gateway.clone()).oneshot(request).await.unwrap()

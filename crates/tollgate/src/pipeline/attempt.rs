@@ -506,7 +506,7 @@ mod tests {
         let models = models();
         let chat = models.chat("m").await.unwrap();
         chat.single_response(&request()).await.unwrap();
-        let started = tokio::time::Instant::now();
+        let started = crate::clock::now();
         let bounded = models.for_job(JobContext::new("j", 0).with_max_wait(Duration::from_secs(2)));
         let answer = bounded
             .chat("m")
