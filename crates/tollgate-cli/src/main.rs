@@ -29,6 +29,7 @@ mod progress;
 mod record;
 mod resume;
 mod run;
+mod serve;
 mod setup;
 mod simulate;
 mod usage;
@@ -80,6 +81,7 @@ enum Command {
     Catalog(models::CatalogCommand),
     Usage(usage::UsageArgs),
     Simulate(simulate::SimulateArgs),
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -114,6 +116,7 @@ fn main() -> ExitCode {
         Command::Catalog(cmd) => models::catalog(cmd),
         Command::Usage(args) => usage::usage(&source, &args),
         Command::Simulate(args) => simulate::simulate(&source, &args),
+        Command::Serve(args) => runtime.block_on(serve::serve(&source, args)),
     };
     match result {
         Ok(code) => code,

@@ -36,6 +36,7 @@ pages! {
     provider_gemini => "providers/gemini.md",
     writing_a_provider => "providers.md",
     cli => "cli.md",
+    gateway => "gateway.md",
     observability => "observability.md",
     benchmarks => "benchmarks.md",
     reliability => "reliability.md",

@@ -18,7 +18,7 @@ use super::verdict::{FailureContext, Retry, Settle, verdict};
 use crate::catalog::Price;
 use crate::clock;
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{AccountingRule, Cost, Feedback, Reservation, SendMark};
+use crate::limit::{AccountingRule, Cost, Feedback, Reservation, SendMark, TryReserveError};
 use crate::usage::Usage;
 
 /// Resources an admission took with a reservation, held for one attempt.
@@ -205,6 +205,18 @@ impl CallState {
                 }
             }
         }
+        // A bounded job asks without waiting first; if the limiter's own estimate is
+        // past the bound, the call fails now with that estimate, holding nothing.
+        if let Some(max_wait) = self.job.as_ref().and_then(JobContext::max_wait) {
+            match self.rt.try_reserve_any(cost, priority).await {
+                Ok((i, reservation)) => return Ok((i, reservation, Vec::new())),
+                Err(TryReserveError::WouldWait { ready_in }) if ready_in > max_wait => {
+                    return Err(Error::WouldWait { ready_in });
+                }
+                Err(TryReserveError::WouldWait { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
         Ok((i, reservation, Vec::new()))
     }
@@ -382,4 +394,138 @@ fn worst_case_usd(price: Option<&Price>, cost: &Cost) -> f64 {
             .max(p.cache_write_1h.unwrap_or(0.0));
         (cost.input_tokens as f64 * input + cost.output_tokens as f64 * p.output) / 1_000_000.0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::pipeline::{ChatTransport, JobContext, Signals};
+    use crate::provider::{Provider, ProviderContext, ProviderTransports};
+    use crate::{
+        Catalog, Error, LlmRequest, LlmResponse, Message, ModelEntry, Models, ResponseBody,
+        ResponseStream, Result, SamplingParams, StopReason, Usage,
+    };
+
+    /// A provider whose one chat model answers "ok" at once.
+    #[derive(Debug)]
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl Provider for Echo {
+        fn key(&self) -> &'static str {
+            "echo"
+        }
+        async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
+            Ok(Arc::new(Echo))
+        }
+    }
+
+    impl ProviderTransports for Echo {
+        fn chat(&self, _: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
+            Ok(Arc::new(Echo))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ChatTransport for Echo {
+        async fn send(&self, _: &LlmRequest, _: &Signals) -> Result<LlmResponse> {
+            LlmResponse::new(ResponseBody {
+                model: "echo-1".into(),
+                content: vec![crate::Block::text("ok")],
+                stop_reason: StopReason::EndTurn,
+                usage: Usage::default(),
+            })
+        }
+        async fn send_stream(&self, _: &LlmRequest, _: &Signals) -> Result<ResponseStream> {
+            Err(Error::Cancelled)
+        }
+    }
+
+    /// One request a second, so a second call right after the first would wait ~1 s.
+    fn models() -> Models {
+        let known = crate::catalog::KnownProviders::empty().with("echo", "tests", false);
+        let catalog = Catalog::from_toml_str_with(
+            r#"
+            [models.m]
+            provider = "echo"
+            name = "echo-1"
+            rpm = 60
+            burst_seconds = 1
+            arrival_allowance_ms = 0
+            max_output_tokens = 16
+            "#,
+            &known,
+        )
+        .unwrap();
+        Models::builder()
+            .catalog(catalog)
+            .provider(Echo)
+            .build()
+            .unwrap()
+    }
+
+    fn request() -> LlmRequest {
+        LlmRequest::new(
+            "m",
+            vec![Message::user("hi")],
+            vec![],
+            SamplingParams::new(),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_wait_fails_with_the_limiters_estimate_when_the_wait_is_longer() {
+        let models = models();
+        let chat = models.chat("m").await.unwrap();
+        chat.single_response(&request()).await.unwrap();
+        let bounded =
+            models.for_job(JobContext::new("j", 0).with_max_wait(Duration::from_millis(100)));
+        let err = bounded
+            .chat("m")
+            .await
+            .unwrap()
+            .single_response(&request())
+            .await;
+        match err {
+            Err(Error::WouldWait { ready_in }) => {
+                assert!(ready_in > Duration::from_millis(900), "{ready_in:?}");
+                assert!(ready_in <= Duration::from_secs(1), "{ready_in:?}");
+            }
+            other => panic!("expected the limiter's WouldWait, got {other:?}"),
+        }
+        // Nothing was reserved or queued for the refused call.
+        let snapshot = models.limiter("m").unwrap().snapshot().await.unwrap();
+        assert_eq!((snapshot.grants, snapshot.queued, snapshot.held), (1, 0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_wait_waits_when_the_limiters_estimate_is_within_it() {
+        let models = models();
+        let chat = models.chat("m").await.unwrap();
+        chat.single_response(&request()).await.unwrap();
+        let started = crate::clock::now();
+        let bounded = models.for_job(JobContext::new("j", 0).with_max_wait(Duration::from_secs(2)));
+        let answer = bounded
+            .chat("m")
+            .await
+            .unwrap()
+            .single_response(&request())
+            .await;
+        assert_eq!(answer.unwrap().text(), "ok");
+        // It queued for the refill (paused clock: exact virtual time), then was sent.
+        assert!(started.elapsed() >= Duration::from_millis(900));
+        assert_eq!(
+            models
+                .limiter("m")
+                .unwrap()
+                .snapshot()
+                .await
+                .unwrap()
+                .grants,
+            2
+        );
+    }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::limit::{Admission, AdmissionGrant, Priority};
@@ -24,6 +25,7 @@ pub struct JobContext {
     priority: Priority,
     admission: Option<Admission>,
     admitted: Arc<Mutex<Option<AdmissionGrant>>>,
+    max_wait: Option<Duration>,
 }
 
 impl fmt::Debug for JobContext {
@@ -34,6 +36,7 @@ impl fmt::Debug for JobContext {
             .field("spend_cap", &self.spend_cap)
             .field("priority", &self.priority)
             .field("admission", &self.admission)
+            .field("max_wait", &self.max_wait)
             .finish()
     }
 }
@@ -48,7 +51,22 @@ impl JobContext {
             priority: Priority::Default,
             admission: None,
             admitted: Arc::default(),
+            max_wait: None,
         }
+    }
+
+    /// Bounds how long each of the job's attempts may queue on a model's limiter: when
+    /// the limiter says the wait would be longer, the call fails at once with
+    /// [`Error::WouldWait`] carrying the limiter's estimate, nothing reserved or sent
+    /// (a gateway answers 429 with that `retry-after` rather than hold a client).
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The longest an attempt may queue on a limiter, if bounded.
+    pub fn max_wait(&self) -> Option<Duration> {
+        self.max_wait
     }
 
     /// Makes every attempt of the job's calls on `admission`'s model reserve through it:
@@ -298,6 +316,14 @@ mod tests {
         assert_eq!(urgent.clone().priority(), Priority::Interactive);
         let batch = JobContext::new("b", 0).with_priority(Priority::Batch);
         assert_eq!(batch.priority(), Priority::Batch);
+    }
+
+    #[test]
+    fn job_max_wait_is_unbounded_by_default_and_kept_by_clones() {
+        let job = JobContext::new("j", 0);
+        assert_eq!(job.max_wait(), None);
+        let bounded = job.with_max_wait(Duration::from_millis(250));
+        assert_eq!(bounded.clone().max_wait(), Some(Duration::from_millis(250)));
     }
 
     #[test]

@@ -1,0 +1,97 @@
+//! `tollgate serve`: the OpenAI- and Anthropic-compatible gateway (`tollgate-gateway`)
+//! over the command's `Models`, so clients in any language are paced by the catalog.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder};
+use tollgate_gateway::{
+    DEFAULT_BODY_LIMIT, Gateway, Keys, serve as serve_gateway, shutdown_signal,
+};
+
+use crate::CliResult;
+use crate::record::CliRecorder;
+use crate::setup::Source;
+
+/// Serve the catalog's models over HTTP in the OpenAI and Anthropic formats, every
+/// request paced by the model's limits.
+///
+/// Routes: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models (OpenAI);
+/// POST /v1/messages (Anthropic); GET /health, GET /ready. Without --keys the gateway
+/// is open to anyone who can reach it.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    tollgate serve\n  \
+    curl -s localhost:4000/v1/chat/completions -H 'content-type: application/json' \\\n    \
+    -d '{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n  \
+    tollgate --catalog models.toml --credentials secrets.toml serve --keys keys.toml --listen 0.0.0.0:4000")]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:4000", value_name = "ADDR")]
+    listen: String,
+    /// Virtual keys (TOML): ids, SHA-256 hashes of their secrets, models, priority,
+    /// max_wait_ms. Without it, every request is accepted.
+    #[arg(long, value_name = "FILE")]
+    keys: Option<PathBuf>,
+    /// The largest request body accepted, in bytes (larger ones get 413).
+    #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
+    max_body_bytes: usize,
+    /// How long requests in flight may take to finish after SIGTERM or Ctrl-C.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    shutdown_grace_secs: u64,
+    /// Append every call and attempt record (job `key:<id>` per virtual key) to this
+    /// file, for `tollgate usage`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+}
+
+/// The command's recorder, without keeping records in memory: a server runs for days.
+#[derive(Debug)]
+struct ServeRecorder(CliRecorder);
+
+impl Recorder for ServeRecorder {
+    fn record_call(&self, record: &CallRecord) {
+        self.0.record_call(record);
+        if let Some(job) = &record.job_id {
+            self.0.take(job);
+        }
+    }
+
+    fn record_attempt(&self, record: &AttemptRecord) {
+        self.0.record_attempt(record);
+    }
+}
+
+pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
+    let recorder = ServeRecorder(CliRecorder::with_file(args.record.as_deref())?);
+    let (models, origin) = source.models(Arc::new(recorder))?;
+    let count = models.catalog().models().count();
+    let mut gateway = Gateway::new(models).with_body_limit(args.max_body_bytes);
+    match &args.keys {
+        Some(path) => {
+            let keys = Keys::from_toml_file(path)?;
+            println!(
+                "tollgate serve: {} virtual keys from {}",
+                keys.len(),
+                path.display()
+            );
+            gateway = gateway.with_keys(keys);
+        }
+        None => eprintln!(
+            "tollgate serve: warning: no --keys, so the gateway is open: anyone who can reach \
+             it can spend the catalog's provider quota"
+        ),
+    }
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let address = listener.local_addr()?;
+    println!("tollgate serve: listening on http://{address} ({count} models from {origin})");
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    serve_gateway(listener, gateway, shutdown_signal(), grace).await?;
+    println!("tollgate serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}

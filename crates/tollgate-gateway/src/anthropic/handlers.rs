@@ -1,0 +1,53 @@
+//! The route handlers: authenticate, decode, call through `Models`, encode the
+//! answer or the failure in this dialect.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use super::request::MessagesRequest;
+use super::response::{EventEncoder, message};
+use crate::auth::Caller;
+use crate::client::chat_client;
+use crate::error::{Dialect, GatewayError};
+use crate::extract::json_body;
+use crate::ids;
+use crate::sse::sse_response;
+use crate::state::Gateway;
+
+/// `POST /v1/messages`.
+pub(crate) async fn messages(
+    State(state): State<Gateway>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    answer(state, headers, body)
+        .await
+        .unwrap_or_else(|e| e.into_response_in(Dialect::Anthropic))
+}
+
+async fn answer(
+    state: Gateway,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GatewayError> {
+    let caller = Caller::authenticate(&state, &headers)?;
+    let req: MessagesRequest = json_body(&state, body)?;
+    let models = caller.models_for(&state, &headers, &req.model)?;
+    let request = req.to_llm_request()?;
+    let client = chat_client(&models, &request).await?;
+    let id = ids::next("msg");
+    if req.stream {
+        // Queued and sent before the 200: a refusal to wait is still a status answer.
+        let stream = client.stream_response(&request).await?;
+        return Ok(sse_response(
+            stream,
+            EventEncoder::new(id, req.model.clone()),
+        ));
+    }
+    let response = client.single_response(&request).await?;
+    Ok(Json(message(&id, &req.model, &response)).into_response())
+}

@@ -1,0 +1,105 @@
+//! Who is calling: the virtual key from `Authorization: Bearer` or `x-api-key`, and the
+//! job each of its requests runs as (its id, priority class and queue bound).
+
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use tollgate::{JobContext, Models};
+
+use crate::error::GatewayError;
+use crate::keys::VirtualKey;
+use crate::state::Gateway;
+
+/// The request header that bounds this request's queue wait, in milliseconds.
+pub const MAX_WAIT_HEADER: &str = "x-tollgate-max-wait-ms";
+
+/// An authenticated caller: its key (`None` when the gateway runs open).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    key: Option<VirtualKey>,
+}
+
+impl Caller {
+    /// Checks the presented key before any other work: a gateway with keys refuses a
+    /// request without one, or with one that matches none (401).
+    pub(crate) fn authenticate(state: &Gateway, headers: &HeaderMap) -> Result<Self, GatewayError> {
+        let Some(keys) = &state.keys else {
+            return Ok(Caller { key: None });
+        };
+        let secret = presented_secret(headers).ok_or(GatewayError::Unauthorized)?;
+        let key = keys
+            .authenticate(secret)
+            .ok_or(GatewayError::Unauthorized)?;
+        Ok(Caller {
+            key: Some(key.clone()),
+        })
+    }
+
+    /// Whether the caller may use catalog model `model_id`.
+    pub(crate) fn allows(&self, model_id: &str) -> bool {
+        self.key.as_ref().is_none_or(|k| k.allows(model_id))
+    }
+
+    /// The `Models` handle to call `model_id` through, for this caller: fails 404 for a
+    /// model the catalog lacks, 403 for one the key may not use. Each request is one
+    /// job (`key:<id>`, or `gateway` when open) at the key's priority, bounded by the
+    /// `x-tollgate-max-wait-ms` header, else the key's `max_wait_ms`.
+    pub(crate) fn models_for(
+        &self,
+        state: &Gateway,
+        headers: &HeaderMap,
+        model_id: &str,
+    ) -> Result<Models, GatewayError> {
+        state
+            .models
+            .catalog()
+            .get(model_id)
+            .map_err(tollgate::Error::from)?;
+        if !self.allows(model_id) {
+            return Err(GatewayError::ModelNotAllowed(model_id.to_owned()));
+        }
+        let id = match &self.key {
+            Some(key) => format!("key:{}", key.id()),
+            None => "gateway".to_owned(),
+        };
+        let mut job = JobContext::new(id, state.retries);
+        if let Some(key) = &self.key {
+            job = job.with_priority(key.priority());
+        }
+        let max_wait = match header_max_wait(headers)? {
+            Some(wait) => Some(wait),
+            None => self.key.as_ref().and_then(VirtualKey::max_wait),
+        };
+        if let Some(wait) = max_wait {
+            job = job.with_max_wait(wait);
+        }
+        Ok(state.models.for_job(job))
+    }
+}
+
+/// The secret from `Authorization: Bearer <secret>` (OpenAI's SDKs; Anthropic's with an
+/// auth token), else from `x-api-key` (Anthropic's SDKs).
+fn presented_secret(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+}
+
+fn header_max_wait(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
+    let Some(value) = headers.get(MAX_WAIT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|ms| Some(Duration::from_millis(ms)))
+        .ok_or(GatewayError::BadHeader {
+            name: MAX_WAIT_HEADER,
+            reason: "must be a whole number of milliseconds",
+        })
+}

@@ -1,0 +1,321 @@
+//! Virtual keys (`keys.toml`): who may call the gateway, which models, at which
+//! priority, and how long their requests may queue.
+//!
+//! A key's secret is never stored: the file holds its SHA-256 (hex), and a presented
+//! secret is hashed and compared with every key's hash in constant time, so neither a
+//! wrong key nor a timing difference tells an attacker which hash was close.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tollgate::limit::Priority;
+
+/// Why a keys file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeysError {
+    /// The file could not be read.
+    #[error("cannot read keys file `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML of the expected shape.
+    #[error("keys file is not valid: {0}")]
+    Parse(#[from] toml::de::Error),
+    /// A key is malformed (its id names it; never its secret).
+    #[error("key `{id}`: {reason}")]
+    Invalid {
+        /// The key's id.
+        id: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+}
+
+/// One virtual key: an id (recorded with every call as job `key:<id>`), what it may use,
+/// its priority class and its queue bound.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VirtualKey {
+    id: String,
+    hash: [u8; 32],
+    models: Option<Vec<String>>,
+    priority: Priority,
+    max_wait: Option<Duration>,
+}
+
+impl fmt::Debug for VirtualKey {
+    // The hash stays out of logs too: it is what a stolen log would be matched against.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VirtualKey")
+            .field("id", &self.id)
+            .field("models", &self.models)
+            .field("priority", &self.priority)
+            .field("max_wait", &self.max_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VirtualKey {
+    /// A key `id` whose secret hashes (SHA-256) to `hash`, allowed every model, at
+    /// [`Priority::Default`], unbounded wait.
+    pub fn new(id: impl Into<String>, hash: [u8; 32]) -> Self {
+        VirtualKey {
+            id: id.into(),
+            hash,
+            models: None,
+            priority: Priority::Default,
+            max_wait: None,
+        }
+    }
+
+    /// Only these catalog models.
+    pub fn with_models<I, S>(mut self, models: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.models = Some(models.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The priority class of every call made with the key.
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// How long a request may queue before it is answered 429 instead.
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The key's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The key's priority class.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// The key's queue bound, if any.
+    pub fn max_wait(&self) -> Option<Duration> {
+        self.max_wait
+    }
+
+    /// Whether the key may call catalog model `model_id`.
+    pub fn allows(&self, model_id: &str) -> bool {
+        self.models
+            .as_ref()
+            .is_none_or(|m| m.iter().any(|id| id == model_id))
+    }
+}
+
+/// The SHA-256 of `secret`, as stored in `keys.toml` (lowercase hex).
+pub fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Every virtual key the gateway accepts.
+#[derive(Debug, Clone, Default)]
+pub struct Keys {
+    keys: Vec<VirtualKey>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysFile {
+    #[serde(default)]
+    keys: Vec<KeyLine>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyLine {
+    id: String,
+    secret_sha256: String,
+    #[serde(default)]
+    models: Option<Vec<String>>,
+    #[serde(default)]
+    priority: Option<String>,
+    #[serde(default)]
+    max_wait_ms: Option<u64>,
+}
+
+impl Keys {
+    /// The keys `keys` (ids must be distinct).
+    pub fn new(keys: Vec<VirtualKey>) -> Result<Self, KeysError> {
+        for (i, key) in keys.iter().enumerate() {
+            if keys[..i].iter().any(|k| k.id == key.id) {
+                return Err(invalid(&key.id, "is defined twice"));
+            }
+        }
+        Ok(Keys { keys })
+    }
+
+    /// Reads a keys file (see the module docs and `docs/gateway.md`).
+    pub fn from_toml_file(path: &Path) -> Result<Self, KeysError> {
+        let text = std::fs::read_to_string(path).map_err(|source| KeysError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Parses a keys file's text:
+    ///
+    /// ```toml
+    /// [[keys]]
+    /// id = "notebooks"
+    /// secret_sha256 = "…64 hex digits…"   # `printf %s SECRET | sha256sum`
+    /// models = ["demo"]                    # omitted: every catalog model
+    /// priority = "interactive"             # interactive | default | batch
+    /// max_wait_ms = 5000                   # omitted: wait as long as it takes
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<Self, KeysError> {
+        let file: KeysFile = toml::from_str(text)?;
+        let keys = file
+            .keys
+            .into_iter()
+            .map(KeyLine::into_key)
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::new(keys)
+    }
+
+    /// The key whose secret is `secret`, if any. Every key's hash is compared in
+    /// constant time, and all of them are, whichever matches.
+    pub fn authenticate(&self, secret: &str) -> Option<&VirtualKey> {
+        let presented: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+        let mut found = None;
+        for key in &self.keys {
+            if bool::from(key.hash.ct_eq(&presented)) {
+                found = Some(key);
+            }
+        }
+        found
+    }
+
+    /// How many keys there are.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+impl KeyLine {
+    fn into_key(self) -> Result<VirtualKey, KeysError> {
+        if self.id.is_empty() {
+            return Err(invalid("", "`id` must not be empty"));
+        }
+        let mut hash = [0u8; 32];
+        hex::decode_to_slice(self.secret_sha256.trim(), &mut hash).map_err(|_| {
+            invalid(
+                &self.id,
+                "`secret_sha256` must be 64 hex digits (the SHA-256 of the secret)",
+            )
+        })?;
+        let priority = match self.priority.as_deref() {
+            None | Some("default") => Priority::Default,
+            Some("interactive") => Priority::Interactive,
+            Some("batch") => Priority::Batch,
+            Some(other) => {
+                return Err(invalid(
+                    &self.id,
+                    &format!("`priority` is `{other}`; use interactive, default or batch"),
+                ));
+            }
+        };
+        let mut key = VirtualKey::new(self.id, hash).with_priority(priority);
+        if let Some(models) = self.models {
+            key = key.with_models(models);
+        }
+        if let Some(ms) = self.max_wait_ms {
+            key = key.with_max_wait(Duration::from_millis(ms));
+        }
+        Ok(key)
+    }
+}
+
+fn invalid(id: &str, reason: &str) -> KeysError {
+    KeysError::Invalid {
+        id: id.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(secret: &str) -> String {
+        format!(
+            "[[keys]]\nid = \"nb\"\nsecret_sha256 = \"{}\"\nmodels = [\"demo\"]\n\
+             priority = \"interactive\"\nmax_wait_ms = 1500\n\n\
+             [[keys]]\nid = \"batch\"\nsecret_sha256 = \"{}\"\npriority = \"batch\"\n",
+            hash_secret(secret),
+            hash_secret("other-secret")
+        )
+    }
+
+    #[test]
+    fn keys_file_authenticates_by_hash_and_reads_models_priority_and_max_wait() {
+        let keys = Keys::from_toml_str(&file("s3cret")).unwrap();
+        let key = keys.authenticate("s3cret").unwrap();
+        assert_eq!(key.id(), "nb");
+        assert_eq!(key.priority(), Priority::Interactive);
+        assert_eq!(key.max_wait(), Some(Duration::from_millis(1500)));
+        assert!(key.allows("demo") && !key.allows("demo-slow"));
+        let batch = keys.authenticate("other-secret").unwrap();
+        assert_eq!((batch.id(), batch.priority()), ("batch", Priority::Batch));
+        assert!(batch.allows("anything"));
+        assert!(keys.authenticate("s3cre").is_none());
+        assert!(keys.authenticate("").is_none());
+    }
+
+    #[test]
+    fn keys_file_refuses_bad_hashes_priorities_and_repeated_ids_naming_the_key() {
+        let bad_hash = "[[keys]]\nid = \"a\"\nsecret_sha256 = \"abc\"\n";
+        let e = Keys::from_toml_str(bad_hash).unwrap_err();
+        assert!(
+            matches!(e, KeysError::Invalid { ref id, .. } if id == "a"),
+            "{e}"
+        );
+        let h = hash_secret("x");
+        let bad_priority =
+            format!("[[keys]]\nid = \"b\"\nsecret_sha256 = \"{h}\"\npriority = \"urgent\"\n");
+        let e = Keys::from_toml_str(&bad_priority).unwrap_err();
+        assert!(
+            matches!(e, KeysError::Invalid { ref id, .. } if id == "b"),
+            "{e}"
+        );
+        let twice = format!(
+            "[[keys]]\nid = \"c\"\nsecret_sha256 = \"{h}\"\n[[keys]]\nid = \"c\"\nsecret_sha256 = \"{h}\"\n"
+        );
+        assert!(matches!(
+            Keys::from_toml_str(&twice),
+            Err(KeysError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn virtual_key_debug_shows_neither_secret_nor_hash() {
+        let key = VirtualKey::new("nb", [7u8; 32]);
+        let shown = format!("{key:?}");
+        assert!(shown.contains("nb"));
+        assert!(!shown.contains(&hex::encode([7u8; 32])) && !shown.contains("[7, 7"));
+    }
+}

@@ -1,0 +1,53 @@
+//! `tollgate-gateway`: an OpenAI- and Anthropic-compatible HTTP gateway over tollgate's
+//! [`Models`](tollgate::Models), so programs in any language get tollgate's pacing.
+//!
+//! How a request flows: the virtual key is checked ([`Keys`], 401 before any other
+//! work), the body decoded from the route's dialect into tollgate's neutral request, and
+//! the call made through `Models` as one job (`key:<id>`, at the key's priority): it
+//! reserves on the model's limiter and waits there holding nothing, then is sent,
+//! retried by type and recorded. A request whose wait would pass its bound
+//! (`x-tollgate-max-wait-ms`, else the key's `max_wait_ms`) is answered at once with
+//! 429 and the limiter's own `retry-after`. The answer (or failure) is encoded back in
+//! the client's dialect, whatever the model's provider.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::time::Duration;
+//!
+//! use tollgate::{Catalog, Models};
+//! use tollgate_gateway::{Gateway, serve, shutdown_signal};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let catalog = Catalog::from_toml_file(Path::new("tollgate.toml"))?;
+//! let gateway = Gateway::new(Models::builder().catalog(catalog).build()?);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
+//! // Until Ctrl-C or SIGTERM; then in-flight requests get 30 s to finish.
+//! serve(listener, gateway, shutdown_signal(), Duration::from_secs(30)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`router`] gives the routes alone, to mount in a larger axum app.
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod anthropic;
+mod auth;
+mod client;
+mod error;
+mod extract;
+mod ids;
+mod keys;
+mod openai;
+mod ops;
+mod router;
+mod sse;
+mod state;
+
+pub use auth::MAX_WAIT_HEADER;
+pub use error::{Dialect, GatewayError, retry_after_secs};
+pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
+pub use ops::REQUEST_ID_HEADER;
+pub use router::{router, serve, shutdown_signal};
+pub use state::{DEFAULT_BODY_LIMIT, Gateway};

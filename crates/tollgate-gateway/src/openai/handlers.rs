@@ -1,0 +1,133 @@
+//! The route handlers: authenticate, decode, call through `Models`, encode the
+//! answer or the failure in this dialect.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+use tollgate::EmbeddingPurpose;
+use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
+
+use super::request::{ChatRequest, EmbeddingsRequest};
+use super::response::{ChunkEncoder, completion};
+use crate::auth::Caller;
+use crate::client::chat_client;
+use crate::error::{Dialect, GatewayError};
+use crate::extract::json_body;
+use crate::ids;
+use crate::sse::{sse_response, unix_now};
+use crate::state::Gateway;
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(
+    State(state): State<Gateway>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    chat(state, headers, body)
+        .await
+        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi))
+}
+
+async fn chat(
+    state: Gateway,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GatewayError> {
+    let caller = Caller::authenticate(&state, &headers)?;
+    let req: ChatRequest = json_body(&state, body)?;
+    let models = caller.models_for(&state, &headers, &req.model)?;
+    let request = req.to_llm_request()?;
+    let client = chat_client(&models, &request).await?;
+    let id = ids::next("chatcmpl");
+    let created = unix_now();
+    if req.stream {
+        // Queued and sent before the 200: a refusal to wait is still a status answer.
+        let stream = client.stream_response(&request).await?;
+        let encoder = ChunkEncoder::new(id, created, req.model.clone(), req.include_usage());
+        return Ok(sse_response(stream, encoder));
+    }
+    let response = client.single_response(&request).await?;
+    Ok(Json(completion(&id, created, &req.model, &response)).into_response())
+}
+
+/// `POST /v1/embeddings`.
+pub(crate) async fn embeddings(
+    State(state): State<Gateway>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    embed(state, headers, body)
+        .await
+        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi))
+}
+
+async fn embed(
+    state: Gateway,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, GatewayError> {
+    let caller = Caller::authenticate(&state, &headers)?;
+    let req: EmbeddingsRequest = json_body(&state, body)?;
+    let texts = req.texts()?;
+    let base64 = req.base64()?;
+    let models = caller.models_for(&state, &headers, &req.model)?;
+    let client = models.embeddings(&req.model).await?;
+    let vectors = client
+        .embed_batch(&texts, EmbeddingPurpose::Document)
+        .await?;
+    let data: Vec<Value> = vectors
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| {
+            let embedding = if base64 {
+                let bytes: Vec<u8> = v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect();
+                Value::from(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v.as_slice())
+            };
+            json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect();
+    // The embeddings client reports vectors, not usage: the input is estimated the way
+    // the pipeline estimates it before reserving.
+    let tokens: u64 = texts
+        .iter()
+        .map(|t| DefaultEstimator.estimate_text(t))
+        .sum();
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "model": req.model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }))
+    .into_response())
+}
+
+/// `GET /v1/models`: the catalog's models this caller may use.
+pub(crate) async fn list_models(State(state): State<Gateway>, headers: HeaderMap) -> Response {
+    let caller = match Caller::authenticate(&state, &headers) {
+        Ok(c) => c,
+        Err(e) => return e.into_response_in(Dialect::OpenAi),
+    };
+    let data: Vec<Value> = state
+        .models
+        .catalog()
+        .models()
+        .filter(|m| caller.allows(&m.id))
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": m.provider,
+                "kind": m.kind.as_str(),
+            })
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}

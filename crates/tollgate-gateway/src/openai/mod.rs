@@ -1,0 +1,9 @@
+//! The OpenAI dialect: `POST /v1/chat/completions`, `POST /v1/embeddings`,
+//! `GET /v1/models`. Any catalog model answers, whatever its provider: the request is
+//! decoded into tollgate's neutral types and the answer encoded back.
+
+mod handlers;
+mod request;
+mod response;
+
+pub(crate) use handlers::{chat_completions, embeddings, list_models};

@@ -1,0 +1,340 @@
+//! OpenAI chat-completion and embeddings requests, decoded into tollgate's neutral
+//! [`LlmRequest`]. Fields tollgate has no place for (`user`, `seed`, `tool_choice`, …)
+//! are accepted and ignored, as a proxy must; `n` above 1 is refused.
+
+use serde::Deserialize;
+use serde_json::Value;
+use tollgate::{
+    Block, ImageSource, Json, LlmRequest, Message, ResponseShape, Role, SamplingParams,
+    ToolDefinition,
+};
+
+use crate::error::GatewayError;
+
+/// `POST /v1/chat/completions`'s body, as far as the gateway reads it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ChatRequest {
+    pub(crate) model: String,
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    tools: Vec<Tool>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    stop: Option<Stop>,
+    #[serde(default)]
+    n: Option<u32>,
+    #[serde(default)]
+    response_format: Option<ResponseFormat>,
+    #[serde(default)]
+    pub(crate) stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Deserialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCall {
+    id: String,
+    function: FunctionCall,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionCall {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Tool {
+    function: FunctionDef,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDef {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: JsonSchemaFormat },
+}
+
+#[derive(Debug, Deserialize)]
+struct JsonSchemaFormat {
+    name: String,
+    #[serde(default)]
+    schema: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+impl ChatRequest {
+    /// Whether a stream should end with a usage chunk.
+    pub(crate) fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+
+    /// The neutral request for catalog model `self.model`.
+    pub(crate) fn to_llm_request(&self) -> Result<LlmRequest, GatewayError> {
+        if self.n.is_some_and(|n| n > 1) {
+            return Err(GatewayError::BadBody(
+                "`n` above 1 is not supported; send one request per choice".into(),
+            ));
+        }
+        let mut params = SamplingParams::new();
+        if let Some(t) = self.temperature {
+            params = params.with_temperature(t)?;
+        }
+        if let Some(p) = self.top_p {
+            params = params.with_top_p(p)?;
+        }
+        if let Some(max) = self.max_completion_tokens.or(self.max_tokens) {
+            params = params.with_max_output_tokens(max)?;
+        }
+        match &self.stop {
+            Some(Stop::One(s)) => params = params.with_stop(s.clone()),
+            Some(Stop::Many(all)) => {
+                for s in all {
+                    params = params.with_stop(s.clone());
+                }
+            }
+            None => {}
+        }
+        match &self.response_format {
+            Some(ResponseFormat::JsonSchema { json_schema }) => {
+                let schema = json_schema.schema.clone().unwrap_or_else(any_object);
+                params = params.with_response_shape(ResponseShape {
+                    name: json_schema.name.clone(),
+                    schema: Json::new(schema),
+                });
+            }
+            Some(ResponseFormat::JsonObject) => {
+                params = params.with_response_shape(ResponseShape {
+                    name: "json_object".into(),
+                    schema: Json::new(any_object()),
+                });
+            }
+            Some(ResponseFormat::Text) | None => {}
+        }
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.function.name.clone(),
+                description: t.function.description.clone(),
+                input_schema: Json::new(t.function.parameters.clone().unwrap_or_else(any_object)),
+            })
+            .collect();
+        Ok(LlmRequest::new(
+            self.model.clone(),
+            messages(&self.messages)?,
+            tools,
+            params,
+        )?)
+    }
+}
+
+/// `{"type":"object"}`: any JSON object.
+fn any_object() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+/// The messages in tollgate's form: `system`/`developer` lead as system messages,
+/// `tool` results join one user message per run of them.
+fn messages(input: &[ChatMessage]) -> Result<Vec<Message>, GatewayError> {
+    let mut out: Vec<Message> = Vec::with_capacity(input.len());
+    for (i, m) in input.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => Role::System,
+            "user" | "tool" => Role::User,
+            "assistant" => Role::Assistant,
+            other => {
+                return Err(GatewayError::BadBody(format!(
+                    "messages[{i}].role `{other}` is not one of system, developer, user, assistant, tool"
+                )));
+            }
+        };
+        let mut content = match &m.content {
+            Some(c) => blocks(c, i)?,
+            None => Vec::new(),
+        };
+        if m.role == "tool" {
+            let tool_use_id = m.tool_call_id.clone().ok_or_else(|| {
+                GatewayError::BadBody(format!("messages[{i}].tool_call_id is required"))
+            })?;
+            let result = Block::ToolResult {
+                tool_use_id,
+                content: std::mem::take(&mut content),
+                is_error: false,
+                cache: None,
+            };
+            match out.last_mut() {
+                Some(last)
+                    if last.role == Role::User
+                        && last
+                            .content
+                            .iter()
+                            .all(|b| matches!(b, Block::ToolResult { .. })) =>
+                {
+                    last.content.push(result);
+                }
+                _ => out.push(Message {
+                    role: Role::User,
+                    content: vec![result],
+                }),
+            }
+            continue;
+        }
+        for call in &m.tool_calls {
+            let input: Value = if call.function.arguments.trim().is_empty() {
+                serde_json::json!({})
+            } else {
+                serde_json::from_str(&call.function.arguments).map_err(|e| {
+                    GatewayError::BadBody(format!(
+                        "messages[{i}].tool_calls: arguments of `{}` are not JSON: {e}",
+                        call.function.name
+                    ))
+                })?
+            };
+            content.push(Block::ToolUse {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                input: Json::new(input),
+                cache: None,
+            });
+        }
+        out.push(Message { role, content });
+    }
+    Ok(out)
+}
+
+fn blocks(content: &Content, i: usize) -> Result<Vec<Block>, GatewayError> {
+    match content {
+        Content::Text(text) if text.is_empty() => Ok(Vec::new()),
+        Content::Text(text) => Ok(vec![Block::text(text.clone())]),
+        Content::Parts(parts) => parts
+            .iter()
+            .map(|p| match p {
+                Part::Text { text } => Ok(Block::text(text.clone())),
+                Part::ImageUrl { image_url } => Ok(Block::Image {
+                    source: image_source(&image_url.url, i)?,
+                    cache: None,
+                }),
+            })
+            .collect(),
+    }
+}
+
+/// A `data:<type>;base64,<data>` URL inline, any other URL by reference.
+fn image_source(url: &str, i: usize) -> Result<ImageSource, GatewayError> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        return Ok(ImageSource::Url { url: url.into() });
+    };
+    let (media_type, data) = rest.split_once(";base64,").ok_or_else(|| {
+        GatewayError::BadBody(format!("messages[{i}]: a data URL must be base64"))
+    })?;
+    Ok(ImageSource::Base64 {
+        media_type: media_type.into(),
+        data: data.into(),
+    })
+}
+
+/// `POST /v1/embeddings`'s body.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EmbeddingsRequest {
+    pub(crate) model: String,
+    input: EmbeddingsInput,
+    #[serde(default)]
+    pub(crate) encoding_format: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum EmbeddingsInput {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl EmbeddingsRequest {
+    /// The texts to embed (token-id inputs are not accepted: tollgate embeds text).
+    pub(crate) fn texts(&self) -> Result<Vec<String>, GatewayError> {
+        let texts = match &self.input {
+            EmbeddingsInput::One(t) => vec![t.clone()],
+            EmbeddingsInput::Many(all) => all.clone(),
+        };
+        if texts.is_empty() || texts.iter().any(String::is_empty) {
+            return Err(GatewayError::BadBody(
+                "`input` must be a non-empty string or array of non-empty strings".into(),
+            ));
+        }
+        Ok(texts)
+    }
+
+    /// Whether vectors are sent as base64 (little-endian f32), as OpenAI's SDKs ask.
+    pub(crate) fn base64(&self) -> Result<bool, GatewayError> {
+        match self.encoding_format.as_deref() {
+            None | Some("float") => Ok(false),
+            Some("base64") => Ok(true),
+            Some(other) => Err(GatewayError::BadBody(format!(
+                "`encoding_format` `{other}` is not float or base64"
+            ))),
+        }
+    }
+}

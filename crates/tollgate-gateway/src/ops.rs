@@ -1,0 +1,43 @@
+//! Operations: `/health`, `/ready` and the `x-request-id` on every answer.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::ids;
+use crate::state::Gateway;
+
+/// The header that carries a request's id, the client's or a generated one.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// `GET /health`: the process answers.
+pub(crate) async fn health() -> &'static str {
+    "ok"
+}
+
+/// `GET /ready`: 200 while the gateway takes requests (its `Models` is built before the
+/// router exists); 503 once it is draining for shutdown.
+pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
+    if state.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    } else {
+        "ready".into_response()
+    }
+}
+
+/// Echoes the client's `x-request-id` (if it is a valid header value) or makes one, on
+/// the answer whatever it is.
+pub(crate) async fn request_id(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .filter(|v| !v.is_empty() && v.len() <= 200)
+        .cloned()
+        .unwrap_or_else(|| {
+            HeaderValue::from_str(&ids::next("req")).unwrap_or(HeaderValue::from_static("req"))
+        });
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(REQUEST_ID_HEADER, id);
+    response
+}

@@ -1,0 +1,75 @@
+//! [`Gateway`]: what every route shares (the `Models`, the virtual keys, the caps).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tollgate::Models;
+use tollgate::pipeline::RetryPolicy;
+
+use crate::keys::Keys;
+
+/// The default cap on a request body: 8 MiB, room for long conversations and a few
+/// inline images, small enough that one client cannot exhaust memory.
+pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// The gateway's shared state: cheap to clone (every route gets a clone).
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    pub(crate) models: Models,
+    pub(crate) keys: Option<Arc<Keys>>,
+    pub(crate) body_limit: usize,
+    pub(crate) retries: u32,
+    draining: Arc<AtomicBool>,
+}
+
+impl Gateway {
+    /// A gateway over `models`, open (no keys), with the default body cap.
+    pub fn new(models: Models) -> Self {
+        Gateway {
+            models,
+            keys: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            retries: RetryPolicy::default().default_retries,
+            draining: Arc::default(),
+        }
+    }
+
+    /// Accepts only these virtual keys (without, the gateway is open to any caller).
+    pub fn with_keys(mut self, keys: Keys) -> Self {
+        self.keys = Some(Arc::new(keys));
+        self
+    }
+
+    /// Caps request bodies at `bytes` (larger ones are answered 413).
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// Upstream retries each request may make (default: the pipeline's default).
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The `Models` every request goes through.
+    pub fn models(&self) -> &Models {
+        &self.models
+    }
+
+    /// Whether the gateway runs open (no keys configured).
+    pub fn is_open(&self) -> bool {
+        self.keys.is_none()
+    }
+
+    /// Marks the gateway as shutting down: `/ready` answers 503 from now on, so a load
+    /// balancer stops sending it new requests while in-flight ones finish.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Gateway::start_draining`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}
