@@ -27,7 +27,6 @@
 //! ```
 //!
 //! [`router`] gives the routes alone, to mount in a larger axum app.
-//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
