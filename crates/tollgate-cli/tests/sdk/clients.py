@@ -1,0 +1,176 @@
+"""The official OpenAI and Anthropic Python SDKs as clients of `tollgate serve`.
+
+Run by tests/sdk_clients.rs with TOLLGATE_URL (the gateway's base URL), TOLLGATE_KEY (a
+virtual key's secret) set; every check asserts, so a failure exits non-zero with its
+traceback. Each check prints its name when it passes.
+"""
+
+import os
+
+import anthropic
+import openai
+
+URL = os.environ["TOLLGATE_URL"]
+KEY = os.environ["TOLLGATE_KEY"]
+
+oa = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+an = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+
+WEATHER = {
+    "name": "weather",
+    "description": "The weather in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def passed(name):
+    print("ok", name, flush=True)
+
+
+def openai_chat():
+    r = oa.chat.completions.create(
+        model="chat", messages=[{"role": "user", "content": "Why reserve first?"}]
+    )
+    assert r.choices[0].message.content, r
+    assert r.choices[0].finish_reason == "stop", r
+    assert r.usage.completion_tokens > 0 and r.usage.prompt_tokens > 0, r.usage
+    passed("openai_chat")
+
+
+def openai_stream_with_usage():
+    text, usage = "", None
+    for chunk in oa.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "Stream, please."}],
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage is not None:
+            usage = chunk.usage
+    assert text, "no streamed text"
+    assert usage is not None and usage.completion_tokens > 0, usage
+    passed("openai_stream_with_usage")
+
+
+def openai_tools_are_accepted():
+    r = oa.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"type": "function", "function": WEATHER}],
+    )
+    assert r.choices[0].finish_reason in ("stop", "tool_calls"), r
+    passed("openai_tools_are_accepted")
+
+
+def openai_embeddings():
+    r = oa.embeddings.create(model="embed", input=["one", "two"])
+    assert [len(d.embedding) for d in r.data] == [8, 8], r
+    passed("openai_embeddings")
+
+
+def anthropic_messages():
+    m = an.messages.create(
+        model="chat", max_tokens=64, messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert m.content[0].type == "text" and m.content[0].text, m
+    assert m.stop_reason == "end_turn", m
+    assert m.usage.output_tokens > 0, m.usage
+    passed("anthropic_messages")
+
+
+def anthropic_stream():
+    with an.messages.stream(
+        model="chat", max_tokens=64, messages=[{"role": "user", "content": "Stream"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text and final.usage.output_tokens > 0, final
+    passed("anthropic_stream")
+
+
+def anthropic_tools_are_accepted():
+    m = an.messages.create(
+        model="chat",
+        max_tokens=64,
+        tools=[{"name": WEATHER["name"], "description": WEATHER["description"],
+                "input_schema": WEATHER["parameters"]}],
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+    )
+    assert m.stop_reason in ("end_turn", "tool_use"), m
+    passed("anthropic_tools_are_accepted")
+
+
+def a_wrong_key_is_each_sdks_authentication_error():
+    try:
+        openai.OpenAI(base_url=URL + "/v1", api_key="wrong", max_retries=0).models.list()
+        raise AssertionError("openai accepted a wrong key")
+    except openai.AuthenticationError:
+        pass
+    try:
+        anthropic.Anthropic(base_url=URL, api_key="wrong", max_retries=0).messages.create(
+            model="chat", max_tokens=8, messages=[{"role": "user", "content": "x"}]
+        )
+        raise AssertionError("anthropic accepted a wrong key")
+    except anthropic.AuthenticationError:
+        pass
+    passed("a_wrong_key_is_each_sdks_authentication_error")
+
+
+def a_body_over_the_cap_is_a_413():
+    big = "x" * 20_000
+    try:
+        oa.chat.completions.create(model="chat", messages=[{"role": "user", "content": big}])
+        raise AssertionError("openai: a body over the cap was accepted")
+    except openai.APIStatusError as e:
+        assert e.status_code == 413, e
+    try:
+        an.messages.create(model="chat", max_tokens=8, messages=[{"role": "user", "content": big}])
+        raise AssertionError("anthropic: a body over the cap was accepted")
+    except anthropic.APIStatusError as e:
+        assert e.status_code == 413, e
+    passed("a_body_over_the_cap_is_a_413")
+
+
+def a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after():
+    # `slow` allows one request a minute: the first goes, the next would wait ~60 s.
+    oa.chat.completions.create(model="slow", messages=[{"role": "user", "content": "1"}])
+    bound = {"x-tollgate-max-wait-ms": "0"}
+    try:
+        oa.chat.completions.create(
+            model="slow", messages=[{"role": "user", "content": "2"}], extra_headers=bound
+        )
+        raise AssertionError("openai: no 429")
+    except openai.RateLimitError as e:
+        wait = int(e.response.headers["retry-after"])
+        assert 1 <= wait <= 60, wait
+    try:
+        an.messages.create(
+            model="slow", max_tokens=8, messages=[{"role": "user", "content": "3"}],
+            extra_headers=bound,
+        )
+        raise AssertionError("anthropic: no 429")
+    except anthropic.RateLimitError as e:
+        wait = int(e.response.headers["retry-after"])
+        assert 1 <= wait <= 60, wait
+    passed("a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after")
+
+
+for check in (
+    openai_chat,
+    openai_stream_with_usage,
+    openai_tools_are_accepted,
+    openai_embeddings,
+    anthropic_messages,
+    anthropic_stream,
+    anthropic_tools_are_accepted,
+    a_wrong_key_is_each_sdks_authentication_error,
+    a_body_over_the_cap_is_a_413,
+    a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after,
+):
+    check()
