@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tollgate::provider::http::{Endpoint, Framing::Ndjson, HttpClient};
-use tollgate::provider::{BlockAssembler, malformed, parse_json, text_only};
-use tollgate::provider::{ChatTransport, ChunkDecoder, ModelOptions, Signals, StreamDecoder};
-use tollgate::provider::{Provider, ProviderContext, ProviderTransports, WireError};
-use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseBody, ResponseStream};
-use tollgate::{Result, StopReason, StreamEvent, Usage};
+use tollgate::provider::{BlockAssembler, ChatTransport, ChunkDecoder, LlmRequest, LlmResponse};
+use tollgate::provider::{ModelEntry, ModelOptions, Provider, ProviderContext, ProviderTransports};
+use tollgate::provider::{ResponseBody, ResponseStream, Result, Signals, StopReason};
+use tollgate::provider::{StreamDecoder, StreamEvent, Usage, WireError};
+use tollgate::provider::{malformed, parse_json, text_only};
 
 /// The `ollama` provider: no credential needed; one named is sent as a bearer token.
 #[derive(Debug, Default, Clone, Copy)]

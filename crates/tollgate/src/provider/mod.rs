@@ -2,14 +2,15 @@
 //! [`ProviderTransports`] it builds, registration through `inventory`, the registry that
 //! finds every provider linked into the binary, and the kit the transports are made of.
 //!
-//! **The rule for provider crates** (the four in this workspace and `examples/ollama`
-//! keep it): import the kit from `tollgate::provider` alone, and the application's
-//! vocabulary (requests, answers, blocks, errors, usage, a catalog entry: `LlmRequest`,
-//! `LlmResponse`, `ResponseBody`, `ResponseStream`, `StreamEvent`, `Block`, `Error`,
-//! `Result`, `Usage`, `ModelEntry`, …) from the crate root, where applications find it
-//! too. Nothing from `tollgate::pipeline`, `tollgate::wire`, `tollgate::limit` or
+//! **The rule for provider crates:** import the kit from `tollgate::provider` alone.
+//! Nothing comes from `tollgate::pipeline`, `tollgate::wire`, `tollgate::limit` or
 //! `tollgate::http` directly: those paths stay for applications and for tollgate itself,
-//! and everything of theirs a provider needs is here.
+//! and everything of theirs a provider needs is here. The application's vocabulary a codec
+//! reads and writes (`LlmRequest`, `LlmResponse`, `ResponseBody`, `ResponseStream`,
+//! `StreamEvent`, `Block`, `Error`, `Result`, `Usage`, `ModelEntry`, …) is re-exported
+//! here too, so a provider crate can import everything from this one module, as
+//! `examples/ollama` does. The same names stand at the crate root, where applications
+//! find them and the workspace's own provider crates take them.
 //!
 //! What is here, by what it is for:
 //!
@@ -108,6 +109,17 @@ pub use crate::wire::{
 
 // Streams.
 pub use crate::wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
+
+// The application's vocabulary a codec reads and writes (also at the crate root).
+pub use crate::catalog::{Dimension, ModelEntry};
+pub use crate::client::{DecisionRequest, EmbeddingPurpose};
+pub use crate::conversation::{Block, CacheMark, ImageSource, Message, Role, ToolDefinition};
+pub use crate::error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Result};
+pub use crate::json::Json;
+pub use crate::request::{LlmRequest, SamplingParams};
+pub use crate::response::{LlmResponse, ResponseBody, StopReason};
+pub use crate::stream::{ResponseStream, StreamEvent};
+pub use crate::usage::Usage;
 
 // The clock every wait and `retry-after` date is read on (tokio's, paused in tests).
 pub use crate::clock;
