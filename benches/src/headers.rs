@@ -157,6 +157,15 @@ impl HeadersScenario {
             SimHeaderStyle::None => "none",
         }
     }
+
+    /// The first three cells of its table row: provider window, header style, catalog.
+    pub fn cells(&self) -> Vec<String> {
+        vec![
+            self.window_name().to_owned(),
+            self.style_name().to_owned(),
+            format!("{}x", self.catalog_factor),
+        ]
+    }
 }
 
 /// One run's results.
@@ -420,10 +429,8 @@ pub fn section(reports: &[HeadersReport], config: HeadersConfig) -> Section {
         "throttle at end",
     ]);
     for r in reports {
-        table.row(vec![
-            r.scenario.window_name().to_owned(),
-            r.scenario.style_name().to_owned(),
-            format!("{}x", r.scenario.catalog_factor),
+        let mut row = r.scenario.cells();
+        row.extend([
             ratio(r.makespan_ratio()),
             if r.failed > 0 {
                 format!("{} ({} failed)", r.rate_limited, r.failed)
@@ -435,6 +442,7 @@ pub fn section(reports: &[HeadersReport], config: HeadersConfig) -> Section {
             format!("{} s", num(r.best_makespan.as_secs_f64(), 1)),
             num(r.rate_factor, 2),
         ]);
+        table.row(row);
     }
     Section {
         title: "5. Pacing by the provider's headers".to_owned(),

@@ -156,16 +156,15 @@ pub fn converge_section(reports: &[ConvergeReport], config: ConvergeConfig) -> S
         "throttle at end",
     ]);
     for r in reports {
-        table.row(vec![
-            r.scenario.window_name().to_owned(),
-            r.scenario.style_name().to_owned(),
-            format!("{}x", r.scenario.catalog_factor),
+        let mut row = r.scenario.cells();
+        row.extend([
             r.converge
                 .map_or("never".to_owned(), |d| format!("{} s", d.as_secs())),
             num(r.steady_429_per_min, 1),
             ratio(r.goodput),
             num(r.rate_factor, 2),
         ]);
+        table.row(row);
     }
     Section {
         title: "5b. Convergence with the catalog at 2x what is served".to_owned(),
