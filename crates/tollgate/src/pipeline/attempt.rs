@@ -24,11 +24,14 @@ use crate::usage::Usage;
 /// Resources an admission took with a reservation, held for one attempt.
 type Guards = Vec<Box<dyn std::any::Any + Send>>;
 
-/// One attempt's holdings: the reservation and the spend hold.
+/// One attempt's holdings: the reservation, the one on the job's own buckets and the
+/// spend hold.
 pub(crate) struct Prepared {
     /// The deployment the attempt goes to (index into the model's deployments).
     pub(crate) deployment: usize,
     reservation: Reservation,
+    /// On the job's own buckets ([`JobContext::with_limiter`]), settled like the model's.
+    own: Option<Reservation>,
     /// When it was sent, for reading its answer's rate-limit headers as of then.
     mark: SendMark,
     hold: SpendHold,
@@ -145,6 +148,8 @@ impl CallState {
             cap.check_fits_unheld(worst_usd)?;
         }
         let queued_at = clock::now();
+        // The job's own buckets first: waiting there holds nothing of the model's.
+        let mut own = self.reserve_own(cost).await?;
         let (deployment, mut reservation, guards) = self.reserve(cost).await?;
         let queue_wait = queued_at.elapsed();
         self.queue_wait += queue_wait;
@@ -161,11 +166,15 @@ impl CallState {
         // hold unsent gives both back.
         self.rt.breaker.check()?;
         reservation.mark_sent();
+        if let Some(own) = &mut own {
+            own.mark_sent();
+        }
         hold.mark_sent();
         self.attempts += 1;
         Ok(Prepared {
             deployment,
             reservation,
+            own,
             mark,
             hold,
             sent_at: clock::now(),
@@ -173,6 +182,30 @@ impl CallState {
             span: span.clone(),
             _guards: guards,
         })
+    }
+
+    /// The attempt's reservation on the job's own buckets, if it has any: bounded by the
+    /// job's `max_wait` as the model's is (past it, the limiter's estimate as
+    /// [`Error::WouldWait`]).
+    async fn reserve_own(&self, cost: Cost) -> Result<Option<Reservation>> {
+        let Some(job) = &self.job else {
+            return Ok(None);
+        };
+        let Some(limiter) = job.limiter() else {
+            return Ok(None);
+        };
+        let priority = job.priority();
+        if let Some(max_wait) = job.max_wait() {
+            match limiter.try_reserve(cost, priority).await {
+                Ok(reservation) => return Ok(Some(reservation)),
+                Err(TryReserveError::WouldWait { ready_in }) if ready_in > max_wait => {
+                    return Err(Error::WouldWait { ready_in });
+                }
+                Err(TryReserveError::WouldWait { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some(limiter.reserve(cost, priority).await?))
     }
 
     /// The attempt's deployment and reservation: the one the call was routed with, else
@@ -243,6 +276,9 @@ impl CallState {
         let cost = self.price_of(usage);
         let deployment = p.deployment;
         p.reservation.settle(usage, rule);
+        if let Some(own) = p.own {
+            own.settle(usage, rule);
+        }
         p.hold.settle(cost);
         // After settling: the provider's "remaining" already counts this call.
         self.apply_signals(deployment, signals, p.mark);
@@ -300,6 +336,7 @@ impl CallState {
         let Prepared {
             deployment,
             reservation,
+            own,
             mark,
             hold,
             sent_at,
@@ -320,21 +357,28 @@ impl CallState {
             Settle::AtUsage(usage) => {
                 let cost = self.price_of(&usage);
                 reservation.settle(&usage, rule);
+                if let Some(own) = own {
+                    own.settle(&usage, rule);
+                }
                 hold.settle(cost);
                 usage
             }
             Settle::KeepRequest => {
                 let requests = reservation.cost().requests;
-                reservation.settle_counted(Cost {
+                let counted = Cost {
                     requests,
                     ..Cost::default()
-                });
+                };
+                reservation.settle_counted(counted);
+                if let Some(own) = own {
+                    own.settle_counted(counted);
+                }
                 hold.settle(0.0);
                 Usage::default()
             }
             // The provider may have done (and billed) the work: the charge stays.
             _ => {
-                drop(reservation);
+                drop((reservation, own));
                 hold.settle(worst_usd);
                 delivered.and_then(|d| d.0).unwrap_or_default()
             }
@@ -397,135 +441,5 @@ fn worst_case_usd(price: Option<&Price>, cost: &Cost) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use crate::pipeline::{ChatTransport, JobContext, Signals};
-    use crate::provider::{Provider, ProviderContext, ProviderTransports};
-    use crate::{
-        Catalog, Error, LlmRequest, LlmResponse, Message, ModelEntry, Models, ResponseBody,
-        ResponseStream, Result, SamplingParams, StopReason, Usage,
-    };
-
-    /// A provider whose one chat model answers "ok" at once.
-    #[derive(Debug)]
-    struct Echo;
-
-    #[async_trait::async_trait]
-    impl Provider for Echo {
-        fn key(&self) -> &'static str {
-            "echo"
-        }
-        async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
-            Ok(Arc::new(Echo))
-        }
-    }
-
-    impl ProviderTransports for Echo {
-        fn chat(&self, _: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
-            Ok(Arc::new(Echo))
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ChatTransport for Echo {
-        async fn send(&self, _: &LlmRequest, _: &Signals) -> Result<LlmResponse> {
-            LlmResponse::new(ResponseBody {
-                model: "echo-1".into(),
-                content: vec![crate::Block::text("ok")],
-                stop_reason: StopReason::EndTurn,
-                usage: Usage::default(),
-            })
-        }
-        async fn send_stream(&self, _: &LlmRequest, _: &Signals) -> Result<ResponseStream> {
-            Err(Error::Cancelled)
-        }
-    }
-
-    /// One request a second, so a second call right after the first would wait ~1 s.
-    fn models() -> Models {
-        let known = crate::catalog::KnownProviders::empty().with("echo", "tests", false);
-        let catalog = Catalog::from_toml_str_with(
-            r#"
-            [models.m]
-            provider = "echo"
-            name = "echo-1"
-            rpm = 60
-            burst_seconds = 1
-            arrival_allowance_ms = 0
-            max_output_tokens = 16
-            "#,
-            &known,
-        )
-        .unwrap();
-        Models::builder()
-            .catalog(catalog)
-            .provider(Echo)
-            .build()
-            .unwrap()
-    }
-
-    fn request() -> LlmRequest {
-        LlmRequest::new(
-            "m",
-            vec![Message::user("hi")],
-            vec![],
-            SamplingParams::new(),
-        )
-        .unwrap()
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn max_wait_fails_with_the_limiters_estimate_when_the_wait_is_longer() {
-        let models = models();
-        let chat = models.chat("m").await.unwrap();
-        chat.single_response(&request()).await.unwrap();
-        let bounded =
-            models.for_job(JobContext::new("j", 0).with_max_wait(Duration::from_millis(100)));
-        let err = bounded
-            .chat("m")
-            .await
-            .unwrap()
-            .single_response(&request())
-            .await;
-        match err {
-            Err(Error::WouldWait { ready_in }) => {
-                assert!(ready_in > Duration::from_millis(900), "{ready_in:?}");
-                assert!(ready_in <= Duration::from_secs(1), "{ready_in:?}");
-            }
-            other => panic!("expected the limiter's WouldWait, got {other:?}"),
-        }
-        // Nothing was reserved or queued for the refused call.
-        let snapshot = models.limiter("m").unwrap().snapshot().await.unwrap();
-        assert_eq!((snapshot.grants, snapshot.queued, snapshot.held), (1, 0, 0));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn max_wait_waits_when_the_limiters_estimate_is_within_it() {
-        let models = models();
-        let chat = models.chat("m").await.unwrap();
-        chat.single_response(&request()).await.unwrap();
-        let started = crate::clock::now();
-        let bounded = models.for_job(JobContext::new("j", 0).with_max_wait(Duration::from_secs(2)));
-        let answer = bounded
-            .chat("m")
-            .await
-            .unwrap()
-            .single_response(&request())
-            .await;
-        assert_eq!(answer.unwrap().text(), "ok");
-        // It queued for the refill (paused clock: exact virtual time), then was sent.
-        assert!(started.elapsed() >= Duration::from_millis(900));
-        assert_eq!(
-            models
-                .limiter("m")
-                .unwrap()
-                .snapshot()
-                .await
-                .unwrap()
-                .grants,
-            2
-        );
-    }
-}
+#[path = "attempt_tests.rs"]
+mod tests;

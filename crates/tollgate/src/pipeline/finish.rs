@@ -32,6 +32,7 @@ impl CallState {
         telemetry::record_attempt_end(span, &usage, failed, retry_in);
         self.rt.config.recorder.record_attempt(&AttemptRecord {
             call_id: self.call_id,
+            job_id: self.job.as_ref().map(|j| j.id().to_owned()),
             attempt: self.attempts,
             model_id: self.rt.entry.id.clone(),
             deployment: self.rt.deployments[deployment].name.clone(),
@@ -103,6 +104,7 @@ impl CallState {
             usage: self.usage,
             cost_usd: priced.then_some(self.cost_usd),
             latency: self.started.elapsed(),
+            queue_wait: self.queue_wait,
             time_to_first_token: self.time_to_first_token,
             outcome,
         });

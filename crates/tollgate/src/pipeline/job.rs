@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::limit::{Admission, AdmissionGrant, Priority};
+use crate::limit::{Admission, AdmissionGrant, LimiterBackend, Priority};
 
 /// A unit of work (a workflow run, a request from a user) that may make many calls.
 ///
@@ -26,6 +26,7 @@ pub struct JobContext {
     admission: Option<Admission>,
     admitted: Arc<Mutex<Option<AdmissionGrant>>>,
     max_wait: Option<Duration>,
+    limiter: Option<Arc<dyn LimiterBackend>>,
 }
 
 impl fmt::Debug for JobContext {
@@ -37,6 +38,7 @@ impl fmt::Debug for JobContext {
             .field("priority", &self.priority)
             .field("admission", &self.admission)
             .field("max_wait", &self.max_wait)
+            .field("limiter", &self.limiter.as_ref().map(|l| l.model_id()))
             .finish()
     }
 }
@@ -52,7 +54,23 @@ impl JobContext {
             admission: None,
             admitted: Arc::default(),
             max_wait: None,
+            limiter: None,
         }
+    }
+
+    /// Gives the job buckets of its own (a gateway key's `rpm`/`tpm`, say): every
+    /// attempt of its calls reserves its cost there first, then on the model's limiter,
+    /// and settles there as on the model's. Built by a [`crate::limit::LimiterFactory`],
+    /// they are shared by every process on the same backend (Redis) like a model's.
+    /// The job's [`JobContext::max_wait`] bounds the wait on them too.
+    pub fn with_limiter(mut self, limiter: Arc<dyn LimiterBackend>) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// The job's own buckets, if any ([`JobContext::with_limiter`]).
+    pub fn limiter(&self) -> Option<&Arc<dyn LimiterBackend>> {
+        self.limiter.as_ref()
     }
 
     /// Bounds how long each of the job's attempts may queue on a model's limiter: when

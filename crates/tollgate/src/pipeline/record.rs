@@ -44,6 +44,8 @@ impl Outcome {
 pub struct AttemptRecord {
     /// The call this attempt belongs to.
     pub call_id: u64,
+    /// The job the call was made for, if any (a gateway's `key:<id>`).
+    pub job_id: Option<String>,
     /// 1 for the first attempt.
     pub attempt: u32,
     /// Catalog model id.
@@ -84,6 +86,8 @@ pub struct CallRecord {
     pub cost_usd: Option<f64>,
     /// From the call to its answer, waiting for the limiter included.
     pub latency: Duration,
+    /// How long its attempts waited for their reservations, in all.
+    pub queue_wait: Duration,
     /// Time to the first streamed event (streams only).
     pub time_to_first_token: Option<Duration>,
     /// How it ended.
