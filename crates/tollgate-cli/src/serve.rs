@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder};
 use tollgate_gateway::{
-    DEFAULT_BODY_LIMIT, Gateway, Keys, serve as serve_gateway, shutdown_signal,
+    DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, serve as serve_gateway, shutdown_signal,
 };
 
 use crate::CliResult;
@@ -20,7 +20,7 @@ use crate::setup::Source;
 /// request paced by the model's limits.
 ///
 /// Routes: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models (OpenAI);
-/// POST /v1/messages (Anthropic); GET /health, GET /ready. Without --keys the gateway
+/// POST /v1/messages (Anthropic); GET /health, GET /ready, GET /metrics. Without --keys the gateway
 /// is open to anyone who can reach it.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -33,7 +33,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:4000", value_name = "ADDR")]
     listen: String,
     /// Virtual keys (TOML): ids, SHA-256 hashes of their secrets, models, priority,
-    /// max_wait_ms. Without it, every request is accepted.
+    /// max_wait_ms, rpm/tpm caps, budget_usd_per_day. Without it, every request is
+    /// accepted.
     #[arg(long, value_name = "FILE")]
     keys: Option<PathBuf>,
     /// The largest request body accepted, in bytes (larger ones get 413).
@@ -48,28 +49,40 @@ pub(crate) struct ServeArgs {
     record: Option<PathBuf>,
 }
 
-/// The command's recorder, without keeping records in memory: a server runs for days.
+/// The command's recorder, without keeping records in memory (a server runs for days),
+/// and the gateway's metrics, fed by the same records.
 #[derive(Debug)]
-struct ServeRecorder(CliRecorder);
+struct ServeRecorder {
+    cli: CliRecorder,
+    metrics: Arc<GatewayMetrics>,
+}
 
 impl Recorder for ServeRecorder {
     fn record_call(&self, record: &CallRecord) {
-        self.0.record_call(record);
+        self.metrics.record_call(record);
+        self.cli.record_call(record);
         if let Some(job) = &record.job_id {
-            self.0.take(job);
+            self.cli.take(job);
         }
     }
 
     fn record_attempt(&self, record: &AttemptRecord) {
-        self.0.record_attempt(record);
+        self.metrics.record_attempt(record);
+        self.cli.record_attempt(record);
     }
 }
 
 pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
-    let recorder = ServeRecorder(CliRecorder::with_file(args.record.as_deref())?);
+    let metrics = Arc::new(GatewayMetrics::new());
+    let recorder = ServeRecorder {
+        cli: CliRecorder::with_file(args.record.as_deref())?,
+        metrics: metrics.clone(),
+    };
     let (models, origin) = source.models(Arc::new(recorder))?;
     let count = models.catalog().models().count();
-    let mut gateway = Gateway::new(models).with_body_limit(args.max_body_bytes);
+    let mut gateway = Gateway::new(models)
+        .with_body_limit(args.max_body_bytes)
+        .with_metrics(metrics);
     match &args.keys {
         Some(path) => {
             let keys = Keys::from_toml_file(path)?;
@@ -78,7 +91,12 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
                 keys.len(),
                 path.display()
             );
-            gateway = gateway.with_keys(keys);
+            // The keys' own rpm/tpm caps live where the models' buckets do: in Redis
+            // with --redis, shared by every replica.
+            gateway = match &source.limiters {
+                Some(factory) => gateway.with_keys_on(keys, factory.as_ref())?,
+                None => gateway.with_keys(keys),
+            };
         }
         None => eprintln!(
             "tollgate serve: warning: no --keys, so the gateway is open: anyone who can reach \

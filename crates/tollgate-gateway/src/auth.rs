@@ -35,6 +35,11 @@ impl Caller {
         })
     }
 
+    /// The caller's key id (empty on an open gateway).
+    pub(crate) fn key_id(&self) -> &str {
+        self.key.as_ref().map_or("", VirtualKey::id)
+    }
+
     /// Whether the caller may use catalog model `model_id`.
     pub(crate) fn allows(&self, model_id: &str) -> bool {
         self.key.as_ref().is_none_or(|k| k.allows(model_id))
@@ -64,7 +69,7 @@ impl Caller {
         };
         let mut job = JobContext::new(id, state.retries);
         if let Some(key) = &self.key {
-            job = job.with_priority(key.priority());
+            job = state.quotas.apply(key, job.with_priority(key.priority()));
         }
         let max_wait = match header_max_wait(headers)? {
             Some(wait) => Some(wait),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tollgate::catalog::Limits;
 use tollgate::limit::Priority;
 
 /// Why a keys file could not be loaded.
@@ -41,14 +42,16 @@ pub enum KeysError {
 }
 
 /// One virtual key: an id (recorded with every call as job `key:<id>`), what it may use,
-/// its priority class and its queue bound.
-#[derive(Clone, PartialEq, Eq)]
+/// its priority class, its queue bound, and its own rate caps and daily budget.
+#[derive(Clone, PartialEq)]
 pub struct VirtualKey {
     id: String,
     hash: [u8; 32],
     models: Option<Vec<String>>,
     priority: Priority,
     max_wait: Option<Duration>,
+    caps: Limits,
+    budget_usd_per_day: Option<f64>,
 }
 
 impl fmt::Debug for VirtualKey {
@@ -59,6 +62,8 @@ impl fmt::Debug for VirtualKey {
             .field("models", &self.models)
             .field("priority", &self.priority)
             .field("max_wait", &self.max_wait)
+            .field("caps", &self.caps)
+            .field("budget_usd_per_day", &self.budget_usd_per_day)
             .finish_non_exhaustive()
     }
 }
@@ -73,7 +78,38 @@ impl VirtualKey {
             models: None,
             priority: Priority::Default,
             max_wait: None,
+            caps: Limits::default(),
+            budget_usd_per_day: None,
         }
+    }
+
+    /// Caps the key's own rate across every model it calls: `rpm` requests and `tpm`
+    /// tokens a minute (0 = no cap on that dimension). They are buckets like a model's,
+    /// reserved before the model's and shared on Redis with `--redis`.
+    pub fn with_caps(mut self, rpm: u64, tpm: u64) -> Self {
+        self.caps = Limits {
+            rpm,
+            tpm,
+            ..Limits::default()
+        };
+        self
+    }
+
+    /// Caps what the key's calls may cost per UTC day, in USD (from the catalog's
+    /// prices; each call holds its worst case before it is sent).
+    pub fn with_budget_usd_per_day(mut self, usd: f64) -> Self {
+        self.budget_usd_per_day = Some(usd);
+        self
+    }
+
+    /// The key's own per-minute caps (0 on a dimension: none).
+    pub fn caps(&self) -> Limits {
+        self.caps
+    }
+
+    /// The key's spend budget per UTC day in USD, if any.
+    pub fn budget_usd_per_day(&self) -> Option<f64> {
+        self.budget_usd_per_day
     }
 
     /// Only these catalog models.
@@ -150,6 +186,12 @@ struct KeyLine {
     priority: Option<String>,
     #[serde(default)]
     max_wait_ms: Option<u64>,
+    #[serde(default)]
+    rpm: Option<u64>,
+    #[serde(default)]
+    tpm: Option<u64>,
+    #[serde(default)]
+    budget_usd_per_day: Option<f64>,
 }
 
 impl Keys {
@@ -181,6 +223,9 @@ impl Keys {
     /// models = ["demo"]                    # omitted: every catalog model
     /// priority = "interactive"             # interactive | default | batch
     /// max_wait_ms = 5000                   # omitted: wait as long as it takes
+    /// rpm = 100                            # the key's own caps across its models
+    /// tpm = 200000                         #   (omitted: none beyond the models')
+    /// budget_usd_per_day = 25.0            # omitted: no budget
     /// ```
     pub fn from_toml_str(text: &str) -> Result<Self, KeysError> {
         let file: KeysFile = toml::from_str(text)?;
@@ -203,6 +248,11 @@ impl Keys {
             }
         }
         found
+    }
+
+    /// Every key, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = &VirtualKey> {
+        self.keys.iter()
     }
 
     /// How many keys there are.
@@ -245,6 +295,18 @@ impl KeyLine {
         }
         if let Some(ms) = self.max_wait_ms {
             key = key.with_max_wait(Duration::from_millis(ms));
+        }
+        if self.rpm.is_some() || self.tpm.is_some() {
+            key = key.with_caps(self.rpm.unwrap_or(0), self.tpm.unwrap_or(0));
+        }
+        if let Some(usd) = self.budget_usd_per_day {
+            if !usd.is_finite() || usd < 0.0 {
+                return Err(invalid(
+                    &key.id,
+                    &format!("`budget_usd_per_day` is {usd}; give a number of USD, 0 or more"),
+                ));
+            }
+            key = key.with_budget_usd_per_day(usd);
         }
         Ok(key)
     }
@@ -309,6 +371,32 @@ mod tests {
             Keys::from_toml_str(&twice),
             Err(KeysError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn keys_file_reads_rate_caps_and_daily_budget_and_refuses_a_negative_budget() {
+        let h = hash_secret("x");
+        let text = format!(
+            "[[keys]]\nid = \"a\"\nsecret_sha256 = \"{h}\"\nrpm = 30\nbudget_usd_per_day = 2.5\n\
+             [[keys]]\nid = \"b\"\nsecret_sha256 = \"{}\"\ntpm = 1000\n",
+            hash_secret("y")
+        );
+        let keys = Keys::from_toml_str(&text).unwrap();
+        let a = keys.authenticate("x").unwrap();
+        assert_eq!((a.caps().rpm, a.caps().tpm), (30, 0));
+        assert_eq!(a.budget_usd_per_day(), Some(2.5));
+        let b = keys.authenticate("y").unwrap();
+        assert_eq!(
+            (b.caps().rpm, b.caps().tpm, b.budget_usd_per_day()),
+            (0, 1000, None)
+        );
+        let negative =
+            format!("[[keys]]\nid = \"n\"\nsecret_sha256 = \"{h}\"\nbudget_usd_per_day = -1\n");
+        let e = Keys::from_toml_str(&negative).unwrap_err();
+        assert!(
+            matches!(e, KeysError::Invalid { ref id, ref reason } if id == "n" && reason.contains("budget_usd_per_day")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Operations: `/health`, `/ready` and the `x-request-id` on every answer.
+//! Operations: `/health`, `/ready`, `/metrics` and the `x-request-id` on every answer.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -14,6 +14,20 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// `GET /health`: the process answers.
 pub(crate) async fn health() -> &'static str {
     "ok"
+}
+
+/// `GET /metrics`: every counter in the OpenMetrics text format (the queue depths read
+/// from the limiters now).
+pub(crate) async fn metrics(State(state): State<Gateway>) -> Response {
+    refresh_queues(&state).await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::METRICS_CONTENT_TYPE,
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
 }
 
 /// `GET /ready`: 200 while the gateway takes requests (its `Models` is built before the
@@ -40,4 +54,25 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     response.headers_mut().insert(REQUEST_ID_HEADER, id);
     response
+}
+
+/// Reads every model's (and key's) limiter queue into the gauge; a limiter that cannot
+/// answer (an unreachable Redis) keeps its last value.
+async fn refresh_queues(state: &Gateway) {
+    let metrics = &state.metrics;
+    for model in state.models.catalog().models() {
+        let Ok(limiters) = state.models.limiters(&model.id) else {
+            continue;
+        };
+        for limiter in limiters {
+            if let Ok(snapshot) = limiter.snapshot().await {
+                metrics.set_queued(limiter.model_id(), snapshot.queued);
+            }
+        }
+    }
+    for limiter in state.quotas.limiters() {
+        if let Ok(snapshot) = limiter.snapshot().await {
+            metrics.set_queued(limiter.model_id(), snapshot.queued);
+        }
+    }
 }

@@ -22,6 +22,7 @@ pub fn router(state: Gateway) -> Router {
         .route("/v1/messages", post(anthropic::messages))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
+        .route("/metrics", get(ops::metrics))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(ops::request_id))
         .with_state(state)

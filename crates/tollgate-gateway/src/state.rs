@@ -4,9 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tollgate::Models;
+use tollgate::limit::{InProcessLimiters, LimiterFactory};
 use tollgate::pipeline::RetryPolicy;
 
 use crate::keys::Keys;
+use crate::metrics::GatewayMetrics;
+use crate::quota::KeyQuotas;
 
 /// The default cap on a request body: 8 MiB, room for long conversations and a few
 /// inline images, small enough that one client cannot exhaust memory.
@@ -17,6 +20,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
 pub struct Gateway {
     pub(crate) models: Models,
     pub(crate) keys: Option<Arc<Keys>>,
+    pub(crate) quotas: Arc<KeyQuotas>,
+    pub(crate) metrics: Arc<GatewayMetrics>,
     pub(crate) body_limit: usize,
     pub(crate) retries: u32,
     draining: Arc<AtomicBool>,
@@ -28,6 +33,8 @@ impl Gateway {
         Gateway {
             models,
             keys: None,
+            quotas: Arc::default(),
+            metrics: Arc::default(),
             body_limit: DEFAULT_BODY_LIMIT,
             retries: RetryPolicy::default().default_retries,
             draining: Arc::default(),
@@ -35,9 +42,43 @@ impl Gateway {
     }
 
     /// Accepts only these virtual keys (without, the gateway is open to any caller).
-    pub fn with_keys(mut self, keys: Keys) -> Self {
+    /// Their `rpm`/`tpm` caps are buckets in this process; for replicas that share them,
+    /// use [`Gateway::with_keys_on`].
+    pub fn with_keys(self, keys: Keys) -> Self {
+        // The in-process factory cannot fail.
+        match self.clone().with_keys_on(keys.clone(), &InProcessLimiters) {
+            Ok(gateway) => gateway,
+            Err(_) => Gateway {
+                keys: Some(Arc::new(keys)),
+                ..self
+            },
+        }
+    }
+
+    /// [`Gateway::with_keys`], the keys' `rpm`/`tpm` buckets built by `factory`: the
+    /// models' factory (e.g. Redis) shares them among every gateway on it. Fails when
+    /// the factory cannot build them.
+    pub fn with_keys_on(
+        mut self,
+        keys: Keys,
+        factory: &dyn LimiterFactory,
+    ) -> tollgate::Result<Self> {
+        self.quotas = Arc::new(KeyQuotas::build(&keys, factory)?);
         self.keys = Some(Arc::new(keys));
+        Ok(self)
+    }
+
+    /// Counts into `metrics` (served at `GET /metrics`). Give the same metrics to the
+    /// `Models` behind the gateway as its recorder (or inside one that forwards to it)
+    /// for the per-call figures: queue waits, tokens, cost, upstream 429s and 5xx.
+    pub fn with_metrics(mut self, metrics: Arc<GatewayMetrics>) -> Self {
+        self.metrics = metrics;
         self
+    }
+
+    /// The gateway's metrics.
+    pub fn metrics(&self) -> &Arc<GatewayMetrics> {
+        &self.metrics
     }
 
     /// Caps request bodies at `bytes` (larger ones are answered 413).

@@ -15,6 +15,7 @@ use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::extract::json_body;
 use crate::ids;
+use crate::metrics::Tags;
 use crate::sse::sse_response;
 use crate::state::Gateway;
 
@@ -24,18 +25,23 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    answer(state, headers, body)
+    let mut tags = Tags::start(&state.metrics, "messages");
+    let response = answer(state, headers, body, &mut tags)
         .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::Anthropic))
+        .unwrap_or_else(|e| e.into_response_in(Dialect::Anthropic));
+    tags.finish(response)
 }
 
 async fn answer(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    tags: &mut Tags,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
+    tags.key(caller.key_id());
     let req: MessagesRequest = json_body(&state, body)?;
+    tags.model(&req.model);
     let models = caller.models_for(&state, &headers, &req.model)?;
     let request = req.to_llm_request()?;
     let client = chat_client(&models, &request).await?;

@@ -19,6 +19,7 @@ use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::extract::json_body;
 use crate::ids;
+use crate::metrics::Tags;
 use crate::sse::{sse_response, unix_now};
 use crate::state::Gateway;
 
@@ -28,18 +29,23 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(state, headers, body)
+    let mut tags = Tags::start(&state.metrics, "chat_completions");
+    let response = chat(state, headers, body, &mut tags)
         .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi))
+        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
+    tags.finish(response)
 }
 
 async fn chat(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    tags: &mut Tags,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
+    tags.key(caller.key_id());
     let req: ChatRequest = json_body(&state, body)?;
+    tags.model(&req.model);
     let models = caller.models_for(&state, &headers, &req.model)?;
     let request = req.to_llm_request()?;
     let client = chat_client(&models, &request).await?;
@@ -61,18 +67,23 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    embed(state, headers, body)
+    let mut tags = Tags::start(&state.metrics, "embeddings");
+    let response = embed(state, headers, body, &mut tags)
         .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi))
+        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
+    tags.finish(response)
 }
 
 async fn embed(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    tags: &mut Tags,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
+    tags.key(caller.key_id());
     let req: EmbeddingsRequest = json_body(&state, body)?;
+    tags.model(&req.model);
     let texts = req.texts()?;
     let base64 = req.base64()?;
     let models = caller.models_for(&state, &headers, &req.model)?;

@@ -43,6 +43,34 @@ tpm = 1000000
 native_width = 4
 "#;
 
+/// `priced`: $1,000 per million output tokens, so its 64-token worst case is $0.064.
+pub const PRICED: &str = r#"
+[models.priced]
+provider = "fake"
+name = "fake-priced"
+rpm = 6000
+max_output_tokens = 64
+arrival_allowance_ms = 0
+
+[models.priced.price]
+input = 0.0
+output = 1000.0
+"#;
+
+/// `Models` over [`PRICED`] with `fake` as its provider, recording to `recorder`.
+pub fn priced_models(
+    fake: &FakeProvider,
+    recorder: Option<std::sync::Arc<dyn tollgate::pipeline::Recorder>>,
+) -> Models {
+    let mut builder = Models::builder()
+        .catalog(Catalog::from_toml_str(PRICED).unwrap())
+        .provider(fake.clone());
+    if let Some(recorder) = recorder {
+        builder = builder.recorder(recorder);
+    }
+    builder.build().unwrap()
+}
+
 /// The secret of the test key `notebook`, allowed `chat` and `slow` only.
 pub const SECRET: &str = "tg-test-secret-0123456789";
 

@@ -1,0 +1,159 @@
+//! Each virtual key's own limits: its `rpm`/`tpm` caps, as buckets built by the same
+//! [`LimiterFactory`] as the models' (so `--redis` shares them across replicas), and its
+//! spend budget per UTC day, as a pipeline [`SpendCap`] renewed when the day changes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
+use tollgate::{JobContext, SpendCap};
+
+use crate::keys::{Keys, VirtualKey};
+
+/// A day, in seconds.
+const DAY: u64 = 24 * 60 * 60;
+
+/// Every key's caps and budget, by key id.
+#[derive(Debug, Default)]
+pub(crate) struct KeyQuotas {
+    by_id: HashMap<String, KeyQuota>,
+}
+
+#[derive(Debug, Default)]
+struct KeyQuota {
+    limiter: Option<Arc<dyn LimiterBackend>>,
+    budget: Option<DailyBudget>,
+}
+
+impl KeyQuotas {
+    /// The caps and budgets of `keys`, the caps' buckets built by `factory`.
+    pub(crate) fn build(keys: &Keys, factory: &dyn LimiterFactory) -> tollgate::Result<Self> {
+        let mut by_id = HashMap::new();
+        for key in keys.iter() {
+            let limiter = match key.caps() {
+                caps if caps == tollgate::catalog::Limits::default() => None,
+                caps => {
+                    // The key's caps are ours, not a provider's: no throttle on 429s and
+                    // no allowance for a provider's late first arrival.
+                    let config = LimiterConfig::new(limiter_id(key), caps)
+                        .with_adaptive(false)
+                        .with_arrival_allowance(Duration::ZERO);
+                    Some(factory.build(&config)?)
+                }
+            };
+            let budget = key
+                .budget_usd_per_day()
+                .map(|usd| DailyBudget::new(key.id(), usd));
+            by_id.insert(key.id().to_owned(), KeyQuota { limiter, budget });
+        }
+        Ok(KeyQuotas { by_id })
+    }
+
+    /// `job` with `key`'s buckets and today's budget, when it has them.
+    pub(crate) fn apply(&self, key: &VirtualKey, mut job: JobContext) -> JobContext {
+        let Some(quota) = self.by_id.get(key.id()) else {
+            return job;
+        };
+        if let Some(limiter) = &quota.limiter {
+            job = job.with_limiter(limiter.clone());
+        }
+        if let Some(budget) = &quota.budget {
+            job = job.with_spend_cap(budget.on(today()));
+        }
+        job
+    }
+
+    /// Every key's own buckets (for the queue-depth metric).
+    pub(crate) fn limiters(&self) -> impl Iterator<Item = &Arc<dyn LimiterBackend>> {
+        self.by_id.values().filter_map(|q| q.limiter.as_ref())
+    }
+
+    /// The key's own buckets, if it has caps.
+    #[cfg(test)]
+    pub(crate) fn limiter(&self, key_id: &str) -> Option<&Arc<dyn LimiterBackend>> {
+        self.by_id.get(key_id)?.limiter.as_ref()
+    }
+}
+
+/// The id a key's buckets go by (in errors, snapshots and Redis keys).
+fn limiter_id(key: &VirtualKey) -> String {
+    format!("key:{}", key.id())
+}
+
+/// Days since the Unix epoch, UTC.
+fn today() -> u64 {
+    tollgate::clock::wall_now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / DAY)
+}
+
+/// A key's spend budget per UTC day: one [`SpendCap`] a day. Calls in flight when the
+/// day changes settle on the day they started on.
+#[derive(Debug)]
+pub(crate) struct DailyBudget {
+    name: String,
+    limit_usd: f64,
+    current: Mutex<Option<(u64, SpendCap)>>,
+}
+
+impl DailyBudget {
+    fn new(key_id: &str, limit_usd: f64) -> Self {
+        DailyBudget {
+            name: format!("key:{key_id} daily budget"),
+            limit_usd,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The cap of `day` (days since the epoch): the same one all day, a fresh one the
+    /// first time a later day is asked for.
+    pub(crate) fn on(&self, day: u64) -> SpendCap {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        match &*current {
+            Some((d, cap)) if *d >= day => cap.clone(),
+            _ => {
+                let cap = SpendCap::new(self.name.clone(), self.limit_usd);
+                *current = Some((day, cap.clone()));
+                cap
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daily_budget_keeps_one_cap_a_day_and_starts_afresh_the_next_day() {
+        let budget = DailyBudget::new("nb", 1.0);
+        let monday = budget.on(20_000);
+        monday.hold(0.75).unwrap().settle(0.75);
+        // Same day: the same cap, with what was spent.
+        let again = budget.on(20_000);
+        assert!((again.remaining_usd() - 0.25).abs() < 1e-12);
+        assert!(again.hold(0.5).is_err());
+        // A call that started yesterday does not renew the cap.
+        assert!((budget.on(19_999).remaining_usd() - 0.25).abs() < 1e-12);
+        // The next day: the whole budget again.
+        let tuesday = budget.on(20_001);
+        assert!((tuesday.remaining_usd() - 1.0).abs() < 1e-12);
+        assert!((monday.remaining_usd() - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn key_quotas_build_buckets_only_for_keys_with_caps() {
+        let keys = Keys::new(vec![
+            VirtualKey::new("capped", [1; 32]).with_caps(60, 0),
+            VirtualKey::new("free", [2; 32]).with_budget_usd_per_day(3.0),
+        ])
+        .unwrap();
+        let quotas = KeyQuotas::build(&keys, &tollgate::limit::InProcessLimiters).unwrap();
+        assert_eq!(quotas.limiter("capped").unwrap().model_id(), "key:capped");
+        assert!(quotas.limiter("free").is_none());
+        let free = keys.iter().find(|k| k.id() == "free").unwrap();
+        let job = quotas.apply(free, JobContext::new("j", 0));
+        assert!(job.spend_cap().is_some() && job.limiter().is_none());
+    }
+}
