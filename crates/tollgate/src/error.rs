@@ -249,6 +249,14 @@ pub enum Error {
     #[error("the call was cancelled")]
     Cancelled,
 
+    /// The job's queue was closed while the call waited for its reservation (the
+    /// process is shutting down, [`crate::JobContext::with_queue_closed`]); nothing was
+    /// sent, so the call can be made again elsewhere.
+    #[error(
+        "the call was still queued when its queue was closed (shutting down); nothing was sent"
+    )]
+    QueueClosed,
+
     /// The catalog is invalid.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
@@ -389,6 +397,7 @@ impl Error {
             Error::LimiterUnavailable { .. } => "limiter_unavailable",
             Error::WouldWait { .. } => "would_wait",
             Error::Cancelled => "cancelled",
+            Error::QueueClosed => "queue_closed",
             Error::Catalog(_) => "catalog",
             Error::Credential(_) => "credential",
             Error::UnknownModel { .. } => "unknown_model",

@@ -148,9 +148,22 @@ impl CallState {
             cap.check_fits_unheld(worst_usd)?;
         }
         let queued_at = clock::now();
-        // The job's own buckets first: waiting there holds nothing of the model's.
-        let mut own = self.reserve_own(cost).await?;
-        let (deployment, mut reservation, guards) = self.reserve(cost).await?;
+        let job = self.job.clone();
+        let reserved = async {
+            // The job's own buckets first: waiting there holds nothing of the model's.
+            let own = self.reserve_own(cost).await?;
+            let (deployment, reservation, guards) = self.reserve(cost).await?;
+            Ok::<_, Error>((own, deployment, reservation, guards))
+        };
+        // A closed queue (shutting down) ends the wait; what it held is dropped unsent.
+        let (mut own, deployment, mut reservation, guards) = match &job {
+            Some(job) => tokio::select! {
+                biased;
+                () = job.queue_closed() => return Err(Error::QueueClosed),
+                r = reserved => r?,
+            },
+            None => reserved.await?,
+        };
         let queue_wait = queued_at.elapsed();
         self.queue_wait += queue_wait;
         telemetry::record_grant(span, &self.rt, deployment, queue_wait, cost);

@@ -203,3 +203,36 @@ async fn job_limiter_past_max_wait_fails_with_its_estimate_holding_nothing_on_th
     let model = models.limiter("m").unwrap().snapshot().await.unwrap();
     assert_eq!((model.grants, model.queued, model.held), (1, 0, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn queue_closed_ends_a_queued_wait_with_queue_closed_and_refuses_later_attempts() {
+    let models = models();
+    let chat = models.chat("m").await.unwrap();
+    chat.single_response(&request()).await.unwrap();
+    let (close, closed) = tokio::sync::watch::channel(false);
+    let job = JobContext::new("j", 0).with_queue_closed(closed);
+    let queued = models.for_job(job.clone()).chat("m").await.unwrap();
+    let waiting = tokio::spawn(async move { queued.single_response(&request()).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        models
+            .limiter("m")
+            .unwrap()
+            .snapshot()
+            .await
+            .unwrap()
+            .queued,
+        1
+    );
+    close.send_replace(true);
+    assert!(matches!(waiting.await.unwrap(), Err(Error::QueueClosed)));
+    let snapshot = models.limiter("m").unwrap().snapshot().await.unwrap();
+    assert_eq!((snapshot.grants, snapshot.queued, snapshot.held), (1, 0, 0));
+    // Once closed, a new attempt of the job fails at once, even with room.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = models.for_job(job).chat("m").await.unwrap();
+    assert!(matches!(
+        later.single_response(&request()).await,
+        Err(Error::QueueClosed)
+    ));
+}

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use crate::error::{Error, Result};
 use crate::limit::{Admission, AdmissionGrant, LimiterBackend, Priority};
 
@@ -27,6 +29,7 @@ pub struct JobContext {
     admitted: Arc<Mutex<Option<AdmissionGrant>>>,
     max_wait: Option<Duration>,
     limiter: Option<Arc<dyn LimiterBackend>>,
+    queue_closed: Option<watch::Receiver<bool>>,
 }
 
 impl fmt::Debug for JobContext {
@@ -39,6 +42,10 @@ impl fmt::Debug for JobContext {
             .field("admission", &self.admission)
             .field("max_wait", &self.max_wait)
             .field("limiter", &self.limiter.as_ref().map(|l| l.model_id()))
+            .field(
+                "queue_closed",
+                &self.queue_closed.as_ref().map(|c| *c.borrow()),
+            )
             .finish()
     }
 }
@@ -55,6 +62,27 @@ impl JobContext {
             admitted: Arc::default(),
             max_wait: None,
             limiter: None,
+            queue_closed: None,
+        }
+    }
+
+    /// Ends the job's waits in the queue when `closed` turns true (a server shutting
+    /// down): an attempt still waiting for a reservation then fails with
+    /// [`Error::QueueClosed`], nothing sent, and so does every later one. Attempts
+    /// already sent are not touched.
+    pub fn with_queue_closed(mut self, closed: watch::Receiver<bool>) -> Self {
+        self.queue_closed = Some(closed);
+        self
+    }
+
+    /// Completes once the job's queue is closed; never without one (or once the sender
+    /// is gone without closing it).
+    pub(crate) async fn queue_closed(&self) {
+        let Some(mut closed) = self.queue_closed.clone() else {
+            return std::future::pending().await;
+        };
+        if closed.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 
