@@ -46,8 +46,9 @@ pub(crate) fn retry_on_rerun(error: &Error) -> bool {
         // Failing fast for now; the circuit closes again.
         | Error::CircuitOpen { .. }
         | Error::StreamInterrupted { .. }
-        // `--redis` could not be reached: nothing was sent.
-        | Error::LimiterUnavailable { .. } => true,
+        // `--redis` could not be reached, or the queue closed: nothing was sent.
+        | Error::LimiterUnavailable { .. }
+        | Error::QueueClosed => true,
         // The request (too long, too large, invalid, rejected with a 4xx) or the model's
         // judgement of it (a refusal, a cut-off answer, one that fails its schema).
         _ => false,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder};
 use tollgate_gateway::{
-    DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, serve as serve_gateway, shutdown_signal,
+    DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, ServeOptions, serve_with, shutdown_signal,
 };
 
 use crate::CliResult;
@@ -40,9 +40,17 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     max_body_bytes: usize,
-    /// How long requests in flight may take to finish after SIGTERM or Ctrl-C.
+    /// How long requests in flight may take to finish after SIGTERM or Ctrl-C (requests
+    /// still queued are answered 503 with retry-after at once).
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     shutdown_grace_secs: u64,
+    /// How long a client may take to send a request's headers before its connection is
+    /// closed.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    header_read_timeout_secs: u64,
+    /// The most connections served at once (more wait in the OS backlog).
+    #[arg(long, default_value_t = ServeOptions::DEFAULT.max_connections, value_name = "N")]
+    max_connections: usize,
     /// Append every call and attempt record (job `key:<id>` per virtual key) to this
     /// file, for `tollgate usage`.
     #[arg(long, value_name = "FILE")]
@@ -108,8 +116,11 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let address = listener.local_addr()?;
     println!("tollgate serve: listening on http://{address} ({count} models from {origin})");
-    let grace = Duration::from_secs(args.shutdown_grace_secs);
-    serve_gateway(listener, gateway, shutdown_signal(), grace).await?;
+    let options = ServeOptions::DEFAULT
+        .with_grace(Duration::from_secs(args.shutdown_grace_secs))
+        .with_header_read_timeout(Duration::from_secs(args.header_read_timeout_secs))
+        .with_max_connections(args.max_connections);
+    serve_with(listener, gateway, shutdown_signal(), options).await?;
     println!("tollgate serve: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -67,7 +67,7 @@ impl Caller {
             Some(key) => format!("key:{}", key.id()),
             None => "gateway".to_owned(),
         };
-        let mut job = JobContext::new(id, state.retries);
+        let mut job = JobContext::new(id, state.retries).with_queue_closed(state.queue_closed());
         if let Some(key) = &self.key {
             job = state.quotas.apply(key, job.with_priority(key.priority()));
         }

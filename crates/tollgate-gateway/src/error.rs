@@ -9,6 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tollgate::{Error, ProviderError};
 
+/// The `retry-after` of a request still queued when the gateway shuts down (503).
+pub const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// Which wire format a route speaks, so its failures are answered in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -208,6 +211,9 @@ fn classify(error: &Error) -> (Class, Option<Duration>) {
         },
         Error::CircuitOpen { retry_in, .. } => (Class::Overloaded, Some(*retry_in)),
         Error::LimiterUnavailable { .. } | Error::Cancelled => (Class::Overloaded, None),
+        // Still queued when this gateway began shutting down: nothing was sent, and
+        // another replica (or this one restarted) can take it a moment later.
+        Error::QueueClosed => (Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
         // The provider rejected the request as sent: the client's request must change,
         // unless the provider refused the gateway's own credential.
         Error::ProviderRequest(r) => match r.status {

@@ -47,9 +47,9 @@ mod sse;
 mod state;
 
 pub use auth::MAX_WAIT_HEADER;
-pub use error::{Dialect, GatewayError, retry_after_secs};
+pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
 pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
 pub use ops::REQUEST_ID_HEADER;
-pub use router::{router, serve, shutdown_signal};
+pub use router::{ServeOptions, router, serve, serve_with, shutdown_signal};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};

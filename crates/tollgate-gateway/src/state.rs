@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio::sync::watch;
 use tollgate::Models;
 use tollgate::limit::{InProcessLimiters, LimiterFactory};
 use tollgate::pipeline::RetryPolicy;
@@ -25,6 +26,8 @@ pub struct Gateway {
     pub(crate) body_limit: usize,
     pub(crate) retries: u32,
     draining: Arc<AtomicBool>,
+    /// Turns true when shutdown starts: requests still queued are answered 503.
+    queue_closed: Arc<watch::Sender<bool>>,
 }
 
 impl Gateway {
@@ -38,6 +41,7 @@ impl Gateway {
             body_limit: DEFAULT_BODY_LIMIT,
             retries: RetryPolicy::default().default_retries,
             draining: Arc::default(),
+            queue_closed: Arc::new(watch::Sender::new(false)),
         }
     }
 
@@ -104,9 +108,17 @@ impl Gateway {
     }
 
     /// Marks the gateway as shutting down: `/ready` answers 503 from now on, so a load
-    /// balancer stops sending it new requests while in-flight ones finish.
+    /// balancer stops sending it new requests; requests still queued on a limiter (and
+    /// any that arrive) are answered 503 with `retry-after` at once, nothing sent, while
+    /// those already sent finish.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
+        self.queue_closed.send_replace(true);
+    }
+
+    /// What each request's job watches to leave the queue when shutdown starts.
+    pub(crate) fn queue_closed(&self) -> watch::Receiver<bool> {
+        self.queue_closed.subscribe()
     }
 
     /// Whether [`Gateway::start_draining`] was called.

@@ -59,13 +59,7 @@ async fn a_wait_past_the_header_bound_is_a_429_with_the_limiters_exact_retry_aft
         }
     }
     assert_eq!(fake.calls("slow"), 1, "nothing past the bound was sent");
-    let snapshot = gateway
-        .models()
-        .limiter("slow")
-        .unwrap()
-        .snapshot()
-        .await
-        .unwrap();
+    let snapshot = common::snapshot(&gateway, "slow").await;
     assert_eq!((snapshot.queued, snapshot.held), (0, 0));
 }
 

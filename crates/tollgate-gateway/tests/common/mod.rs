@@ -191,3 +191,14 @@ pub fn sse_events(body: &str) -> Vec<(Option<String>, String)> {
         })
         .collect()
 }
+
+/// The limiter snapshot of `gateway`'s model `model_id`.
+pub async fn snapshot(gateway: &Gateway, model_id: &str) -> tollgate::limit::LimiterSnapshot {
+    gateway
+        .models()
+        .limiter(model_id)
+        .unwrap()
+        .snapshot()
+        .await
+        .unwrap()
+}
