@@ -172,7 +172,7 @@ impl CallState {
         // The worst case is held before anything is sent: refused, the reservation is
         // dropped unsent and given back.
         let mut hold = match &cap {
-            Some(cap) => cap.hold(worst_usd)?,
+            Some(cap) => cap.reserve(worst_usd).await?,
             None => SpendHold::none(),
         };
         // The circuit may have opened while we waited; dropping the reservation and the

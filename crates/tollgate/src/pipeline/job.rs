@@ -188,14 +188,30 @@ impl JobContext {
     }
 }
 
+/// Where a shared [`SpendCap`]'s account lives, so that many processes count against one
+/// cap (Redis: `tollgate_redis::RedisSpend`). The cap's name is its account's key.
+#[async_trait::async_trait]
+pub trait SpendLedger: Send + Sync + fmt::Debug {
+    /// Holds `usd` on cap `cap` of `limit_usd` if it fits beside what every process has
+    /// spent and holds: `Ok(Ok(()))`; else `Ok(Err(remaining_usd))`. `Err` when the
+    /// ledger cannot answer (fail closed: the call is not sent).
+    async fn hold(&self, cap: &str, usd: f64, limit_usd: f64) -> Result<Result<(), f64>>;
+
+    /// Releases `held_usd` of cap `cap` and counts `spent_usd` as spent. Synchronous (it
+    /// runs when a hold is dropped): a shared ledger sends it on a task of its own.
+    fn settle(&self, cap: &str, held_usd: f64, spent_usd: f64);
+}
+
 /// A spend limit in USD for a workflow. Each call reserves its worst-case cost before it
 /// is sent and settles at its actual cost afterwards; a call that cannot fit fails with
-/// [`Error::SpendCapExceeded`] before anything is sent.
+/// [`Error::SpendCapExceeded`] before anything is sent. A cap made with
+/// [`SpendCap::shared`] keeps its account in a [`SpendLedger`] that many processes share.
 #[derive(Clone)]
 pub struct SpendCap {
     name: Arc<str>,
     limit_usd: f64,
     state: Arc<Mutex<CapState>>,
+    ledger: Option<Arc<dyn SpendLedger>>,
 }
 
 #[derive(Debug, Default)]
@@ -212,6 +228,7 @@ impl fmt::Debug for SpendCap {
             .field("limit_usd", &self.limit_usd)
             .field("spent_usd", &state.spent_usd)
             .field("held_usd", &state.held_usd)
+            .field("ledger", &self.ledger)
             .finish()
     }
 }
@@ -223,7 +240,45 @@ impl SpendCap {
             name: Arc::from(name.into()),
             limit_usd,
             state: Arc::default(),
+            ledger: None,
         }
+    }
+
+    /// A cap named `name` of `limit_usd` whose account is in `ledger`, shared by every
+    /// process that makes a cap of the same name on it. [`SpendCap::spent_usd`],
+    /// [`SpendCap::held_usd`] and [`SpendCap::remaining_usd`] then tell this process's
+    /// part only.
+    pub fn shared(name: impl Into<String>, limit_usd: f64, ledger: Arc<dyn SpendLedger>) -> Self {
+        SpendCap {
+            ledger: Some(ledger),
+            ..SpendCap::new(name, limit_usd)
+        }
+    }
+
+    /// The cap's name (a shared cap's account key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Holds `worst_case_usd` for a call about to be sent, or refuses: on the shared
+    /// ledger when the cap has one (one round trip), else in this process as
+    /// [`SpendCap::hold`]. What the pipeline calls.
+    pub async fn reserve(&self, worst_case_usd: f64) -> Result<SpendHold> {
+        let Some(ledger) = &self.ledger else {
+            return self.hold(worst_case_usd);
+        };
+        if let Err(remaining) = ledger
+            .hold(&self.name, worst_case_usd, self.limit_usd)
+            .await?
+        {
+            return Err(self.exceeded(remaining, worst_case_usd));
+        }
+        self.lock().held_usd += worst_case_usd;
+        Ok(SpendHold {
+            cap: Some(self.clone()),
+            held_usd: worst_case_usd,
+            sent: false,
+        })
     }
 
     /// What has been spent (settled calls).
@@ -262,7 +317,8 @@ impl SpendCap {
         }
     }
 
-    /// Holds `worst_case_usd` for a call about to be sent, or refuses.
+    /// Holds `worst_case_usd` for a call about to be sent, or refuses, in this process
+    /// alone (a shared cap's ledger is not asked: use [`SpendCap::reserve`]).
     pub fn hold(&self, worst_case_usd: f64) -> Result<SpendHold> {
         let mut s = self.lock();
         let remaining = self.limit_usd - s.spent_usd - s.held_usd;
@@ -315,9 +371,14 @@ impl SpendHold {
 
     fn finish(&mut self, actual_usd: f64) {
         if let Some(cap) = self.cap.take() {
-            let mut s = cap.lock();
-            s.held_usd = (s.held_usd - self.held_usd).max(0.0);
-            s.spent_usd += actual_usd;
+            {
+                let mut s = cap.lock();
+                s.held_usd = (s.held_usd - self.held_usd).max(0.0);
+                s.spent_usd += actual_usd;
+            }
+            if let Some(ledger) = &cap.ledger {
+                ledger.settle(&cap.name, self.held_usd, actual_usd);
+            }
         }
     }
 }
@@ -351,6 +412,55 @@ mod tests {
         assert_eq!(cap.held_usd(), 0.0);
         cap.hold(0.5).unwrap().settle(0.5);
         assert!((cap.remaining_usd() - 0.2).abs() < 1e-12);
+    }
+
+    /// A ledger two caps share, as two processes would share Redis.
+    #[derive(Debug, Default)]
+    struct Book(Mutex<std::collections::HashMap<String, (f64, f64)>>);
+
+    #[async_trait::async_trait]
+    impl SpendLedger for Book {
+        async fn hold(&self, cap: &str, usd: f64, limit: f64) -> Result<Result<(), f64>> {
+            let mut book = self.0.lock().unwrap();
+            let (spent, held) = book.entry(cap.to_owned()).or_default();
+            let remaining = limit - *spent - *held;
+            if usd > remaining + 1e-12 {
+                return Ok(Err(remaining));
+            }
+            *held += usd;
+            Ok(Ok(()))
+        }
+        fn settle(&self, cap: &str, held_usd: f64, spent_usd: f64) {
+            let mut book = self.0.lock().unwrap();
+            let (spent, held) = book.entry(cap.to_owned()).or_default();
+            *held -= held_usd;
+            *spent += spent_usd;
+        }
+    }
+
+    #[tokio::test]
+    async fn shared_caps_of_one_name_count_against_one_account_in_their_ledger() {
+        let book: Arc<dyn SpendLedger> = Arc::new(Book::default());
+        let here = SpendCap::shared("daily", 1.0, book.clone());
+        let there = SpendCap::shared("daily", 1.0, book.clone());
+        let other = SpendCap::shared("other", 1.0, book.clone());
+        let hold = here.reserve(0.6).await.unwrap();
+        // Another process's cap of the same name sees the hold.
+        let err = there.reserve(0.5).await.unwrap_err();
+        assert!(
+            matches!(err, Error::SpendCapExceeded { remaining_usd, .. } if (remaining_usd - 0.4).abs() < 1e-12),
+            "{err}"
+        );
+        other.reserve(0.9).await.unwrap().settle(0.9);
+        hold.settle(0.3);
+        there.reserve(0.7).await.unwrap().settle(0.7);
+        assert!(there.reserve(0.01).await.is_err());
+        // Each cap's own figures are its process's part.
+        assert!((here.spent_usd() - 0.3).abs() < 1e-12);
+        assert!((there.spent_usd() - 0.7).abs() < 1e-12);
+        // Dropped unsent: released on the ledger too.
+        drop(other.reserve(0.05).await.unwrap());
+        assert!(other.reserve(0.1).await.is_ok());
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use estimate::{
 #[cfg(feature = "tiktoken")]
 pub use estimate::{TiktokenEncoding, TiktokenEstimator};
 pub use fallback_chat::FallbackOptions;
-pub use job::{JobContext, SpendCap, SpendHold};
+pub use job::{JobContext, SpendCap, SpendHold, SpendLedger};
 pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
 };
