@@ -9,6 +9,7 @@ use tollgate::{Error, Result};
 use crate::config::{RedisConfig, shown};
 use crate::conn::Conn;
 use crate::limiter::RedisLimiter;
+use crate::spend::RedisSpend;
 
 /// The [`LimiterFactory`] that puts models' buckets on Redis. Cheap to clone; all models
 /// built by one factory share one auto-reconnecting connection.
@@ -29,6 +30,12 @@ impl RedisLimiters {
         Ok(RedisLimiters {
             conn: Arc::new(Conn::new(config)),
         })
+    }
+
+    /// Spend caps' accounts on the same Redis and connection (a [`tollgate::pipeline::SpendLedger`]
+    /// for [`tollgate::SpendCap::shared`]).
+    pub fn spend(&self) -> RedisSpend {
+        RedisSpend::new(self.conn.clone())
     }
 
     /// The limiter for `config`, as its concrete type (for [`RedisLimiter::flush`] and

@@ -11,7 +11,8 @@
 //! Dropping a reservation before it is sent gives it back; settlement after the answer
 //! is a second call (`background.rs`), and so is what the answer said about the rate
 //! (`feedback.rs`: 429s, 529s, rate-limit headers), which every process then sees. See
-//! `docs/distributed.md`.
+//! `docs/distributed.md`. [`RedisLimiters::spend`] puts spend caps' accounts on the same
+//! Redis ([`RedisSpend`]), so a cap counts every process's calls.
 //!
 //! ```
 //! use tollgate_redis::{FailurePolicy, RedisConfig, RedisLimiters};
@@ -46,12 +47,14 @@ mod priority;
 mod reserve;
 mod script;
 mod snapshot;
+mod spend;
 
 pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 pub use factory::RedisLimiters;
 pub use limiter::RedisLimiter;
 pub use priority::BATCH_HORIZON;
 pub use reserve::BookedSlot;
+pub use spend::{DEFAULT_SPEND_TTL, RedisSpend};
 
 #[cfg(test)]
 mod tests;
