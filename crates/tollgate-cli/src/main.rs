@@ -36,6 +36,7 @@ mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
@@ -96,8 +97,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let limiters = match cli.redis.as_deref().map(setup::redis).transpose() {
-        Ok(limiters) => limiters,
+    let redis = match cli.redis.as_deref().map(setup::redis).transpose() {
+        Ok(redis) => redis,
         Err(e) => {
             eprintln!("tollgate: {e}");
             return ExitCode::FAILURE;
@@ -106,7 +107,10 @@ fn main() -> ExitCode {
     let source = setup::Source {
         catalog: cli.catalog,
         credentials: cli.credentials,
-        limiters,
+        spend: redis
+            .as_ref()
+            .map(|r| Arc::new(r.spend()) as Arc<dyn tollgate::pipeline::SpendLedger>),
+        limiters: redis.map(|r| Arc::new(r) as Arc<dyn tollgate::limit::LimiterFactory>),
     };
     let result = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(&source, args)),

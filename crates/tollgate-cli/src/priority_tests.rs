@@ -91,6 +91,7 @@ fn source(dir: &Path, recording: &Arc<Recording>) -> Source {
         catalog: Some(catalog(dir)),
         credentials: None,
         limiters: Some(recording.clone()),
+        spend: None,
     }
 }
 

@@ -99,10 +99,12 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
                 keys.len(),
                 path.display()
             );
-            // The keys' own rpm/tpm caps live where the models' buckets do: in Redis
-            // with --redis, shared by every replica.
+            // The keys' own rpm/tpm caps and daily budgets live where the models'
+            // buckets do: in Redis with --redis, shared by every replica.
             gateway = match &source.limiters {
-                Some(factory) => gateway.with_keys_on(keys, factory.as_ref())?,
+                Some(factory) => {
+                    gateway.with_keys_on(keys, factory.as_ref(), source.spend.clone())?
+                }
                 None => gateway.with_keys(keys),
             };
         }

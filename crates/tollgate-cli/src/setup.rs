@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tollgate::catalog::KnownProviders;
 use tollgate::credentials::{FileCredentialStore, MemoryCredentialStore};
 use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
-use tollgate::pipeline::Recorder;
+use tollgate::pipeline::{Recorder, SpendLedger};
 use tollgate::{Catalog, CredentialStore, Models};
 use tollgate_redis::{RedisConfig, RedisLimiters};
 
@@ -25,6 +25,9 @@ pub(crate) struct Source {
     /// Where every model's buckets live: `None` in this process, else a shared backend
     /// (`--redis`).
     pub(crate) limiters: Option<Arc<dyn LimiterFactory>>,
+    /// Where shared spend caps keep their accounts (`--redis`: the same Redis), for
+    /// `serve`'s per-key daily budgets.
+    pub(crate) spend: Option<Arc<dyn SpendLedger>>,
 }
 
 /// A shared [`LimiterFactory`], as `ModelsBuilder::limiter_backend` takes one by value.
@@ -40,10 +43,10 @@ impl LimiterFactory for Backend {
 /// The backend of `--redis URL`: every model's buckets in that Redis (keys
 /// `tollgate:{<model id>}:lim`), shared by every process using it; failing closed (a
 /// call whose reservation Redis cannot answer is not sent).
-pub(crate) fn redis(url: &str) -> Result<Arc<dyn LimiterFactory>, Box<dyn std::error::Error>> {
+pub(crate) fn redis(url: &str) -> Result<RedisLimiters, Box<dyn std::error::Error>> {
     let limiters = RedisLimiters::new(RedisConfig::new(url))
         .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/"))?;
-    Ok(Arc::new(limiters))
+    Ok(limiters)
 }
 
 /// Which catalog was loaded, for messages.

@@ -1,12 +1,14 @@
 //! Each virtual key's own limits: its `rpm`/`tpm` caps, as buckets built by the same
 //! [`LimiterFactory`] as the models' (so `--redis` shares them across replicas), and its
-//! spend budget per UTC day, as a pipeline [`SpendCap`] renewed when the day changes.
+//! spend budget per UTC day, as a pipeline [`SpendCap`] renewed when the day changes,
+//! its account in a shared [`SpendLedger`] (Redis) when one is given.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
+use tollgate::pipeline::SpendLedger;
 use tollgate::{JobContext, SpendCap};
 
 use crate::keys::{Keys, VirtualKey};
@@ -27,8 +29,13 @@ struct KeyQuota {
 }
 
 impl KeyQuotas {
-    /// The caps and budgets of `keys`, the caps' buckets built by `factory`.
-    pub(crate) fn build(keys: &Keys, factory: &dyn LimiterFactory) -> tollgate::Result<Self> {
+    /// The caps and budgets of `keys`, the caps' buckets built by `factory`, the budgets'
+    /// accounts in `ledger` (else in this process).
+    pub(crate) fn build(
+        keys: &Keys,
+        factory: &dyn LimiterFactory,
+        ledger: Option<&Arc<dyn SpendLedger>>,
+    ) -> tollgate::Result<Self> {
         let mut by_id = HashMap::new();
         for key in keys.iter() {
             let limiter = match key.caps() {
@@ -44,7 +51,7 @@ impl KeyQuotas {
             };
             let budget = key
                 .budget_usd_per_day()
-                .map(|usd| DailyBudget::new(key.id(), usd));
+                .map(|usd| DailyBudget::new(key.id(), usd, ledger.cloned()));
             by_id.insert(key.id().to_owned(), KeyQuota { limiter, budget });
         }
         Ok(KeyQuotas { by_id })
@@ -88,20 +95,23 @@ fn today() -> u64 {
         .map_or(0, |d| d.as_secs() / DAY)
 }
 
-/// A key's spend budget per UTC day: one [`SpendCap`] a day. Calls in flight when the
-/// day changes settle on the day they started on.
+/// A key's spend budget per UTC day: one [`SpendCap`] a day, named
+/// `key:<id> daily budget <YYYY-MM-DD>` (a shared ledger's account key). Calls in flight
+/// when the day changes settle on the day they started on.
 #[derive(Debug)]
 pub(crate) struct DailyBudget {
     name: String,
     limit_usd: f64,
+    ledger: Option<Arc<dyn SpendLedger>>,
     current: Mutex<Option<(u64, SpendCap)>>,
 }
 
 impl DailyBudget {
-    fn new(key_id: &str, limit_usd: f64) -> Self {
+    fn new(key_id: &str, limit_usd: f64, ledger: Option<Arc<dyn SpendLedger>>) -> Self {
         DailyBudget {
             name: format!("key:{key_id} daily budget"),
             limit_usd,
+            ledger,
             current: Mutex::new(None),
         }
     }
@@ -113,7 +123,11 @@ impl DailyBudget {
         match &*current {
             Some((d, cap)) if *d >= day => cap.clone(),
             _ => {
-                let cap = SpendCap::new(self.name.clone(), self.limit_usd);
+                let name = format!("{} {}", self.name, civil_date(day));
+                let cap = match &self.ledger {
+                    Some(ledger) => SpendCap::shared(name, self.limit_usd, ledger.clone()),
+                    None => SpendCap::new(name, self.limit_usd),
+                };
                 *current = Some((day, cap.clone()));
                 cap
             }
@@ -121,13 +135,36 @@ impl DailyBudget {
     }
 }
 
+/// `days` since 1970-01-01 as `YYYY-MM-DD` (the proleptic Gregorian calendar; Howard
+/// Hinnant's `civil_from_days`).
+fn civil_date(days: u64) -> String {
+    let z = i64::try_from(days).unwrap_or(i64::MAX / 2) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn civil_date_names_the_utc_day() {
+        assert_eq!(super::civil_date(0), "1970-01-01");
+        assert_eq!(super::civil_date(11_016), "2000-02-29");
+        assert_eq!(super::civil_date(20_423), "2025-12-01");
+        assert_eq!(super::civil_date(20_788), "2026-12-01");
+    }
+
     use super::*;
 
     #[test]
     fn daily_budget_keeps_one_cap_a_day_and_starts_afresh_the_next_day() {
-        let budget = DailyBudget::new("nb", 1.0);
+        let budget = DailyBudget::new("nb", 1.0, None);
         let monday = budget.on(20_000);
         monday.hold(0.75).unwrap().settle(0.75);
         // Same day: the same cap, with what was spent.
@@ -149,7 +186,7 @@ mod tests {
             VirtualKey::new("free", [2; 32]).with_budget_usd_per_day(3.0),
         ])
         .unwrap();
-        let quotas = KeyQuotas::build(&keys, &tollgate::limit::InProcessLimiters).unwrap();
+        let quotas = KeyQuotas::build(&keys, &tollgate::limit::InProcessLimiters, None).unwrap();
         assert_eq!(quotas.limiter("capped").unwrap().model_id(), "key:capped");
         assert!(quotas.limiter("free").is_none());
         let free = keys.iter().find(|k| k.id() == "free").unwrap();

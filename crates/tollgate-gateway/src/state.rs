@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::watch;
 use tollgate::Models;
 use tollgate::limit::{InProcessLimiters, LimiterFactory};
-use tollgate::pipeline::RetryPolicy;
+use tollgate::pipeline::{RetryPolicy, SpendLedger};
 
 use crate::keys::Keys;
 use crate::metrics::GatewayMetrics;
@@ -50,7 +50,10 @@ impl Gateway {
     /// use [`Gateway::with_keys_on`].
     pub fn with_keys(self, keys: Keys) -> Self {
         // The in-process factory cannot fail.
-        match self.clone().with_keys_on(keys.clone(), &InProcessLimiters) {
+        match self
+            .clone()
+            .with_keys_on(keys.clone(), &InProcessLimiters, None)
+        {
             Ok(gateway) => gateway,
             Err(_) => Gateway {
                 keys: Some(Arc::new(keys)),
@@ -59,15 +62,17 @@ impl Gateway {
         }
     }
 
-    /// [`Gateway::with_keys`], the keys' `rpm`/`tpm` buckets built by `factory`: the
-    /// models' factory (e.g. Redis) shares them among every gateway on it. Fails when
-    /// the factory cannot build them.
+    /// [`Gateway::with_keys`], the keys' `rpm`/`tpm` buckets built by `factory` and
+    /// their daily budgets' accounts in `ledger`: the models' factory and a ledger on the
+    /// same Redis (`tollgate_redis::RedisLimiters` and its `spend()`) share both among
+    /// every gateway on it. Fails when the factory cannot build them.
     pub fn with_keys_on(
         mut self,
         keys: Keys,
         factory: &dyn LimiterFactory,
+        ledger: Option<Arc<dyn SpendLedger>>,
     ) -> tollgate::Result<Self> {
-        self.quotas = Arc::new(KeyQuotas::build(&keys, factory)?);
+        self.quotas = Arc::new(KeyQuotas::build(&keys, factory, ledger.as_ref())?);
         self.keys = Some(Arc::new(keys));
         Ok(self)
     }

@@ -134,3 +134,65 @@ async fn a_keys_daily_budget_refuses_with_402_before_sending_once_the_worst_case
     }
     assert_eq!(fake.calls("priced"), 1);
 }
+
+/// One account book that two gateways share, as replicas share Redis
+/// (`tollgate_redis::RedisSpend` in `tollgate serve --redis`).
+#[derive(Debug, Default)]
+struct SharedBook(std::sync::Mutex<std::collections::HashMap<String, (f64, f64)>>);
+
+#[tollgate::async_trait]
+impl tollgate::pipeline::SpendLedger for SharedBook {
+    async fn hold(&self, cap: &str, usd: f64, limit: f64) -> tollgate::Result<Result<(), f64>> {
+        let mut book = self.0.lock().unwrap();
+        let (spent, held) = book.entry(cap.to_owned()).or_default();
+        let left = limit - *spent - *held;
+        if usd > left + 1e-12 {
+            return Ok(Err(left));
+        }
+        *held += usd;
+        Ok(Ok(()))
+    }
+
+    fn settle(&self, cap: &str, held_usd: f64, spent_usd: f64) {
+        let mut book = self.0.lock().unwrap();
+        let (spent, held) = book.entry(cap.to_owned()).or_default();
+        *held -= held_usd;
+        *spent += spent_usd;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_on_one_spend_ledger_share_a_keys_daily_budget() {
+    let book: std::sync::Arc<dyn tollgate::pipeline::SpendLedger> =
+        std::sync::Arc::new(SharedBook::default());
+    let keys = Keys::from_toml_str(&format!(
+        "[[keys]]\nid = \"thrifty\"\nsecret_sha256 = \"{}\"\nbudget_usd_per_day = 0.1\n",
+        hash_secret("thrifty-secret")
+    ))
+    .unwrap();
+    let replica = |fake: &FakeProvider| {
+        Gateway::new(priced_models(fake, None))
+            .with_keys_on(
+                keys.clone(),
+                &tollgate::limit::InProcessLimiters,
+                Some(book.clone()),
+            )
+            .unwrap()
+    };
+    let (fake_a, fake_b) = (FakeProvider::new(), FakeProvider::new());
+    let spent = Usage {
+        output_tokens: 50,
+        ..Usage::default()
+    };
+    fake_a.reply_any(FakeReply::text("ok").with_usage(spent));
+    fake_b.reply_any(FakeReply::text("ok").with_usage(spent));
+    let (a, b) = (replica(&fake_a), replica(&fake_b));
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
+    let auth = [("authorization", "Bearer thrifty-secret")];
+    // $0.05 spent through replica A leaves $0.05: B refuses a $0.064 worst case.
+    let first = call(&a, post("/v1/chat/completions", &body, &auth)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = call(&b, post("/v1/chat/completions", &body, &auth)).await;
+    assert_eq!(second.status(), StatusCode::PAYMENT_REQUIRED);
+    assert_eq!((fake_a.calls("priced"), fake_b.calls("priced")), (1, 0));
+}
