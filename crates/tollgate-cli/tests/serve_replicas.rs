@@ -1,8 +1,10 @@
 //! Replicas of `tollgate serve` sharing one provider key's limits through `--redis URL`,
 //! against a third-party server that enforces them: llmock (`scripts/peers.sh llmock
 //! NAME --rpm N`, a continuous bucket per API key, 429 beyond it). Two gateways on one
-//! Redis send it no 429s; the same two without Redis do get 429s, so the first 0 is
-//! evidence. And a replica whose Redis is gone fails closed: 503, nothing sent.
+//! Redis, spoken to in both dialects, send it no 429s, whether the model is
+//! `openai-compatible` or `anthropic-direct`; the same two without Redis do get 429s, so
+//! the first 0 is evidence. And a replica whose Redis is gone fails closed: 503, nothing
+//! sent.
 //!
 //! The llmock tests need the peers (`TOLLGATE_LLMOCK_URL` and `TOLLGATE_REDIS_URL`, as
 //! `cargo xtask test-all` sets them); without them they are skipped, or fail under
@@ -52,7 +54,7 @@ fn http() -> reqwest::Client {
 /// A model id (and upstream model name) of this test run alone: its Redis keys are
 /// `tollgate:{<id>}:lim`, and llmock's journal tells its requests apart by the name.
 fn fresh_model(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
+    let nanos = tollgate::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
@@ -74,13 +76,36 @@ fn write_config(dir: &Path, catalog: &str) -> Vec<String> {
     ]
 }
 
-/// Model `model` on `openai-compatible` at llmock `url`, with llmock's limit.
-fn llmock_catalog(model: &str, url: &str) -> String {
-    format!(
-        "[models.{model}]\nprovider = \"openai-compatible\"\nname = \"{model}\"\n\
-         credential = \"llmock-key\"\nrpm = {RPM}\nmax_output_tokens = 64\n\
-         [models.{model}.options]\nbase_url = \"{url}\"\n"
-    )
+/// An API the gateway is spoken to in, or speaks to llmock in.
+#[derive(Debug, Clone, Copy)]
+enum Dialect {
+    /// Chat completions (`openai-compatible` upstream).
+    OpenAi,
+    /// Messages (`anthropic-direct` upstream, at llmock's `/anthropic`).
+    Anthropic,
+}
+
+impl Dialect {
+    /// Model `model` on this dialect's provider at llmock `url`, with llmock's limit.
+    fn catalog(self, model: &str, url: &str) -> String {
+        let (provider, base_url) = match self {
+            Dialect::OpenAi => ("openai-compatible", url.to_owned()),
+            Dialect::Anthropic => ("anthropic-direct", format!("{url}/anthropic")),
+        };
+        format!(
+            "[models.{model}]\nprovider = \"{provider}\"\nname = \"{model}\"\n\
+             credential = \"llmock-key\"\nrpm = {RPM}\nmax_output_tokens = 64\n\
+             [models.{model}.options]\nbase_url = \"{base_url}\"\n"
+        )
+    }
+
+    /// The gateway's route for a chat in this dialect.
+    fn route(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "/v1/chat/completions",
+            Dialect::Anthropic => "/v1/messages",
+        }
+    }
 }
 
 /// `tollgate [--redis URL] serve` on the catalog and credentials of `config`.
@@ -92,15 +117,23 @@ fn replica(config: &[String], redis: Option<&str>) -> Serving {
     spawn_serve(&args)
 }
 
-/// One chat completion through the gateway at `gateway`: its status and body (status 0
-/// if it never answered).
-async fn chat(http: &reqwest::Client, gateway: &str, model: &str, i: usize) -> (u16, Value) {
+/// Chat `i` through the gateway at `gateway`, in `dialect` (the body is the same in
+/// both): its status and body (status 0 if it never answered). Its `max_tokens` leaves
+/// room for llmock's short answers: one cut off below the catalog's `max_output_tokens`
+/// would be sent again at that ceiling (the pipeline's truncation re-run).
+async fn chat(
+    http: &reqwest::Client,
+    gateway: &str,
+    dialect: Dialect,
+    model: &str,
+    i: usize,
+) -> (u16, Value) {
     let body = json!({
-        "model": model, "max_tokens": 8,
+        "model": model, "max_tokens": 32,
         "messages": [{"role": "user", "content": format!("request {i}")}],
     });
     match http
-        .post(format!("{gateway}/v1/chat/completions"))
+        .post(format!("{gateway}{}", dialect.route()))
         .json(&body)
         .send()
         .await
@@ -113,21 +146,24 @@ async fn chat(http: &reqwest::Client, gateway: &str, model: &str, i: usize) -> (
     }
 }
 
-/// Sends [`REQUESTS`] chat completions for `model`, alternating between the replicas:
-/// one to each first, in turn (each replica's first call starts the model's buckets, in
-/// tollgate and in llmock, at the same moment), then the rest all at once, each from its
-/// own task. The statuses the clients got, in request order.
+/// Sends [`REQUESTS`] chats for `model`, alternating between the replicas (request `i`
+/// to replica `i % 2`) and, every second pair, between the dialects: one to each replica
+/// first, in turn (each replica's first call starts the model's buckets, in tollgate and
+/// in llmock, at the same moment), then the rest all at once, each from its own task.
+/// The statuses the clients got, in request order.
 async fn send_through(replicas: &[Serving; 2], model: &str) -> Vec<u16> {
     let http = http();
     let urls: Vec<String> = replicas.iter().map(|r| r.url.clone()).collect();
+    let dialect = |i: usize| [Dialect::OpenAi, Dialect::Anthropic][(i / 2) % 2];
     let mut statuses = Vec::with_capacity(REQUESTS);
     for (i, url) in urls.iter().enumerate() {
-        statuses.push(chat(&http, url, model, i).await.0);
+        statuses.push(chat(&http, url, dialect(i), model, i).await.0);
     }
     let tasks: Vec<_> = (urls.len()..REQUESTS)
         .map(|i| {
-            let (http, url, model) = (http.clone(), urls[i % urls.len()].clone(), model.to_owned());
-            tokio::spawn(async move { chat(&http, &url, &model, i).await.0 })
+            let (http, url, model) = (http.clone(), urls[i % 2].clone(), model.to_owned());
+            let dialect = dialect(i);
+            tokio::spawn(async move { chat(&http, &url, dialect, &model, i).await.0 })
         })
         .collect();
     for task in tasks {
@@ -140,40 +176,47 @@ fn count(statuses: &[u16], status: u16) -> usize {
     statuses.iter().filter(|s| **s == status).count()
 }
 
-/// Two replicas at llmock `name` (its own, limited to [`RPM`]), with or without a shared
-/// Redis: what the clients got and what llmock answered, each in order.
+/// Two replicas at llmock `name` (its own, limited to [`RPM`]) through `upstream`, with
+/// or without a shared Redis, sent [`REQUESTS`] chats ([`send_through`]). Says and
+/// returns what the clients got and what llmock answered, each in order.
 fn two_replicas_at_llmock(
     peers: &LlmockRun,
     name: &str,
+    upstream: Dialect,
     redis: Option<&str>,
 ) -> (Vec<u16>, Vec<u16>) {
     let llmock = peers.start(name, RPM);
     let dir = tempfile::tempdir().unwrap();
     let model = fresh_model(name);
-    let config = write_config(dir.path(), &llmock_catalog(&model, &llmock));
+    let config = write_config(dir.path(), &upstream.catalog(&model, &llmock));
     let replicas = [replica(&config, redis), replica(&config, redis)];
-    block_on(async {
+    let (clients, upstream_statuses) = block_on(async {
         let clients = send_through(&replicas, &model).await;
         (clients, statuses(&llmock, &model).await)
-    })
+    });
+    eprintln!(
+        "{name} ({upstream:?} upstream, Redis: {}): clients got {} × 200 of {}; llmock \
+         answered {} × 200, {} × 429",
+        redis.is_some(),
+        count(&clients, 200),
+        clients.len(),
+        count(&upstream_statuses, 200),
+        count(&upstream_statuses, 429)
+    );
+    (clients, upstream_statuses)
 }
 
-#[test]
-fn two_gateway_replicas_on_one_redis_send_no_429s_to_llmock() {
+/// Two replicas on the peers' Redis at llmock `name` through `dialect` (skipped without
+/// the peers): every client got 200, and llmock saw each request once and accepted it,
+/// no 429 at all.
+fn paced_as_one_on_redis(name: &str, dialect: Dialect) {
     let Some(redis) = tollgate_testkit::peers::url("TOLLGATE_REDIS_URL") else {
         return;
     };
-    let Some(peers) = LlmockRun::new("serve-replicas-shared") else {
+    let Some(peers) = LlmockRun::new(&format!("serve-{name}")) else {
         return;
     };
-    let (clients, upstream) = two_replicas_at_llmock(&peers, "replicas-shared", Some(&redis));
-    eprintln!(
-        "on one Redis: clients got {} × 200 of {}; llmock answered {} × 200, {} × 429",
-        count(&clients, 200),
-        clients.len(),
-        count(&upstream, 200),
-        count(&upstream, 429)
-    );
+    let (clients, upstream) = two_replicas_at_llmock(&peers, name, dialect, Some(&redis));
     assert_eq!(
         count(&clients, 200),
         REQUESTS,
@@ -186,18 +229,21 @@ fn two_gateway_replicas_on_one_redis_send_no_429s_to_llmock() {
 }
 
 #[test]
+fn two_gateway_replicas_on_one_redis_send_no_429s_to_llmock() {
+    paced_as_one_on_redis("replicas-shared", Dialect::OpenAi);
+}
+
+#[test]
+fn two_gateway_replicas_on_one_redis_send_no_429s_to_an_anthropic_model_at_llmock() {
+    paced_as_one_on_redis("replicas-anthropic", Dialect::Anthropic);
+}
+
+#[test]
 fn two_gateway_replicas_without_redis_each_pace_alone_and_meet_llmocks_429s() {
     let Some(peers) = LlmockRun::new("serve-replicas-apart") else {
         return;
     };
-    let (clients, upstream) = two_replicas_at_llmock(&peers, "replicas-apart", None);
-    eprintln!(
-        "apart: clients got {} × 200 of {}; llmock answered {} × 200, {} × 429",
-        count(&clients, 200),
-        clients.len(),
-        count(&upstream, 200),
-        count(&upstream, 429)
-    );
+    let (_, upstream) = two_replicas_at_llmock(&peers, "replicas-apart", Dialect::OpenAi, None);
     // Each replica's half fits its own bucket of the whole limit, so each sends at once:
     // together twelve more than llmock's bucket holds.
     assert!(
@@ -243,25 +289,25 @@ fn a_replica_whose_redis_is_not_there_starts_and_answers_503_without_sending() {
         let http = http();
         let ready = http.get(format!("{}/ready", replica.url)).send().await;
         assert_eq!(ready.unwrap().status(), 200);
-        assert_limiter_unavailable(&chat(&http, &replica.url, "m", 0).await);
+        assert_limiter_unavailable(&chat(&http, &replica.url, Dialect::OpenAi, "m", 0).await);
     });
     assert_eq!(served.server.stats().calls, 0, "fails closed: nothing sent");
 }
 
-/// A `redis-server` of this test's own on a free port (`TOLLGATE_REDIS_SERVER`, else the
-/// one on PATH), killed when dropped.
+/// A `redis-server` of this test's own (`TOLLGATE_REDIS_SERVER`, else the one on PATH),
+/// without persistence, killed when dropped.
 struct OwnRedis {
     child: Child,
+    port: u16,
     url: String,
 }
 
 impl OwnRedis {
-    /// Started and taking connections; `None` (the test is skipped) when there is no
-    /// binary, unless `TOLLGATE_PEERS_REQUIRED` is set.
-    fn start() -> Option<OwnRedis> {
+    /// Started on `port` and taking connections; `None` (the test is skipped) when there
+    /// is no binary, unless `TOLLGATE_PEERS_REQUIRED` is set.
+    fn start(port: u16) -> Option<OwnRedis> {
         let binary =
             std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let port = free_port();
         let spawned = Command::new(&binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -278,6 +324,7 @@ impl OwnRedis {
         };
         let redis = OwnRedis {
             child,
+            port,
             url: format!("redis://127.0.0.1:{port}/"),
         };
         let up = (0..500).any(|_| {
@@ -302,24 +349,39 @@ impl Drop for OwnRedis {
 }
 
 #[test]
-fn a_replica_whose_redis_stops_mid_run_answers_503_and_sends_nothing_more() {
-    let Some(mut redis) = OwnRedis::start() else {
+fn a_replica_whose_redis_stops_mid_run_answers_503_sends_nothing_more_and_recovers() {
+    let Some(mut redis) = OwnRedis::start(free_port()) else {
         return;
     };
     let served = Served::new(sim(), 4);
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &served.catalog("m", "rpm = 600"));
     let replica = replica(&config, Some(&redis.url));
-    block_on(async {
-        let http = http();
-        let (status, body) = chat(&http, &replica.url, "m", 0).await;
-        assert_eq!(status, 200, "{body}");
-        redis.kill();
-        assert_limiter_unavailable(&chat(&http, &replica.url, "m", 1).await);
-    });
+    // A client per runtime (its pooled connections belong to the runtime).
+    let send = |i| block_on(async { chat(&http(), &replica.url, Dialect::OpenAi, "m", i).await });
+    let (status, body) = send(0);
+    assert_eq!(status, 200, "{body}");
+    redis.kill();
+    assert_limiter_unavailable(&send(1));
     assert_eq!(
         served.server.stats().calls,
         1,
         "fails closed: only the first was sent"
+    );
+    // Back (empty: no persistence) on the same port: the replica reconnects on its own.
+    let _back = OwnRedis::start(redis.port).expect("it ran before");
+    let answered = (2..50).any(|i| {
+        let (status, body) = send(i);
+        if status != 200 {
+            assert_limiter_unavailable(&(status, body));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        status == 200
+    });
+    assert!(answered, "answered again once Redis is back");
+    assert_eq!(
+        served.server.stats().calls,
+        2,
+        "only the answered ones were sent"
     );
 }

@@ -28,13 +28,18 @@ impl LlmockRun {
         })
     }
 
+    /// `scripts/peers.sh ARGS` in this run.
+    fn peers(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("bash");
+        command.arg(peers_script()).args(args);
+        command.env("PEERS_RUN", &self.run).stderr(Stdio::inherit());
+        command
+    }
+
     /// Starts llmock `name` allowing `rpm` requests a minute per API key; its URL.
     pub fn start(&self, name: &str, rpm: u64) -> String {
-        let out = Command::new("bash")
-            .arg(peers_script())
-            .args(["llmock", name, "--rpm", &rpm.to_string()])
-            .env("PEERS_RUN", &self.run)
-            .stderr(Stdio::inherit())
+        let out = self
+            .peers(&["llmock", name, "--rpm", &rpm.to_string()])
             .output()
             .expect("scripts/peers.sh runs");
         let url = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -48,12 +53,7 @@ impl LlmockRun {
 
 impl Drop for LlmockRun {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(peers_script())
-            .arg("stop")
-            .env("PEERS_RUN", &self.run)
-            .stderr(Stdio::inherit())
-            .status();
+        let _ = self.peers(&["stop"]).status();
     }
 }
 
