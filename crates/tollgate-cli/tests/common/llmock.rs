@@ -57,9 +57,9 @@ impl Drop for LlmockRun {
     }
 }
 
-/// The HTTP statuses llmock at `url` answered to the requests naming `model`, in
-/// arrival order.
-pub async fn statuses(url: &str, model: &str) -> Vec<u16> {
+/// What llmock at `url` journaled of the requests naming `model`, in arrival order
+/// (each with its `status`, `fault` and `body`, among others).
+pub async fn records(url: &str, model: &str) -> Vec<Value> {
     let journal: Value = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -71,14 +71,22 @@ pub async fn statuses(url: &str, model: &str) -> Vec<u16> {
         .json()
         .await
         .expect("the journal is JSON");
-    let mut records: Vec<&Value> = journal["requests"]
+    let mut records: Vec<Value> = journal["requests"]
         .as_array()
         .expect("a `requests` array")
         .iter()
         .filter(|r| r["model"] == model)
+        .cloned()
         .collect();
     records.sort_by_key(|r| r["seq"].as_u64());
     records
+}
+
+/// The HTTP statuses llmock at `url` answered to the requests naming `model`, in
+/// arrival order.
+pub async fn statuses(url: &str, model: &str) -> Vec<u16> {
+    records(url, model)
+        .await
         .iter()
         .map(|r| r["status"].as_u64().expect("a status") as u16)
         .collect()
