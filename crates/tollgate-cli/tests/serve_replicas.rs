@@ -194,9 +194,10 @@ fn two_replicas_at_llmock(
         let clients = send_through(&replicas, &model).await;
         (clients, statuses(&llmock, &model).await)
     });
+    let others: Vec<u16> = clients.iter().copied().filter(|s| *s != 200).collect();
     eprintln!(
-        "{name} ({upstream:?} upstream, Redis: {}): clients got {} × 200 of {}; llmock \
-         answered {} × 200, {} × 429",
+        "{name} ({upstream:?} upstream, Redis: {}): clients got {} × 200 of {} (others: \
+         {others:?}); llmock answered {} × 200, {} × 429",
         redis.is_some(),
         count(&clients, 200),
         clients.len(),
