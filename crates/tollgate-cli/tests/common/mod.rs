@@ -11,6 +11,7 @@ use serde_json::Value;
 use tollgate_sim::http::{SimServer, serve};
 use tollgate_sim::{SimConfig, SimProvider};
 
+pub mod llmock;
 pub mod serving;
 
 /// The binary, run in a directory without tollgate.toml (so the embedded demo catalog
