@@ -476,6 +476,33 @@ async fn truncated_answer_is_rerun_once_at_the_ceiling() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_request_that_keeps_truncated_answers_gets_the_cut_off_answer_after_one_send() {
+    let s = setup();
+    s.fake.fail("m", Fault::Truncated);
+    let request = Conversation::new()
+        .user("essay")
+        .request("m", SamplingParams::new().with_truncated_answers())
+        .unwrap();
+    let answer = s.send(&request).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::MaxTokens);
+    assert_eq!(s.fake.calls("m"), 1, "sent once, not again at the ceiling");
+    // At the ceiling too: the cut-off answer, not OutputTruncated.
+    s.fake.fail("m", Fault::Truncated);
+    let request = Conversation::new()
+        .user("essay")
+        .request(
+            "m",
+            SamplingParams::new()
+                .with_max_output_tokens(4000)
+                .unwrap()
+                .with_truncated_answers(),
+        )
+        .unwrap();
+    let answer = s.send(&request).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::MaxTokens);
+}
+
+#[tokio::test(start_paused = true)]
 async fn answer_truncated_at_the_ceiling_fails_output_truncated() {
     let s = setup();
     s.fake

@@ -32,6 +32,8 @@ pub struct SamplingParams {
     max_output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     response_shape: Option<ResponseShape>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keep_truncated: bool,
 }
 
 impl SamplingParams {
@@ -86,6 +88,20 @@ impl SamplingParams {
     pub fn with_response_shape(mut self, shape: ResponseShape) -> Self {
         self.response_shape = Some(shape);
         self
+    }
+
+    /// Returns an answer cut off at the output limit as it is (stop reason
+    /// [`crate::StopReason::MaxTokens`]), rather than sending it again at the model's
+    /// ceiling or failing with [`crate::Error::OutputTruncated`]: for callers that chose
+    /// the limit and want what fits in it, as a gateway's clients do. One send, one bill.
+    pub fn with_truncated_answers(mut self) -> Self {
+        self.keep_truncated = true;
+        self
+    }
+
+    /// Whether a cut-off answer is returned as it is ([`SamplingParams::with_truncated_answers`]).
+    pub fn keeps_truncated(&self) -> bool {
+        self.keep_truncated
     }
 
     /// Temperature, if set.

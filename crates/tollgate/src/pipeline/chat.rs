@@ -173,6 +173,10 @@ impl PipelineChat {
             match response.stop_reason() {
                 // The window is full: a larger output limit cannot help, so no re-run.
                 StopReason::ContextWindowExceeded => return Err(self.overflow(input, limit)),
+                // The caller chose the limit and takes what fits: one send.
+                StopReason::MaxTokens if request.sampling_params().keeps_truncated() => {
+                    return Ok(response);
+                }
                 StopReason::MaxTokens
                     if limit < self.rerun_limit(input, ceiling) && !rerun_at_ceiling =>
                 {
