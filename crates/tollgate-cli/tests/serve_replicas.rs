@@ -287,12 +287,18 @@ fn a_replica_whose_redis_is_not_there_starts_and_answers_503_without_sending() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &served.catalog("m", "rpm = 600"));
     let redis = format!("redis://127.0.0.1:{}/", free_port());
-    // It starts (Redis is first asked on a request's reservation) and is ready.
+    // It starts (Redis is first asked on a request's reservation), but is not ready: a
+    // load balancer sends its requests to a replica whose Redis answers.
     let replica = replica(&config, Some(&redis));
     block_on(async {
         let http = http();
-        let ready = http.get(format!("{}/ready", replica.url)).send().await;
-        assert_eq!(ready.unwrap().status(), 200);
+        let ready = http
+            .get(format!("{}/ready", replica.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ready.status(), 503);
+        assert!(ready.text().await.unwrap().contains("`m`"));
         assert_limiter_unavailable(&chat(&http, &replica.url, Dialect::OpenAi, "m", 0).await);
     });
     assert_eq!(served.server.stats().calls, 0, "fails closed: nothing sent");
@@ -391,17 +397,12 @@ fn a_replica_whose_redis_stops_mid_run_answers_503_sends_nothing_more_and_recove
 }
 
 /// Not about replicas, found by them: the Anthropic test sent every chat twice until its
-/// `max_tokens` left room for llmock's answer. A chat cut off at the client's
-/// `max_tokens` (llmock's Anthropic route stops at 8 tokens with `stop_reason:
-/// max_tokens`) is sent again by the pipeline at the catalog's `max_output_tokens` (its
-/// truncation re-run, docs/failures.md), so the gateway overrides the client's limit and
-/// bills two upstream calls; and at the ceiling the client gets 400 `output_truncated`
-/// instead of the cut-off answer. The OpenAI and Anthropic APIs answer 200 with
-/// `finish_reason: length` / `stop_reason: max_tokens` (the gateway's encoders map
-/// `StopReason::MaxTokens` so, but the pipeline never hands them one).
+/// `max_tokens` left room for llmock's answer, because the pipeline re-ran a chat cut off
+/// at the client's `max_tokens` at the catalog's `max_output_tokens`, and answered one cut
+/// off at the ceiling 400 `output_truncated`. The gateway now asks for cut-off answers as
+/// they are (`SamplingParams::with_truncated_answers`): one send, answered 200 with
+/// `finish_reason: length` / `stop_reason: max_tokens`, as the providers' APIs answer.
 #[test]
-#[ignore = "defect: the gateway re-runs a chat cut off at the client's max_tokens at the \
-            catalog ceiling (two upstream sends), and answers one cut off at the ceiling 400"]
 fn a_chat_cut_off_at_the_clients_max_tokens_is_answered_length_after_one_send() {
     let Some(peers) = LlmockRun::new("serve-truncation") else {
         return;

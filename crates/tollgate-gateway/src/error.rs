@@ -9,7 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tollgate::{Error, ProviderError};
 
-/// The `retry-after` of a request still queued when the gateway shuts down (503).
+/// The `retry-after` of a 503 that says "not here, not now": a request still queued
+/// when the gateway shuts down, or one whose shared limiter (Redis) cannot be reached.
 pub const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Which wire format a route speaks, so its failures are answered in it.
@@ -210,7 +211,10 @@ fn classify(error: &Error) -> (Class, Option<Duration>) {
             _ => (Class::Upstream, p.retry_after()),
         },
         Error::CircuitOpen { retry_in, .. } => (Class::Overloaded, Some(*retry_in)),
-        Error::LimiterUnavailable { .. } | Error::Cancelled => (Class::Overloaded, None),
+        // A shared limiter (Redis) that cannot answer: nothing was sent; a moment later,
+        // or another replica, may serve it.
+        Error::LimiterUnavailable { .. } => (Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
+        Error::Cancelled => (Class::Overloaded, None),
         // Still queued when this gateway began shutting down: nothing was sent, and
         // another replica (or this one restarted) can take it a moment later.
         Error::QueueClosed => (Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
@@ -248,6 +252,20 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
         assert_eq!(retry_after_secs(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn an_unreachable_shared_limiter_and_a_closed_queue_are_503s_with_a_short_retry_after() {
+        let unreachable = Error::LimiterUnavailable {
+            backend: "redis".into(),
+            model_id: "m".into(),
+            source: "connection refused".into(),
+        };
+        for e in [unreachable, Error::QueueClosed] {
+            let r = GatewayError::from(e).into_response_in(Dialect::Anthropic);
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(r.headers()["retry-after"], "1");
+        }
     }
 
     #[test]

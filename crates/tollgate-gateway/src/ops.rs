@@ -30,14 +30,32 @@ pub(crate) async fn metrics(State(state): State<Gateway>) -> Response {
         .into_response()
 }
 
-/// `GET /ready`: 200 while the gateway takes requests (its `Models` is built before the
-/// router exists); 503 once it is draining for shutdown.
+/// `GET /ready`: 200 while the gateway takes requests; 503 once it is draining for
+/// shutdown, or while a model's (or key's) limiter cannot answer (a shared one on an
+/// unreachable Redis: its requests would all fail closed, so a load balancer should send
+/// them to another replica). Asks every limiter once (one round trip each on Redis).
 pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
     if state.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
-    } else {
-        "ready".into_response()
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
+    for model in state.models.catalog().models() {
+        let Ok(limiters) = state.models.limiters(&model.id) else {
+            continue;
+        };
+        for limiter in limiters {
+            if limiter.snapshot().await.is_err() {
+                let why = format!("the limiter of `{}` is unavailable", limiter.model_id());
+                return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+            }
+        }
+    }
+    for limiter in state.quotas.limiters() {
+        if limiter.snapshot().await.is_err() {
+            let why = format!("the limiter of `{}` is unavailable", limiter.model_id());
+            return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+        }
+    }
+    "ready".into_response()
 }
 
 /// Echoes the client's `x-request-id` (if it is a valid header value) or makes one, on

@@ -190,7 +190,9 @@ fn block(b: &InBlock) -> Block {
 impl MessagesRequest {
     /// The neutral request for catalog model `self.model`.
     pub(crate) fn to_llm_request(&self) -> Result<LlmRequest, GatewayError> {
-        let mut params = SamplingParams::new();
+        // As the provider's own API would: a cut-off answer comes back as it is
+        // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.
+        let mut params = SamplingParams::new().with_truncated_answers();
         if let Some(t) = self.temperature {
             params = params.with_temperature(t)?;
         }

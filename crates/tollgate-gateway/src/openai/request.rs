@@ -138,7 +138,9 @@ impl ChatRequest {
                 "`n` above 1 is not supported; send one request per choice".into(),
             ));
         }
-        let mut params = SamplingParams::new();
+        // As the provider's own API would: a cut-off answer comes back as it is
+        // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.
+        let mut params = SamplingParams::new().with_truncated_answers();
         if let Some(t) = self.temperature {
             params = params.with_temperature(t)?;
         }
