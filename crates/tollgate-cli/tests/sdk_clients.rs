@@ -2,13 +2,16 @@
 //! `scripts/peers.sh` into `target/peers`) as clients of `tollgate serve`: chat whole and
 //! streamed, tools, embeddings, a wrong key, a body over the cap and a wait past its bound,
 //! in both dialects, each SDK reading the gateway's answers as it reads its provider's
-//! (`tests/sdk/clients.py` holds the checks). Skipped without `TOLLGATE_PEERS_PYTHON`,
-//! failed without it under `cargo xtask test-all`.
+//! (`tests/sdk/clients.py` holds the checks); and the same SDKs calling models of the
+//! other dialect with llmock behind (`tests/sdk/cross.py`). Skipped without
+//! `TOLLGATE_PEERS_PYTHON` (and `TOLLGATE_LLMOCK_URL`), failed without them under
+//! `cargo xtask test-all`.
 
 mod common;
 
 use std::process::Command;
 
+use common::llmock::{LlmockRun, records};
 use common::serving::spawn_serve;
 use common::text;
 
@@ -58,15 +61,7 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");
     std::fs::write(&catalog, CATALOG).unwrap();
-    let keys = dir.path().join("keys.toml");
-    std::fs::write(
-        &keys,
-        format!(
-            "[[keys]]\nid = \"sdk\"\nsecret_sha256 = \"{}\"\n",
-            tollgate_gateway::hash_secret(SECRET)
-        ),
-    )
-    .unwrap();
+    let keys = keys_file(dir.path());
     let serving = spawn_serve(&[
         "--catalog",
         catalog.to_str().unwrap(),
@@ -75,10 +70,32 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
         "--max-body-bytes",
         "8192",
     ]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/clients.py");
+    run_checks(
+        &python,
+        "clients.py",
+        &serving.url,
+        &[
+            "openai_chat",
+            "openai_stream_with_usage",
+            "openai_tools_are_accepted",
+            "openai_embeddings",
+            "anthropic_messages",
+            "anthropic_stream",
+            "anthropic_tools_are_accepted",
+            "a_wrong_key_is_each_sdks_authentication_error",
+            "a_body_over_the_cap_is_a_413",
+            "a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after",
+        ],
+    );
+}
+
+/// Runs `tests/sdk/<script>` against the gateway at `url` and asserts that each of
+/// `checks` printed that it passed.
+fn run_checks(python: &str, script: &str, url: &str, checks: &[&str]) {
+    let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(python)
-        .arg(script)
-        .env("TOLLGATE_URL", &serving.url)
+        .arg(&script)
+        .env("TOLLGATE_URL", url)
         .env("TOLLGATE_KEY", SECRET)
         .env("NO_PROXY", "127.0.0.1")
         .output()
@@ -86,23 +103,90 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(
         out.status.success(),
-        "the SDK checks failed:\n{stdout}\n{stderr}"
+        "the SDK checks of {script} failed:\n{stdout}\n{stderr}"
     );
-    for check in [
-        "openai_chat",
-        "openai_stream_with_usage",
-        "openai_tools_are_accepted",
-        "openai_embeddings",
-        "anthropic_messages",
-        "anthropic_stream",
-        "anthropic_tools_are_accepted",
-        "a_wrong_key_is_each_sdks_authentication_error",
-        "a_body_over_the_cap_is_a_413",
-        "a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after",
-    ] {
+    for check in checks {
         assert!(
             stdout.lines().any(|l| l == format!("ok {check}")),
             "{check} did not pass:\n{stdout}\n{stderr}"
         );
+    }
+}
+
+/// Writes the keys file of the one key `sdk` ([`SECRET`]) into `dir`.
+fn keys_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let keys = dir.join("keys.toml");
+    std::fs::write(
+        &keys,
+        format!(
+            "[[keys]]\nid = \"sdk\"\nsecret_sha256 = \"{}\"\n",
+            tollgate_gateway::hash_secret(SECRET)
+        ),
+    )
+    .unwrap();
+    keys
+}
+
+#[test]
+fn the_official_sdks_call_llmock_models_of_the_other_dialect_through_tollgate_serve() {
+    let Some(python) = tollgate_testkit::peers::url("TOLLGATE_PEERS_PYTHON") else {
+        return;
+    };
+    let Some(peers) = LlmockRun::new("sdk-cross") else {
+        return;
+    };
+    let llmock = peers.start("sdk-cross", 600);
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    // The models' provider names are unique to the run, so llmock's journal tells apart
+    // what this run sent.
+    let tag = std::process::id();
+    let (claude, gpt) = (format!("claude-{tag}"), format!("gpt-{tag}"));
+    std::fs::write(
+        &catalog,
+        format!(
+            "[models.claude]\nprovider = \"anthropic-direct\"\nname = \"{claude}\"\n\
+             credential = \"llmock\"\nrpm = 600\nmax_output_tokens = 256\n\
+             [models.claude.options]\nbase_url = \"{llmock}/anthropic\"\n\n\
+             [models.gpt]\nprovider = \"openai-compatible\"\nname = \"{gpt}\"\n\
+             credential = \"llmock\"\nrpm = 600\nmax_output_tokens = 256\n\
+             [models.gpt.options]\nbase_url = \"{llmock}\"\n"
+        ),
+    )
+    .unwrap();
+    let credentials = dir.path().join("secrets.toml");
+    std::fs::write(&credentials, "llmock = \"sdk-cross-key\"\n").unwrap();
+    let keys = keys_file(dir.path());
+    let serving = spawn_serve(&[
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--credentials",
+        credentials.to_str().unwrap(),
+        "--keys",
+        keys.to_str().unwrap(),
+    ]);
+    run_checks(
+        &python,
+        "cross.py",
+        &serving.url,
+        &[
+            "openai_sdk_chats_with_an_anthropic_model",
+            "openai_sdk_gets_length_for_an_answer_cut_off_at_its_max_tokens",
+            "anthropic_sdk_messages_an_openai_model",
+        ],
+    );
+    // What reached llmock: one send per SDK call (a cut-off answer is not sent again),
+    // each in the upstream's own dialect, all answered.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (to_claude, to_gpt) = runtime.block_on(async {
+        (
+            records(&llmock, &claude).await,
+            records(&llmock, &gpt).await,
+        )
+    });
+    assert_eq!(to_claude.len(), 3, "{to_claude:?}");
+    assert_eq!(to_gpt.len(), 2, "{to_gpt:?}");
+    for record in to_claude.iter().chain(&to_gpt) {
+        assert_eq!(record["status"], 200, "{record}");
     }
 }
