@@ -5,16 +5,10 @@ virtual key's secret) set; every check asserts, so a failure exits non-zero with
 traceback. Each check prints its name when it passes.
 """
 
-import os
-
 import anthropic
 import openai
 
-URL = os.environ["TOLLGATE_URL"]
-KEY = os.environ["TOLLGATE_KEY"]
-
-oa = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
-an = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+from sdk import URL, an, anthropic_answered, oa, openai_streamed, passed
 
 WEATHER = {
     "name": "weather",
@@ -25,10 +19,6 @@ WEATHER = {
         "required": ["city"],
     },
 }
-
-
-def passed(name):
-    print("ok", name, flush=True)
 
 
 def openai_chat():
@@ -42,19 +32,7 @@ def openai_chat():
 
 
 def openai_stream_with_usage():
-    text, usage = "", None
-    for chunk in oa.chat.completions.create(
-        model="chat",
-        messages=[{"role": "user", "content": "Stream, please."}],
-        stream=True,
-        stream_options={"include_usage": True},
-    ):
-        if chunk.choices:
-            text += chunk.choices[0].delta.content or ""
-        if chunk.usage is not None:
-            usage = chunk.usage
-    assert text, "no streamed text"
-    assert usage is not None and usage.completion_tokens > 0, usage
+    openai_streamed("chat")
     passed("openai_stream_with_usage")
 
 
@@ -74,24 +52,9 @@ def openai_embeddings():
     passed("openai_embeddings")
 
 
-def anthropic_messages():
-    m = an.messages.create(
-        model="chat", max_tokens=64, messages=[{"role": "user", "content": "Hello"}]
-    )
-    assert m.content[0].type == "text" and m.content[0].text, m
-    assert m.stop_reason == "end_turn", m
-    assert m.usage.output_tokens > 0, m.usage
-    passed("anthropic_messages")
-
-
-def anthropic_stream():
-    with an.messages.stream(
-        model="chat", max_tokens=64, messages=[{"role": "user", "content": "Stream"}]
-    ) as stream:
-        text = "".join(stream.text_stream)
-        final = stream.get_final_message()
-    assert text and final.usage.output_tokens > 0, final
-    passed("anthropic_stream")
+def anthropic_messages_whole_and_streamed():
+    anthropic_answered("chat")
+    passed("anthropic_messages_whole_and_streamed")
 
 
 def anthropic_tools_are_accepted():
@@ -166,8 +129,7 @@ for check in (
     openai_stream_with_usage,
     openai_tools_are_accepted,
     openai_embeddings,
-    anthropic_messages,
-    anthropic_stream,
+    anthropic_messages_whole_and_streamed,
     anthropic_tools_are_accepted,
     a_wrong_key_is_each_sdks_authentication_error,
     a_body_over_the_cap_is_a_413,
