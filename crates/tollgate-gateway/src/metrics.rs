@@ -262,39 +262,73 @@ impl Recorder for GatewayMetrics {
 }
 
 /// One request's labels, learnt as its handler goes; counts the request when it is
-/// answered, and keeps the in-flight gauge (a dropped request leaves it too).
+/// answered, and keeps the in-flight gauge (a dropped request leaves it too). Its
+/// server span (`gateway.request`, OpenTelemetry's HTTP server attributes) is the
+/// parent of the pipeline's `gen_ai.call` span, so a trace shows the queue wait and the
+/// upstream call inside the client's request.
 #[derive(Debug)]
 pub(crate) struct Tags {
     metrics: std::sync::Arc<GatewayMetrics>,
     route: &'static str,
     model: String,
     key: String,
+    span: tracing::Span,
 }
 
 impl Tags {
-    /// A request on `route` has arrived.
-    pub(crate) fn start(metrics: &std::sync::Arc<GatewayMetrics>, route: &'static str) -> Self {
+    /// A request on `route` (`POST path`) has arrived.
+    pub(crate) fn start(
+        metrics: &std::sync::Arc<GatewayMetrics>,
+        route: &'static str,
+        name: &'static str,
+        path: &'static str,
+    ) -> Self {
         metrics.in_flight.inc();
+        let span = tracing::info_span!(
+            target: "tollgate_gateway",
+            "gateway.request",
+            otel.name = name,
+            otel.kind = "server",
+            http.request.method = "POST",
+            http.route = path,
+            http.response.status_code = tracing::field::Empty,
+            tollgate.gateway.key = tracing::field::Empty,
+            tollgate.model_id = tracing::field::Empty,
+        );
         Tags {
             metrics: metrics.clone(),
             route,
             model: String::new(),
             key: String::new(),
+            span,
         }
+    }
+
+    /// The request's server span, to run its handler in.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.span.clone()
     }
 
     /// The catalog model it asked for.
     pub(crate) fn model(&mut self, model: &str) {
         model.clone_into(&mut self.model);
+        self.span.record("tollgate.model_id", model);
     }
 
     /// The virtual key it came with (empty on an open gateway).
     pub(crate) fn key(&mut self, key: &str) {
         key.clone_into(&mut self.key);
+        if !key.is_empty() {
+            self.span.record("tollgate.gateway.key", key);
+        }
     }
 
     /// Counts the answer and hands it on.
     pub(crate) fn finish(self, response: axum::response::Response) -> axum::response::Response {
+        self.span.record(
+            "http.response.status_code",
+            i64::from(response.status().as_u16()),
+        );
         self.metrics.request(
             self.route,
             &self.model,

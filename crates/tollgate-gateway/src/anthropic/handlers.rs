@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 use super::request::MessagesRequest;
 use super::response::{EventEncoder, message};
@@ -25,8 +26,15 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(&state.metrics, "messages");
+    let mut tags = Tags::start(
+        &state.metrics,
+        "messages",
+        "POST /v1/messages",
+        "/v1/messages",
+    );
+    let span = tags.span();
     let response = answer(state, headers, body, &mut tags)
+        .instrument(span)
         .await
         .unwrap_or_else(|e| e.into_response_in(Dialect::Anthropic));
     tags.finish(response)

@@ -11,6 +11,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tollgate::EmbeddingPurpose;
 use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
+use tracing::Instrument;
 
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, completion};
@@ -29,8 +30,15 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(&state.metrics, "chat_completions");
+    let mut tags = Tags::start(
+        &state.metrics,
+        "chat_completions",
+        "POST /v1/chat/completions",
+        "/v1/chat/completions",
+    );
+    let span = tags.span();
     let response = chat(state, headers, body, &mut tags)
+        .instrument(span)
         .await
         .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
     tags.finish(response)
@@ -67,8 +75,15 @@ pub(crate) async fn embeddings(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(&state.metrics, "embeddings");
+    let mut tags = Tags::start(
+        &state.metrics,
+        "embeddings",
+        "POST /v1/embeddings",
+        "/v1/embeddings",
+    );
+    let span = tags.span();
     let response = embed(state, headers, body, &mut tags)
+        .instrument(span)
         .await
         .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
     tags.finish(response)

@@ -1,0 +1,95 @@
+//! Each request runs in a server span, `gateway.request` (OpenTelemetry's HTTP server
+//! attributes), which is the parent of the pipeline's `gen_ai.call` span and its
+//! attempts: a trace shows the queue wait and the upstream call inside the client's
+//! request. In process, with a `tracing` layer that notes each span's parent.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use common::{call, models, post};
+use serde_json::json;
+use tollgate_fake::{FakeProvider, FakeReply};
+use tollgate_gateway::Gateway;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Subscriber, field};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Every span's name, its parent's name, and the fields recorded on it.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<(String, Option<String>, Vec<(String, String)>)>>>);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+impl field::Visit for Fields<'_> {
+    fn record_debug(&mut self, f: &field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((f.name().to_owned(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, f: &field::Field, value: &str) {
+        self.0.push((f.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let span = ctx.span(id).unwrap();
+        let parent = span.parent().map(|p| p.name().to_owned());
+        let mut fields = Vec::new();
+        attrs.record(&mut Fields(&mut fields));
+        self.0
+            .lock()
+            .unwrap()
+            .push((span.name().to_owned(), parent, fields));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let name = ctx.span(id).unwrap().name();
+        let mut spans = self.0.lock().unwrap();
+        if let Some(entry) = spans.iter_mut().rev().find(|s| s.0 == name) {
+            values.record(&mut Fields(&mut entry.2));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_runs_in_a_server_span_that_parents_the_pipelines_call_span() {
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let fake = FakeProvider::new();
+    fake.reply_any(FakeReply::text("ok"));
+    let gateway = Gateway::new(models(&fake));
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hi"}]});
+    let r = call(&gateway, post("/v1/chat/completions", &body, &[])).await;
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let spans = spans.0.lock().unwrap();
+    let (_, parent, fields) = spans
+        .iter()
+        .find(|s| s.0 == "gateway.request")
+        .expect("a gateway.request span");
+    assert_eq!(parent, &None, "the request's span is the trace's root here");
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(field("otel.kind"), Some("server"));
+    assert_eq!(field("http.route"), Some("/v1/chat/completions"));
+    assert_eq!(field("otel.name"), Some("POST /v1/chat/completions"));
+    assert_eq!(field("tollgate.model_id"), Some("chat"));
+    assert_eq!(field("http.response.status_code"), Some("200"));
+    let call = spans
+        .iter()
+        .find(|s| s.0 == "gen_ai.call")
+        .expect("the pipeline's call span");
+    assert_eq!(call.1.as_deref(), Some("gateway.request"));
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.0 == "tollgate.attempt" && s.1.as_deref() == Some("gen_ai.call"))
+    );
+}
