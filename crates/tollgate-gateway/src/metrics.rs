@@ -9,7 +9,11 @@
 //! scrape time.
 
 use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+use axum::response::Response;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -19,6 +23,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Outcome, Recorder};
+use tracing::Instrument;
+
+use crate::error::{Dialect, GatewayError};
 
 /// The content type of `GET /metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -261,6 +268,38 @@ impl Recorder for GatewayMetrics {
     }
 }
 
+/// A route, as its metrics and its server span name it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route {
+    /// The `route` label of `tollgate_gateway_requests_total`.
+    pub(crate) label: &'static str,
+    /// The span's name, `POST <path>`.
+    pub(crate) span_name: &'static str,
+    /// The path, OpenTelemetry's `http.route`.
+    pub(crate) path: &'static str,
+}
+
+/// Runs a route's handler `run` in its server span, answers its failure in `dialect`,
+/// and counts the answer (and the request in flight meanwhile).
+pub(crate) async fn answered<F, Fut>(
+    metrics: &Arc<GatewayMetrics>,
+    route: Route,
+    dialect: Dialect,
+    run: F,
+) -> Response
+where
+    F: FnOnce(Arc<Tags>) -> Fut,
+    Fut: Future<Output = Result<Response, GatewayError>>,
+{
+    let tags = Arc::new(Tags::start(metrics, route));
+    let span = tags.span.clone();
+    let response = run(tags.clone())
+        .instrument(span)
+        .await
+        .unwrap_or_else(|e| e.into_response_in(dialect));
+    tags.finish(response)
+}
+
 /// One request's labels, learnt as its handler goes; counts the request when it is
 /// answered, and keeps the in-flight gauge (a dropped request leaves it too). Its
 /// server span (`gateway.request`, OpenTelemetry's HTTP server attributes) is the
@@ -268,75 +307,70 @@ impl Recorder for GatewayMetrics {
 /// upstream call inside the client's request.
 #[derive(Debug)]
 pub(crate) struct Tags {
-    metrics: std::sync::Arc<GatewayMetrics>,
+    metrics: Arc<GatewayMetrics>,
     route: &'static str,
-    model: String,
-    key: String,
+    model: OnceLock<String>,
+    key: OnceLock<String>,
     span: tracing::Span,
 }
 
 impl Tags {
-    /// A request on `route` (`POST path`) has arrived.
-    pub(crate) fn start(
-        metrics: &std::sync::Arc<GatewayMetrics>,
-        route: &'static str,
-        name: &'static str,
-        path: &'static str,
-    ) -> Self {
+    /// A request on `route` has arrived.
+    fn start(metrics: &Arc<GatewayMetrics>, route: Route) -> Self {
         metrics.in_flight.inc();
         let span = tracing::info_span!(
             target: "tollgate_gateway",
             "gateway.request",
-            otel.name = name,
+            otel.name = route.span_name,
             otel.kind = "server",
             http.request.method = "POST",
-            http.route = path,
+            http.route = route.path,
             http.response.status_code = tracing::field::Empty,
             tollgate.gateway.key = tracing::field::Empty,
             tollgate.model_id = tracing::field::Empty,
         );
         Tags {
             metrics: metrics.clone(),
-            route,
-            model: String::new(),
-            key: String::new(),
+            route: route.label,
+            model: OnceLock::new(),
+            key: OnceLock::new(),
             span,
         }
     }
 
-    /// The request's server span, to run its handler in.
-    pub(crate) fn span(&self) -> tracing::Span {
-        self.span.clone()
-    }
-
     /// The catalog model it asked for.
-    pub(crate) fn model(&mut self, model: &str) {
-        model.clone_into(&mut self.model);
+    pub(crate) fn model(&self, model: &str) {
         self.span.record("tollgate.model_id", model);
+        let _ = self.model.set(model.to_owned());
     }
 
     /// The virtual key it came with (empty on an open gateway).
-    pub(crate) fn key(&mut self, key: &str) {
-        key.clone_into(&mut self.key);
+    pub(crate) fn key(&self, key: &str) {
         if !key.is_empty() {
             self.span.record("tollgate.gateway.key", key);
         }
+        let _ = self.key.set(key.to_owned());
     }
 
     /// Counts the answer and hands it on.
-    pub(crate) fn finish(self, response: axum::response::Response) -> axum::response::Response {
+    fn finish(&self, response: Response) -> Response {
         self.span.record(
             "http.response.status_code",
             i64::from(response.status().as_u16()),
         );
         self.metrics.request(
             self.route,
-            &self.model,
-            &self.key,
+            text_of(&self.model),
+            text_of(&self.key),
             response.status().as_u16(),
         );
         response
     }
+}
+
+/// What a label cell holds, or nothing.
+fn text_of(cell: &OnceLock<String>) -> &str {
+    cell.get().map_or("", String::as_str)
 }
 
 impl Drop for Tags {

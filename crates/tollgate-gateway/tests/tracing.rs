@@ -17,9 +17,12 @@ use tracing::{Subscriber, field};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Every span's name, its parent's name, and the fields recorded on it.
+/// A span's name, its parent's name, and the fields recorded on it.
+type Seen = (String, Option<String>, Vec<(String, String)>);
+
+/// Every span made while the layer is installed.
 #[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<(String, Option<String>, Vec<(String, String)>)>>>);
+struct Spans(Arc<Mutex<Vec<Seen>>>);
 
 struct Fields<'a>(&'a mut Vec<(String, String)>);
 

@@ -1,13 +1,14 @@
 //! The route handlers: authenticate, decode, call through `Models`, encode the
 //! answer or the failure in this dialect.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use tracing::Instrument;
 
 use super::request::MessagesRequest;
 use super::response::{EventEncoder, message};
@@ -16,9 +17,16 @@ use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::extract::json_body;
 use crate::ids;
-use crate::metrics::Tags;
+use crate::metrics::{Route, Tags, answered};
 use crate::sse::sse_response;
 use crate::state::Gateway;
+
+/// `POST /v1/messages`, as its metrics and span name it.
+const MESSAGES: Route = Route {
+    label: "messages",
+    span_name: "POST /v1/messages",
+    path: "/v1/messages",
+};
 
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
@@ -26,25 +34,18 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(
-        &state.metrics,
-        "messages",
-        "POST /v1/messages",
-        "/v1/messages",
-    );
-    let span = tags.span();
-    let response = answer(state, headers, body, &mut tags)
-        .instrument(span)
-        .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::Anthropic));
-    tags.finish(response)
+    let metrics = state.metrics.clone();
+    answered(&metrics, MESSAGES, Dialect::Anthropic, |tags| {
+        answer(state, headers, body, tags)
+    })
+    .await
 }
 
 async fn answer(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    tags: &mut Tags,
+    tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());

@@ -1,6 +1,8 @@
 //! The route handlers: authenticate, decode, call through `Models`, encode the
 //! answer or the failure in this dialect.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,7 +13,6 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tollgate::EmbeddingPurpose;
 use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
-use tracing::Instrument;
 
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, completion};
@@ -20,9 +21,16 @@ use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::extract::json_body;
 use crate::ids;
-use crate::metrics::Tags;
+use crate::metrics::{Route, Tags, answered};
 use crate::sse::{sse_response, unix_now};
 use crate::state::Gateway;
+
+/// `POST /v1/chat/completions`, as its metrics and span name it.
+const CHAT_COMPLETIONS: Route = Route {
+    label: "chat_completions",
+    span_name: "POST /v1/chat/completions",
+    path: "/v1/chat/completions",
+};
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
@@ -30,25 +38,18 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(
-        &state.metrics,
-        "chat_completions",
-        "POST /v1/chat/completions",
-        "/v1/chat/completions",
-    );
-    let span = tags.span();
-    let response = chat(state, headers, body, &mut tags)
-        .instrument(span)
-        .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
-    tags.finish(response)
+    let metrics = state.metrics.clone();
+    answered(&metrics, CHAT_COMPLETIONS, Dialect::OpenAi, |tags| {
+        chat(state, headers, body, tags)
+    })
+    .await
 }
 
 async fn chat(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    tags: &mut Tags,
+    tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());
@@ -69,31 +70,31 @@ async fn chat(
     Ok(Json(completion(&id, created, &req.model, &response)).into_response())
 }
 
+/// `POST /v1/embeddings`, as its metrics and span name it.
+const EMBEDDINGS: Route = Route {
+    label: "embeddings",
+    span_name: "POST /v1/embeddings",
+    path: "/v1/embeddings",
+};
+
 /// `POST /v1/embeddings`.
 pub(crate) async fn embeddings(
     State(state): State<Gateway>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut tags = Tags::start(
-        &state.metrics,
-        "embeddings",
-        "POST /v1/embeddings",
-        "/v1/embeddings",
-    );
-    let span = tags.span();
-    let response = embed(state, headers, body, &mut tags)
-        .instrument(span)
-        .await
-        .unwrap_or_else(|e| e.into_response_in(Dialect::OpenAi));
-    tags.finish(response)
+    let metrics = state.metrics.clone();
+    answered(&metrics, EMBEDDINGS, Dialect::OpenAi, |tags| {
+        embed(state, headers, body, tags)
+    })
+    .await
 }
 
 async fn embed(
     state: Gateway,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    tags: &mut Tags,
+    tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());
