@@ -68,6 +68,10 @@ pub(crate) struct Cli {
     /// every other process using it: several `tollgate run`s on one key pace as one.
     #[arg(long, global = true, value_name = "URL")]
     redis: Option<String>,
+    /// The prefix of every key --redis writes (default `tollgate`): deployments that
+    /// share one Redis but not their quotas (staging, production) each take their own.
+    #[arg(long, global = true, value_name = "PREFIX", requires = "redis")]
+    redis_prefix: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -97,7 +101,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let redis = match cli.redis.as_deref().map(setup::redis).transpose() {
+    let prefix = cli.redis_prefix.as_deref();
+    let redis = match cli
+        .redis
+        .as_deref()
+        .map(|url| setup::redis(url, prefix))
+        .transpose()
+    {
         Ok(redis) => redis,
         Err(e) => {
             eprintln!("tollgate: {e}");

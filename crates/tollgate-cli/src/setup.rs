@@ -41,10 +41,17 @@ impl LimiterFactory for Backend {
 }
 
 /// The backend of `--redis URL`: every model's buckets in that Redis (keys
-/// `tollgate:{<model id>}:lim`), shared by every process using it; failing closed (a
+/// `<prefix>:{<model id>}:lim`, the prefix `tollgate` unless `--redis-prefix` says), shared by every process using it; failing closed (a
 /// call whose reservation Redis cannot answer is not sent).
-pub(crate) fn redis(url: &str) -> Result<RedisLimiters, Box<dyn std::error::Error>> {
-    let limiters = RedisLimiters::new(RedisConfig::new(url))
+pub(crate) fn redis(
+    url: &str,
+    prefix: Option<&str>,
+) -> Result<RedisLimiters, Box<dyn std::error::Error>> {
+    let mut config = RedisConfig::new(url);
+    if let Some(prefix) = prefix {
+        config = config.with_key_prefix(prefix);
+    }
+    let limiters = RedisLimiters::new(config)
         .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/"))?;
     Ok(limiters)
 }

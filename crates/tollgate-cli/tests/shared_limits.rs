@@ -155,3 +155,61 @@ fn redis_option_with_a_url_that_is_not_redis_says_what_to_give() {
         "{stderr}"
     );
 }
+
+/// The keys matching `pattern` in the Redis at `url` (a plain RESP `KEYS` over TCP).
+fn redis_keys(url: &str, pattern: &str) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Write};
+    let address = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "*2\r\n$4\r\nKEYS\r\n${}\r\n{pattern}\r\n",
+        pattern.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let count: usize = line.trim().trim_start_matches('*').parse().unwrap();
+    (0..count)
+        .map(|_| {
+            let (mut len, mut key) = (String::new(), String::new());
+            reader.read_line(&mut len).unwrap();
+            reader.read_line(&mut key).unwrap();
+            key.trim_end().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn redis_prefix_puts_a_runs_buckets_under_keys_of_its_own() {
+    let Some(url) = tollgate_testkit::peers::url("TOLLGATE_REDIS_URL") else {
+        return;
+    };
+    let prefix = format!("tollgate-prefix-test-{}", std::process::id());
+    let result = tollgate()
+        .args(["--redis", &url, "--redis-prefix", &prefix])
+        .args(["chat", "-m", "demo", "Why reserve first?"])
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let keys = redis_keys(&url, &format!("{prefix}:*"));
+    assert!(
+        keys.iter().any(|k| k == &format!("{prefix}:{{demo}}:lim")),
+        "{keys:?}"
+    );
+    // Without --redis there is nothing to prefix: the option says so.
+    let alone = tollgate()
+        .args(["--redis-prefix", &prefix, "models"])
+        .output()
+        .unwrap();
+    assert!(!alone.status.success());
+    assert!(
+        text(&alone.stderr).contains("--redis"),
+        "{}",
+        text(&alone.stderr)
+    );
+}
