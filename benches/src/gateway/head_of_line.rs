@@ -39,6 +39,9 @@ pub struct HolConfig {
     pub gap: Duration,
     /// The large request's input, in tokens (tollgate's estimate).
     pub large_tokens: u64,
+    /// Pause after each large request's answer before the next is sent, so that the
+    /// large requests do not keep a core busy on their own.
+    pub large_gap: Duration,
     /// Each phase's longest run.
     pub max_time: Duration,
 }
@@ -50,6 +53,7 @@ impl HolConfig {
         callers: 4,
         gap: Duration::from_millis(2),
         large_tokens: 100_000,
+        large_gap: Duration::from_millis(20),
         max_time: Duration::from_secs(60),
     };
 }
@@ -155,6 +159,8 @@ pub struct HolRow {
     pub beside_large: bool,
     /// First-token times of the turns that streamed, ms.
     pub first_tokens: Vec<f64>,
+    /// Of them, the turns sent while a large request was in flight.
+    pub overlapped: Vec<f64>,
     /// Turns that failed.
     pub failed: usize,
     /// Large requests answered during the phase.
@@ -180,28 +186,30 @@ async fn phase(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let large_task = large.map(|body| {
-        let (http, url, stop) = (http.clone(), url.clone(), stop.clone());
+        let (http, url, stop, gap) = (http.clone(), url.clone(), stop.clone(), c.large_gap);
         tokio::spawn(async move {
-            let (mut done, mut failed, mut total) = (0usize, 0usize, Duration::ZERO);
+            let (mut spans, mut failed) = (Vec::new(), 0usize);
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let ok = http
+                let sent = http
                     .post(&url)
                     .header("content-type", "application/json")
                     .header("authorization", "Bearer bench")
                     .body(body.clone())
                     .send()
-                    .await
-                    .map(|r| r.status().is_success());
-                if matches!(ok, Ok(true)) {
-                    done += 1;
-                    total += t.elapsed();
+                    .await;
+                let ok = match sent {
+                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
+                    Err(_) => false,
+                };
+                if ok {
+                    spans.push((t, Instant::now()));
                 } else {
                     failed += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
+                tokio::time::sleep(gap).await;
             }
-            (done, failed, total)
+            (spans, failed)
         })
     });
     if large_task.is_some() {
@@ -219,8 +227,9 @@ async fn phase(
                 while next.fetch_add(1, Ordering::Relaxed) < c.turns
                     && started.elapsed() < c.max_time
                 {
+                    let sent = Instant::now();
                     match first_token(&http, &url, "bench", &small, FIRST_TOKEN).await {
-                        Some(ms) => times.push(ms),
+                        Some(ms) => times.push((sent, ms)),
                         None => failed += 1,
                     }
                     tokio::time::sleep(c.gap).await;
@@ -233,30 +242,43 @@ async fn phase(
         path: path.to_owned(),
         beside_large: large_task.is_some(),
         first_tokens: Vec::new(),
+        overlapped: Vec::new(),
         failed: 0,
         large_done: 0,
         large_failed: 0,
         large_ms: f64::NAN,
     };
+    let mut turns = Vec::new();
     for t in callers {
         if let Ok((times, failed)) = t.await {
-            row.first_tokens.extend(times);
+            turns.extend(times);
             row.failed += failed;
         }
     }
     stop.store(true, Ordering::Relaxed);
+    let mut spans = Vec::new();
     if let Some(t) = large_task
-        && let Ok((done, failed, total)) = t.await
+        && let Ok((done, failed)) = t.await
     {
-        row.large_done = done;
+        row.large_done = done.len();
         row.large_failed = failed;
-        row.large_ms = total.as_secs_f64() * 1e3 / done.max(1) as f64;
+        let total: Duration = done.iter().map(|(a, b)| *b - *a).sum();
+        row.large_ms = total.as_secs_f64() * 1e3 / done.len().max(1) as f64;
+        spans = done;
     }
+    row.first_tokens = turns.iter().map(|(_, ms)| *ms).collect();
+    row.overlapped = turns
+        .iter()
+        .filter(|(sent, _)| spans.iter().any(|(a, b)| a <= sent && sent < b))
+        .map(|(_, ms)| *ms)
+        .collect();
     eprintln!(
-        "gateway hol: {path} beside={}: {} turns, p99 {:.3} ms, {} large ({:.1} ms), {} failed",
+        "gateway hol: {path} beside={}: {} turns, p99 {:.3} ms, {} overlapping p99 {:.3} ms, {} large ({:.1} ms), {} failed",
         row.beside_large,
         row.first_tokens.len(),
         percentile(&row.first_tokens, 0.99),
+        row.overlapped.len(),
+        percentile(&row.overlapped, 0.99),
         row.large_done,
         row.large_ms,
         row.failed + row.large_failed,
@@ -303,65 +325,60 @@ pub fn section(rows: &[HolRow], c: &HolConfig, problems: &[String]) -> Section {
         "failed",
         "first token p50 ms",
         "first token p99 ms",
-        "added p50 ms",
         "added p99 ms",
+        "turns sent during a 100k request",
+        "their p99 ms",
+        "their added p99 ms",
         "100k-token requests answered",
         "their mean ms",
     ]);
-    let pct = |r: &HolRow, q| percentile(&r.first_tokens, q);
     let mut notes = Vec::new();
     for r in rows {
         let alone = rows.iter().find(|a| a.path == r.path && !a.beside_large);
-        let added = |q| alone.map_or(f64::NAN, |a| pct(r, q) - pct(a, q));
-        let dash = |x: f64| {
-            if r.beside_large {
-                num(x, 3)
-            } else {
-                "–".into()
-            }
-        };
+        let p99 = |v: &[f64]| percentile(v, 0.99);
+        let added = |v: &[f64]| alone.map_or(f64::NAN, |a| p99(v) - p99(&a.first_tokens));
+        let beside = |cell: String| if r.beside_large { cell } else { "–".into() };
         table.row(vec![
             r.path.clone(),
-            if r.beside_large {
-                "yes, back to back".into()
-            } else {
-                "no".into()
-            },
+            beside(format!("yes, {} ms apart", c.large_gap.as_millis())),
             r.first_tokens.len().to_string(),
             r.failed.to_string(),
-            num(pct(r, 0.5), 3),
-            num(pct(r, 0.99), 3),
-            dash(added(0.5)),
-            dash(added(0.99)),
-            if r.beside_large {
-                r.large_done.to_string()
-            } else {
-                "–".into()
-            },
-            if r.beside_large {
-                num(r.large_ms, 1)
-            } else {
-                "–".into()
-            },
+            num(percentile(&r.first_tokens, 0.5), 3),
+            num(p99(&r.first_tokens), 3),
+            beside(num(added(&r.first_tokens), 3)),
+            beside(r.overlapped.len().to_string()),
+            beside(num(p99(&r.overlapped), 3)),
+            beside(num(added(&r.overlapped), 3)),
+            beside(r.large_done.to_string()),
+            beside(num(r.large_ms, 1)),
         ]);
         if r.path == "tollgate serve" && r.beside_large {
-            let a = added(0.99);
+            let (all, during) = (added(&r.first_tokens), added(&r.overlapped));
+            let verdict = |x: f64| {
+                if x <= TARGET_ADDED_P99_MS {
+                    "met"
+                } else {
+                    "missed"
+                }
+            };
             notes.push(format!(
-                "Target for `tollgate serve`: first-token p99 added by the 100k-token requests ≤ {TARGET_ADDED_P99_MS} ms: {a:.3} ms, **{}**.",
-                if a <= TARGET_ADDED_P99_MS { "met" } else { "missed" }
+                "Target for `tollgate serve`: first-token p99 added by the 100k-token requests ≤ {TARGET_ADDED_P99_MS} ms: {during:.3} ms for the turns sent while one was in flight, **{}**; {all:.3} ms over all turns of the phase, **{}**.",
+                verdict(during),
+                verdict(all)
             ));
         }
     }
     notes.extend([
         format!(
-            "Small turns: OpenAI `/v1/chat/completions` with `stream: true`, a dozen words, {} callers each sending its next turn {} ms after the last one's end, {} turns per phase; first token: from the send to the first streamed bytes carrying the first token's text. Beside: 100k-token requests (a {:.0} KB prompt, {} tokens by tollgate's estimator, not streamed) sent back to back on one more connection through the same path for the whole phase.",
+            "Small turns: OpenAI `/v1/chat/completions` with `stream: true`, a dozen words, {} callers each sending its next turn {} ms after the last one's end, {} turns per phase; first token: from the send to the first streamed bytes carrying the first token's text. Beside: 100k-token requests (a {:.0} KB prompt, {} tokens by tollgate's estimator, not streamed) sent one at a time on one more connection through the same path for the whole phase, each {} ms after the last one's answer.",
             c.callers,
             c.gap.as_millis(),
             c.turns,
             large_prompt(c.large_tokens).len() as f64 / 1000.0,
             DefaultEstimator.estimate_text(&large_prompt(c.large_tokens)),
+            c.large_gap.as_millis(),
         ),
-        "Added: that percentile beside the large requests minus the same percentile alone, on the same path, in the same run. The driver and the upstream share this process (the upstream on a thread of its own), so `direct`'s added figure is what the large requests cost outside any gateway.".to_owned(),
+        "Added p99: the p99 beside the large requests (of all the phase's turns, or of those sent while a large request was in flight, between its send and its answer) minus the p99 alone, on the same path, in the same run. The driver and the upstream share this process (the upstream on a thread of its own), so `direct`'s added figure is what the large requests cost outside any gateway.".to_owned(),
     ]);
     for p in problems {
         notes.push(format!("Not measured: {p}."));

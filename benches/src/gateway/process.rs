@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::peers::server::peers_script;
 
-/// A server process this benchmark started, killed (with its process group) on drop.
+/// A server process this benchmark started, stopped with its descendants on drop.
 #[derive(Debug)]
 pub struct Server {
     /// What the tables call it.
@@ -39,25 +39,35 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // The process group first (LiteLLM's workers), then the process itself.
-        let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.pid())])
-            .stderr(Stdio::null())
-            .status();
+        // SIGTERM to the process and each of its descendants (LiteLLM's workers), by
+        // their ids, then SIGKILL to what still runs after five seconds.
+        let pids = tree(self.pid());
+        signal(&pids, "TERM");
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
+            if matches!(self.child.try_wait(), Ok(Some(_)))
+                && pids[1..].iter().all(|p| stat_fields(*p).is_none())
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.pid())])
-            .stderr(Stdio::null())
-            .status();
+        signal(&pids[1..], "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends `kill -s SIGNAL -- PID…` to these (positive) process ids.
+fn signal(pids: &[u32], name: &str) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-s", name, "--"])
+        .args(pids.iter().map(u32::to_string))
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// Starts `tollgate GLOBAL… serve --listen 127.0.0.1:0` (`global`: `--catalog F`,
@@ -77,7 +87,7 @@ pub fn start_tollgate(name: &str, binary: &Path, global: &[String]) -> Result<Se
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut child = own_group(&mut command)
+    let mut child = command
         .spawn()
         .map_err(|e| format!("{}: {e}", binary.display()))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
@@ -161,9 +171,7 @@ pub fn start_litellm(
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log);
-    let child = own_group(&mut command)
-        .spawn()
-        .map_err(|e| format!("{binary}: {e}"))?;
+    let child = command.spawn().map_err(|e| format!("{binary}: {e}"))?;
     let mut server = Server {
         name: name.to_owned(),
         url: format!("http://127.0.0.1:{port}"),
@@ -242,12 +250,6 @@ pub fn start_both(
         }
     }
     (servers, problems)
-}
-
-/// The child in a process group of its own, so that its workers are stopped with it.
-fn own_group(command: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    command.process_group(0)
 }
 
 /// A blocking `GET path` on 127.0.0.1:`port` answered 200.
