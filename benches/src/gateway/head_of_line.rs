@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -190,7 +190,7 @@ async fn phase(
         tokio::spawn(async move {
             let (mut spans, mut failed) = (Vec::new(), 0usize);
             while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
+                let t = tollgate::clock::now();
                 let sent = http
                     .post(&url)
                     .header("content-type", "application/json")
@@ -203,7 +203,7 @@ async fn phase(
                     Err(_) => false,
                 };
                 if ok {
-                    spans.push((t, Instant::now()));
+                    spans.push((t, tollgate::clock::now()));
                 } else {
                     failed += 1;
                 }
@@ -216,7 +216,7 @@ async fn phase(
         // Let the first large request get under way.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let started = Instant::now();
+    let started = tollgate::clock::now();
     let next = Arc::new(AtomicUsize::new(0));
     let callers: Vec<_> = (0..c.callers)
         .map(|_| {
@@ -227,7 +227,7 @@ async fn phase(
                 while next.fetch_add(1, Ordering::Relaxed) < c.turns
                     && started.elapsed() < c.max_time
                 {
-                    let sent = Instant::now();
+                    let sent = tollgate::clock::now();
                     match first_token(&http, &url, "bench", &small, FIRST_TOKEN).await {
                         Some(ms) => times.push((sent, ms)),
                         None => failed += 1,

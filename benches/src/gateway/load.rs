@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -61,7 +61,7 @@ pub async fn drive(
 ) -> Cell {
     let body = Bytes::from(serde_json::to_vec(body).expect("JSON"));
     let sent = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
+    let started = tollgate::clock::now();
     let tasks: Vec<_> = (0..callers.max(1))
         .map(|_| {
             let (http, url, key, body, sent) = (
@@ -76,7 +76,7 @@ pub async fn drive(
                 while sent.fetch_add(1, Ordering::Relaxed) < max_requests
                     && started.elapsed() < max_time
                 {
-                    let t = Instant::now();
+                    let t = tollgate::clock::now();
                     let ok = post(&http, &url, &key, body.clone()).await;
                     if ok {
                         latencies.push(t.elapsed().as_secs_f64() * 1e3);
@@ -128,7 +128,7 @@ pub async fn first_token(
     marker: &str,
 ) -> Option<f64> {
     use futures::StreamExt;
-    let t = Instant::now();
+    let t = tollgate::clock::now();
     let response = http
         .post(url)
         .header("content-type", "application/json")

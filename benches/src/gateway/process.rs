@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::peers::server::peers_script;
 
@@ -43,8 +43,8 @@ impl Drop for Server {
         // their ids, then SIGKILL to what still runs after five seconds.
         let pids = tree(self.pid());
         signal(&pids, "TERM");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
+        let deadline = tollgate::clock::now() + Duration::from_secs(5);
+        while tollgate::clock::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_)))
                 && pids[1..].iter().all(|p| stat_fields(*p).is_none())
             {
@@ -177,8 +177,8 @@ pub fn start_litellm(
         url: format!("http://127.0.0.1:{port}"),
         child,
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
+    let deadline = tollgate::clock::now() + Duration::from_secs(120);
+    while tollgate::clock::now() < deadline {
         if matches!(server.child.try_wait(), Ok(Some(_))) {
             return Err(format!("{name}: litellm exited at start"));
         }
@@ -354,7 +354,7 @@ mod tests {
     fn this_process_has_cpu_time_and_a_peak() {
         let me = std::process::id();
         assert!(peak_rss(me) > 0);
-        let spin = Instant::now();
+        let spin = tollgate::clock::now();
         while spin.elapsed() < Duration::from_millis(30) {}
         assert!(cpu_time(me) > Duration::ZERO);
         assert!(tree(me).contains(&me));
