@@ -17,7 +17,7 @@ use hyper::{Request, Response};
 use tollgate::provider::{DefaultEstimator, TokenEstimator};
 
 use super::load::{client, first_token, small_chat};
-use super::process::start_both;
+use super::process::{Server, start_both};
 use crate::report::{Section, Table, num};
 use crate::stats::percentile;
 
@@ -169,6 +169,35 @@ pub struct HolRow {
     pub large_failed: usize,
     /// The large requests' mean latency, ms.
     pub large_ms: f64,
+    /// The gateway's CPU time per large request sent alone, ms (`NaN`: direct).
+    pub large_cpu_ms: f64,
+}
+
+/// Large requests sent one after another through `server` with nothing else in flight,
+/// after two unmeasured: the CPU time (user + system) its processes spent per request, ms.
+async fn large_cpu(http: &reqwest::Client, server: &Server, large: &Bytes) -> f64 {
+    const MEASURED: usize = 20;
+    let url = format!("{}/v1/chat/completions", server.url);
+    let send = || async {
+        let sent = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("authorization", "Bearer bench")
+            .body(large.clone())
+            .send()
+            .await;
+        if let Ok(r) = sent {
+            let _ = r.bytes().await;
+        }
+    };
+    for _ in 0..2 {
+        send().await;
+    }
+    let before = server.cpu();
+    for _ in 0..MEASURED {
+        send().await;
+    }
+    (server.cpu() - before).as_secs_f64() * 1e3 / MEASURED as f64
 }
 
 async fn phase(
@@ -247,6 +276,7 @@ async fn phase(
         large_done: 0,
         large_failed: 0,
         large_ms: f64::NAN,
+        large_cpu_ms: f64::NAN,
     };
     let mut turns = Vec::new();
     for t in callers {
@@ -304,12 +334,23 @@ pub async fn run(c: &HolConfig, tollgate: &Path, dir: &Path) -> (Vec<HolRow>, Ve
     );
     let http = client();
     let mut rows = Vec::new();
-    let paths: Vec<(String, String)> = std::iter::once(("direct".to_owned(), base.clone()))
-        .chain(servers.iter().map(|s| (s.name.clone(), s.url.clone())))
-        .collect();
-    for (name, url) in &paths {
+    let paths: Vec<(String, String, Option<&Server>)> =
+        std::iter::once(("direct".to_owned(), base.clone(), None))
+            .chain(
+                servers
+                    .iter()
+                    .map(|s| (s.name.clone(), s.url.clone(), Some(s))),
+            )
+            .collect();
+    for (name, url, server) in &paths {
+        let cpu = match server {
+            Some(s) => large_cpu(&http, s, &large).await,
+            None => f64::NAN,
+        };
         rows.push(phase(&http, name, url, None, c).await);
-        rows.push(phase(&http, name, url, Some(large.clone()), c).await);
+        let mut beside = phase(&http, name, url, Some(large.clone()), c).await;
+        beside.large_cpu_ms = cpu;
+        rows.push(beside);
     }
     drop(servers);
     (rows, problems)
@@ -331,6 +372,7 @@ pub fn section(rows: &[HolRow], c: &HolConfig, problems: &[String]) -> Section {
         "their added p99 ms",
         "100k-token requests answered",
         "their mean ms",
+        "gateway CPU ms per 100k request",
     ]);
     let mut notes = Vec::new();
     for r in rows {
@@ -351,6 +393,7 @@ pub fn section(rows: &[HolRow], c: &HolConfig, problems: &[String]) -> Section {
             beside(num(added(&r.overlapped), 3)),
             beside(r.large_done.to_string()),
             beside(num(r.large_ms, 1)),
+            beside(num(r.large_cpu_ms, 1)),
         ]);
         if r.path == "tollgate serve" && r.beside_large {
             let (all, during) = (added(&r.first_tokens), added(&r.overlapped));
@@ -378,7 +421,7 @@ pub fn section(rows: &[HolRow], c: &HolConfig, problems: &[String]) -> Section {
             DefaultEstimator.estimate_text(&large_prompt(c.large_tokens)),
             c.large_gap.as_millis(),
         ),
-        "Added p99: the p99 beside the large requests (of all the phase's turns, or of those sent while a large request was in flight, between its send and its answer) minus the p99 alone, on the same path, in the same run. The driver and the upstream share this process (the upstream on a thread of its own), so `direct`'s added figure is what the large requests cost outside any gateway.".to_owned(),
+        "Added p99: the p99 beside the large requests (of all the phase's turns, or of those sent while a large request was in flight, between its send and its answer) minus the p99 alone, on the same path, in the same run. Gateway CPU per 100k request: user + system time of the gateway's processes over 20 large requests sent one after another with nothing else in flight, before the phases. The driver and the upstream share this process (the upstream on a thread of its own), so `direct`'s added figure is what the large requests cost outside any gateway.".to_owned(),
     ]);
     for p in problems {
         notes.push(format!("Not measured: {p}."));
