@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use tollgate::provider::{DefaultEstimator, TokenEstimator};
 
-use super::load::{client, first_token, small_chat};
+use super::load::{client, first_token, post, small_chat};
 use super::process::{Server, start_both};
 use crate::report::{Section, Table, num};
 use crate::stats::percentile;
@@ -178,24 +178,12 @@ pub struct HolRow {
 async fn large_cpu(http: &reqwest::Client, server: &Server, large: &Bytes) -> f64 {
     const MEASURED: usize = 20;
     let url = format!("{}/v1/chat/completions", server.url);
-    let send = || async {
-        let sent = http
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("authorization", "Bearer bench")
-            .body(large.clone())
-            .send()
-            .await;
-        if let Ok(r) = sent {
-            let _ = r.bytes().await;
-        }
-    };
     for _ in 0..2 {
-        send().await;
+        post(http, &url, "bench", large.clone()).await;
     }
     let before = server.cpu();
     for _ in 0..MEASURED {
-        send().await;
+        post(http, &url, "bench", large.clone()).await;
     }
     (server.cpu() - before).as_secs_f64() * 1e3 / MEASURED as f64
 }
@@ -220,18 +208,7 @@ async fn phase(
             let (mut spans, mut failed) = (Vec::new(), 0usize);
             while !stop.load(Ordering::Relaxed) {
                 let t = tollgate::clock::now();
-                let sent = http
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("authorization", "Bearer bench")
-                    .body(body.clone())
-                    .send()
-                    .await;
-                let ok = match sent {
-                    Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                    Err(_) => false,
-                };
-                if ok {
+                if post(&http, &url, "bench", body.clone()).await {
                     spans.push((t, tollgate::clock::now()));
                 } else {
                     failed += 1;

@@ -99,7 +99,9 @@ pub async fn drive(
     cell
 }
 
-async fn post(http: &reqwest::Client, url: &str, key: &str, body: Bytes) -> bool {
+/// POSTs `body` (JSON) to `url` with `key` as the Bearer token and reads the answer to
+/// its end; whether it was a 2xx.
+pub async fn post(http: &reqwest::Client, url: &str, key: &str, body: Bytes) -> bool {
     let sent = http
         .post(url)
         .header("content-type", "application/json")
