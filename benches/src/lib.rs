@@ -18,6 +18,8 @@
 //! - [`peers`] (benchmark 9): pacing against llmock, a third-party server run with its
 //!   own rate limits: tollgate beside the cookbook's pacing and a naive client, each
 //!   against the best possible replayed from llmock's buckets (`benches/peers.rs`).
+//! - [`gateway`] (benchmark 10): `tollgate serve` beside LiteLLM's proxy: overhead,
+//!   pacing through two replicas on Redis, head-of-line blocking (`benches/gateway.rs`).
 //! - [`clients`]: the strategies compared: tollgate, naive retry, the OpenAI cookbook's
 //!   pacer, governor, a port of the AWS SDK's adaptive mode (CUBIC), AIMD.
 //! - [`sim_http`]: the simulated provider served over HTTP on loopback, for benchmark 4
@@ -34,6 +36,7 @@
 pub mod adaptive;
 pub mod clients;
 pub mod first_call;
+pub mod gateway;
 pub mod headers;
 pub mod overhead;
 pub mod pacing;

@@ -25,12 +25,13 @@
 //!   checked ([`book`]). Without mdbook (no network for the install) the build is skipped
 //!   with a message, or fails under `CI=true`; the link check runs either way.
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
-//!   crate `tollgate`) and the `tollgate` binary (which the batch and peers benchmarks
-//!   run) in release mode, runs each, and
-//!   writes their tables to `docs/benchmarks.md` with the machine, the date and the command;
-//!   sections of that file that it does not generate are kept after its own. The `peers`
+//!   crate `tollgate`) and the `tollgate` binary (which the batch, peers and gateway
+//!   benchmarks run) in release mode, runs each, and writes their tables to
+//!   `docs/benchmarks.md` with the machine, the date and the command; sections of that
+//!   file that it does not generate are kept after its own. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
-//!   and stops them after.
+//!   and stops them after; the `gateway` benchmark runs `tollgate serve` beside LiteLLM's
+//!   proxy, installed on first use by `scripts/peers.sh litellm`.
 //! - `fuzz [--seconds N] [TARGET…]`: coverage-guided fuzzing: builds the fuzz targets of
 //!   `fuzz/` (cargo-fuzz, installed like the other tools) and runs each for N seconds
 //!   (default 60), continuing the corpus of earlier runs ([`reliability`]).
@@ -320,7 +321,7 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 10] = [
+const BENCHES: [(&str, &str); 11] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
@@ -329,6 +330,7 @@ const BENCHES: [(&str, &str); 10] = [
     ("tollgate-bench", "distributed"),
     ("tollgate-bench", "first_call"),
     ("tollgate-bench", "peers"),
+    ("tollgate-bench", "gateway"),
     ("tollgate", "sse"),
     ("tollgate-bench", "batch"),
 ];
@@ -342,8 +344,8 @@ const BENCH_OUT_ENV: &str = "TOLLGATE_BENCH_OUT";
 fn bench() -> ExitCode {
     let root = workspace_root();
     let started = Instant::now();
-    // The benchmarks, and the `tollgate` binary the batch and peers benchmarks run (found
-    // beside them in `target/release`).
+    // The benchmarks, and the `tollgate` binary the batch, peers and gateway benchmarks run
+    // (found beside them in `target/release`).
     for args in [
         &[
             "bench",

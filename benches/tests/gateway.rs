@@ -1,0 +1,69 @@
+//! Benchmark 10's fixed parts, without wall-clock figures: the 100k-token prompt is what
+//! tollgate's estimator counts as 100k tokens, the catalogs the gateway is started with
+//! parse and set no limits, LiteLLM's config carries the settings the tables say, and
+//! the head-of-line upstream streams its first token and ends its stream.
+
+use tollgate::Catalog;
+use tollgate::provider::{DefaultEstimator, TokenEstimator};
+use tollgate_bench::gateway::head_of_line::{FIRST_TOKEN, large_prompt, serve_upstream};
+use tollgate_bench::gateway::process::{catalog, litellm_config};
+
+// The provider the catalogs name (linked, so its key is known).
+use tollgate_openai as _;
+
+#[test]
+fn the_large_prompt_is_a_hundred_thousand_tokens() {
+    let prompt = large_prompt(100_000);
+    let tokens = DefaultEstimator.estimate_text(&prompt);
+    assert!((100_000..100_100).contains(&tokens), "{tokens}");
+}
+
+#[test]
+fn the_catalogs_parse_and_only_the_pacing_one_limits() {
+    let open = Catalog::from_toml_str(&catalog("fast", "http://127.0.0.1:9", "")).unwrap();
+    let limits = &open.get("fast").unwrap().limits;
+    assert_eq!((limits.rpm, limits.tpm), (0, 0));
+    let paced = catalog("gw", "http://127.0.0.1:9", "credential = \"k\"\nrpm = 60\n");
+    let paced = Catalog::from_toml_str(&paced).unwrap();
+    assert_eq!(paced.get("gw").unwrap().limits.rpm, 60);
+}
+
+#[test]
+fn litellm_gets_one_deployment_with_its_settings() {
+    let router = "  redis_host: 127.0.0.1\n  redis_port: 7\n";
+    let config = litellm_config("gw", "http://127.0.0.1:9", "      rpm: 60\n", router);
+    for line in [
+        "  - model_name: gw",
+        "      model: openai/gw",
+        "      api_base: http://127.0.0.1:9/v1",
+        "      rpm: 60",
+        "  telemetry: false",
+        "  disable_spend_logs: true",
+        "  redis_port: 7",
+    ] {
+        assert!(config.lines().any(|l| l == line), "{line} in\n{config}");
+    }
+}
+
+#[test]
+fn the_upstream_streams_a_first_token_and_ends() {
+    let base = serve_upstream().unwrap();
+    let runtime = tollgate_bench::real_runtime();
+    let text = runtime.block_on(async {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .post(format!("{base}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(r#"{"model":"stream","stream": true,"messages":[]}"#)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    assert!(text.contains(FIRST_TOKEN), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
