@@ -169,6 +169,31 @@ impl PipelineStream {
     }
 }
 
+impl Drop for PipelineStream {
+    /// The reader dropped the stream before it completed (a gateway's client hung up):
+    /// the upstream stream is dropped with it, which closes the connection and cancels
+    /// the call; the attempt is concluded by the one verdict as `Cancelled` after
+    /// delivery: never retried, its reservation's charge kept (the provider counted the
+    /// request and what it generated), the spend cap settled at the worst case, and the
+    /// usage reported so far recorded.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if let Some(p) = self.prepared.take() {
+            self.call.fail_delivered(
+                p,
+                &Error::Cancelled,
+                &self.signals,
+                self.rule,
+                self.last_usage,
+            );
+        }
+        self.call.finish(Err(&Error::Cancelled));
+    }
+}
+
 impl Stream for PipelineStream {
     type Item = Result<StreamEvent>;
 
