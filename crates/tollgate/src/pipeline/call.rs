@@ -98,11 +98,19 @@ impl CallState {
     /// [`super::RetryPolicy::jitter_seed`] set its retry times are the same on every run
     /// (whatever order concurrent calls were made in).
     pub(crate) fn with_content<H: std::hash::Hash + ?Sized>(mut self, content: &H) -> Self {
+        let seed = self.rt.config.retry.jitter_seed;
+        // Without a seed the base is random anyway: hashing the whole request (a
+        // 100k-token prompt, byte by byte, on the runtime) would buy nothing.
+        let content = if seed.is_some() {
+            super::retry::content_hash(content)
+        } else {
+            0
+        };
         self.jitter = Jitter::new(
-            self.rt.config.retry.jitter_seed,
+            seed,
             self.job.as_ref().map_or("", |j| j.id()),
             &self.rt.entry.id,
-            super::retry::content_hash(content),
+            content,
         );
         self
     }
