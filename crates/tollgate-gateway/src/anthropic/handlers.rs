@@ -49,7 +49,7 @@ async fn answer(
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());
-    let req: MessagesRequest = json_body(&state, body)?;
+    let req: MessagesRequest = json_body(&state, body).await?;
     tags.model(&req.model);
     let models = caller.models_for(&state, &headers, &req.model)?;
     let request = req.to_llm_request()?;

@@ -53,7 +53,7 @@ async fn chat(
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());
-    let req: ChatRequest = json_body(&state, body)?;
+    let req: ChatRequest = json_body(&state, body).await?;
     tags.model(&req.model);
     let models = caller.models_for(&state, &headers, &req.model)?;
     let request = req.to_llm_request()?;
@@ -98,7 +98,7 @@ async fn embed(
 ) -> Result<Response, GatewayError> {
     let caller = Caller::authenticate(&state, &headers)?;
     tags.key(caller.key_id());
-    let req: EmbeddingsRequest = json_body(&state, body)?;
+    let req: EmbeddingsRequest = json_body(&state, body).await?;
     tags.model(&req.model);
     let texts = req.texts()?;
     let base64 = req.base64()?;
