@@ -197,13 +197,14 @@ impl GatewayMetrics {
     }
 }
 
-/// The key label of a record: `key:<id>` gives `<id>`; an open gateway's job `gateway`
-/// and calls made outside any job give the job id or nothing.
+/// The key label of a record: `key:<id>` gives `<id>`; any other job (an open gateway's
+/// `gateway`, a program's own) and a call outside any job give `""`, as the request
+/// counter labels an open gateway's requests.
 fn key_of(job_id: Option<&String>) -> String {
-    match job_id {
-        Some(job) => job.strip_prefix("key:").unwrap_or(job).to_owned(),
-        None => String::new(),
-    }
+    job_id
+        .and_then(|job| job.strip_prefix("key:"))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 impl Recorder for GatewayMetrics {
@@ -376,5 +377,16 @@ fn text_of(cell: &OnceLock<String>) -> &str {
 impl Drop for Tags {
     fn drop(&mut self) {
         self.metrics.in_flight.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn key_label_is_the_virtual_keys_id_and_empty_for_any_other_job() {
+        let job = |s: &str| Some(s.to_owned());
+        assert_eq!(super::key_of(job("key:nb").as_ref()), "nb");
+        assert_eq!(super::key_of(job("gateway").as_ref()), "");
+        assert_eq!(super::key_of(None), "");
     }
 }
