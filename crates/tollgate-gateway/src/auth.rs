@@ -3,12 +3,40 @@
 
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
+use serde::de::DeserializeOwned;
 use tollgate::{JobContext, Models};
 
 use crate::error::GatewayError;
+use crate::extract::json_body;
 use crate::keys::VirtualKey;
+use crate::metrics::Tags;
 use crate::state::Gateway;
+
+/// A route's request body, which names the catalog model it is for.
+pub(crate) trait ForModel: DeserializeOwned + Send + 'static {
+    /// The catalog model the request asks for.
+    fn model(&self) -> &str;
+}
+
+/// What every model route does first, in this order: the key (401 before any other
+/// work), the body (413, 400), then the model (404, 403); the request and the `Models`
+/// to call it through, with `tags` told the key and the model as they are learnt.
+pub(crate) async fn admitted<T: ForModel>(
+    state: &Gateway,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    tags: &Tags,
+) -> Result<(T, Models), GatewayError> {
+    let caller = Caller::authenticate(state, headers)?;
+    tags.key(caller.key_id());
+    let request: T = json_body(state, body).await?;
+    tags.model(request.model());
+    let models = caller.models_for(state, headers, request.model())?;
+    Ok((request, models))
+}
 
 /// The request header that bounds this request's queue wait, in milliseconds.
 pub const MAX_WAIT_HEADER: &str = "x-tollgate-max-wait-ms";

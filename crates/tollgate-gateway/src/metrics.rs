@@ -269,7 +269,19 @@ impl Recorder for GatewayMetrics {
     }
 }
 
-/// A route, as its metrics and its server span name it.
+/// The [`Route`] `POST $path`, counted as `$label`.
+macro_rules! post_route {
+    ($label:literal, $path:literal) => {
+        $crate::metrics::Route {
+            label: $label,
+            span_name: concat!("POST ", $path),
+            path: $path,
+        }
+    };
+}
+pub(crate) use post_route;
+
+/// A route, as its metrics and its server span name it ([`post_route!`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
     /// The `route` label of `tollgate_gateway_requests_total`.

@@ -12,21 +12,16 @@ use axum::response::{IntoResponse, Response};
 
 use super::request::MessagesRequest;
 use super::response::{EventEncoder, message};
-use crate::auth::Caller;
+use crate::auth::admitted;
 use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
-use crate::extract::json_body;
 use crate::ids;
-use crate::metrics::{Route, Tags, answered};
+use crate::metrics::{Route, Tags, answered, post_route};
 use crate::sse::sse_response;
 use crate::state::Gateway;
 
 /// `POST /v1/messages`, as its metrics and span name it.
-const MESSAGES: Route = Route {
-    label: "messages",
-    span_name: "POST /v1/messages",
-    path: "/v1/messages",
-};
+const MESSAGES: Route = post_route!("messages", "/v1/messages");
 
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
@@ -47,11 +42,7 @@ async fn answer(
     body: Result<Bytes, BytesRejection>,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
-    let caller = Caller::authenticate(&state, &headers)?;
-    tags.key(caller.key_id());
-    let req: MessagesRequest = json_body(&state, body).await?;
-    tags.model(&req.model);
-    let models = caller.models_for(&state, &headers, &req.model)?;
+    let (req, models) = admitted::<MessagesRequest>(&state, &headers, body, &tags).await?;
     let request = req.to_llm_request()?;
     let client = chat_client(&models, &request).await?;
     let id = ids::next("msg");

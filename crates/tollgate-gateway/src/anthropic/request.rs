@@ -259,3 +259,9 @@ impl MessagesRequest {
         )?)
     }
 }
+
+impl crate::auth::ForModel for MessagesRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+}

@@ -16,21 +16,16 @@ use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, completion};
-use crate::auth::Caller;
+use crate::auth::{Caller, admitted};
 use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
-use crate::extract::json_body;
 use crate::ids;
-use crate::metrics::{Route, Tags, answered};
+use crate::metrics::{Route, Tags, answered, post_route};
 use crate::sse::{sse_response, unix_now};
 use crate::state::Gateway;
 
 /// `POST /v1/chat/completions`, as its metrics and span name it.
-const CHAT_COMPLETIONS: Route = Route {
-    label: "chat_completions",
-    span_name: "POST /v1/chat/completions",
-    path: "/v1/chat/completions",
-};
+const CHAT_COMPLETIONS: Route = post_route!("chat_completions", "/v1/chat/completions");
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
@@ -51,11 +46,7 @@ async fn chat(
     body: Result<Bytes, BytesRejection>,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
-    let caller = Caller::authenticate(&state, &headers)?;
-    tags.key(caller.key_id());
-    let req: ChatRequest = json_body(&state, body).await?;
-    tags.model(&req.model);
-    let models = caller.models_for(&state, &headers, &req.model)?;
+    let (req, models) = admitted::<ChatRequest>(&state, &headers, body, &tags).await?;
     let request = req.to_llm_request()?;
     let client = chat_client(&models, &request).await?;
     let id = ids::next("chatcmpl");
@@ -71,11 +62,7 @@ async fn chat(
 }
 
 /// `POST /v1/embeddings`, as its metrics and span name it.
-const EMBEDDINGS: Route = Route {
-    label: "embeddings",
-    span_name: "POST /v1/embeddings",
-    path: "/v1/embeddings",
-};
+const EMBEDDINGS: Route = post_route!("embeddings", "/v1/embeddings");
 
 /// `POST /v1/embeddings`.
 pub(crate) async fn embeddings(
@@ -96,13 +83,9 @@ async fn embed(
     body: Result<Bytes, BytesRejection>,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
-    let caller = Caller::authenticate(&state, &headers)?;
-    tags.key(caller.key_id());
-    let req: EmbeddingsRequest = json_body(&state, body).await?;
-    tags.model(&req.model);
+    let (req, models) = admitted::<EmbeddingsRequest>(&state, &headers, body, &tags).await?;
     let texts = req.texts()?;
     let base64 = req.base64()?;
-    let models = caller.models_for(&state, &headers, &req.model)?;
     let client = models.embeddings(&req.model).await?;
     let vectors = client
         .embed_batch(&texts, EmbeddingPurpose::Document)

@@ -340,3 +340,15 @@ impl EmbeddingsRequest {
         }
     }
 }
+
+impl crate::auth::ForModel for ChatRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+impl crate::auth::ForModel for EmbeddingsRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
