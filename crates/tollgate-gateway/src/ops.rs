@@ -38,18 +38,7 @@ pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
     if state.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
-    for model in state.models.catalog().models() {
-        let Ok(limiters) = state.models.limiters(&model.id) else {
-            continue;
-        };
-        for limiter in limiters {
-            if limiter.snapshot().await.is_err() {
-                let why = format!("the limiter of `{}` is unavailable", limiter.model_id());
-                return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
-            }
-        }
-    }
-    for limiter in state.quotas.limiters() {
+    for limiter in state.limiters() {
         if limiter.snapshot().await.is_err() {
             let why = format!("the limiter of `{}` is unavailable", limiter.model_id());
             return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
@@ -77,20 +66,11 @@ pub(crate) async fn request_id(request: Request, next: Next) -> Response {
 /// Reads every model's (and key's) limiter queue into the gauge; a limiter that cannot
 /// answer (an unreachable Redis) keeps its last value.
 async fn refresh_queues(state: &Gateway) {
-    let metrics = &state.metrics;
-    for model in state.models.catalog().models() {
-        let Ok(limiters) = state.models.limiters(&model.id) else {
-            continue;
-        };
-        for limiter in limiters {
-            if let Ok(snapshot) = limiter.snapshot().await {
-                metrics.set_queued(limiter.model_id(), snapshot.queued);
-            }
-        }
-    }
-    for limiter in state.quotas.limiters() {
+    for limiter in state.limiters() {
         if let Ok(snapshot) = limiter.snapshot().await {
-            metrics.set_queued(limiter.model_id(), snapshot.queued);
+            state
+                .metrics
+                .set_queued(limiter.model_id(), snapshot.queued);
         }
     }
 }

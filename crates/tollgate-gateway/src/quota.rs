@@ -4,10 +4,11 @@
 //! its account in a shared [`SpendLedger`] (Redis) when one is given.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
+use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory, TokenBucketRateLimiter};
 use tollgate::pipeline::SpendLedger;
 use tollgate::{JobContext, SpendCap};
 
@@ -36,6 +37,23 @@ impl KeyQuotas {
         factory: &dyn LimiterFactory,
         ledger: Option<&Arc<dyn SpendLedger>>,
     ) -> tollgate::Result<Self> {
+        Self::build_with(keys, |config| factory.build(config), ledger)
+    }
+
+    /// The caps and budgets of `keys`, all in this process (which cannot fail).
+    pub(crate) fn in_process(keys: &Keys) -> Self {
+        let in_process = |config: &LimiterConfig| {
+            Ok::<_, Infallible>(Arc::new(TokenBucketRateLimiter::new(config.clone())) as _)
+        };
+        let Ok(quotas) = Self::build_with(keys, in_process, None);
+        quotas
+    }
+
+    fn build_with<E>(
+        keys: &Keys,
+        mut make: impl FnMut(&LimiterConfig) -> Result<Arc<dyn LimiterBackend>, E>,
+        ledger: Option<&Arc<dyn SpendLedger>>,
+    ) -> Result<Self, E> {
         let mut by_id = HashMap::new();
         for key in keys.iter() {
             let limiter = match key.caps() {
@@ -46,7 +64,7 @@ impl KeyQuotas {
                     let config = LimiterConfig::new(limiter_id(key), caps)
                         .with_adaptive(false)
                         .with_arrival_allowance(Duration::ZERO);
-                    Some(factory.build(&config)?)
+                    Some(make(&config)?)
                 }
             };
             let budget = key

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 use tollgate::Models;
-use tollgate::limit::{InProcessLimiters, LimiterFactory};
+use tollgate::limit::{LimiterBackend, LimiterFactory};
 use tollgate::pipeline::{RetryPolicy, SpendLedger};
 
 use crate::keys::Keys;
@@ -48,18 +48,10 @@ impl Gateway {
     /// Accepts only these virtual keys (without, the gateway is open to any caller).
     /// Their `rpm`/`tpm` caps are buckets in this process; for replicas that share them,
     /// use [`Gateway::with_keys_on`].
-    pub fn with_keys(self, keys: Keys) -> Self {
-        // The in-process factory cannot fail.
-        match self
-            .clone()
-            .with_keys_on(keys.clone(), &InProcessLimiters, None)
-        {
-            Ok(gateway) => gateway,
-            Err(_) => Gateway {
-                keys: Some(Arc::new(keys)),
-                ..self
-            },
-        }
+    pub fn with_keys(mut self, keys: Keys) -> Self {
+        self.quotas = Arc::new(KeyQuotas::in_process(&keys));
+        self.keys = Some(Arc::new(keys));
+        self
     }
 
     /// [`Gateway::with_keys`], the keys' `rpm`/`tpm` buckets built by `factory` and
@@ -100,6 +92,16 @@ impl Gateway {
     pub fn with_retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
+    }
+
+    /// Every limiter a request may reserve on: each model's (and deployment's), then each
+    /// key's own.
+    pub(crate) fn limiters(&self) -> impl Iterator<Item = &Arc<dyn LimiterBackend>> {
+        let models = self.models.catalog().models();
+        models
+            .filter_map(|m| self.models.limiters(&m.id).ok())
+            .flatten()
+            .chain(self.quotas.limiters())
     }
 
     /// The `Models` every request goes through.
