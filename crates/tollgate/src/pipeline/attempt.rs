@@ -208,15 +208,10 @@ impl CallState {
             return Ok(None);
         };
         let priority = job.priority();
-        if let Some(max_wait) = job.max_wait() {
-            match limiter.try_reserve(cost, priority).await {
-                Ok(reservation) => return Ok(Some(reservation)),
-                Err(TryReserveError::WouldWait { ready_in }) if ready_in > max_wait => {
-                    return Err(Error::WouldWait { ready_in });
-                }
-                Err(TryReserveError::WouldWait { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if let Some(max_wait) = job.max_wait()
+            && let Some(reservation) = within(max_wait, limiter.try_reserve(cost, priority).await)?
+        {
+            return Ok(Some(reservation));
         }
         Ok(Some(limiter.reserve(cost, priority).await?))
     }
@@ -253,15 +248,11 @@ impl CallState {
         }
         // A bounded job asks without waiting first; if the limiter's own estimate is
         // past the bound, the call fails now with that estimate, holding nothing.
-        if let Some(max_wait) = self.job.as_ref().and_then(JobContext::max_wait) {
-            match self.rt.try_reserve_any(cost, priority).await {
-                Ok((i, reservation)) => return Ok((i, reservation, Vec::new())),
-                Err(TryReserveError::WouldWait { ready_in }) if ready_in > max_wait => {
-                    return Err(Error::WouldWait { ready_in });
-                }
-                Err(TryReserveError::WouldWait { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if let Some(max_wait) = self.job.as_ref().and_then(JobContext::max_wait)
+            && let Some((i, reservation)) =
+                within(max_wait, self.rt.try_reserve_any(cost, priority).await)?
+        {
+            return Ok((i, reservation, Vec::new()));
         }
         let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
         Ok((i, reservation, Vec::new()))
@@ -438,6 +429,20 @@ impl CallState {
         }
         self.retries += 1;
         Some(wait)
+    }
+}
+
+/// A bounded wait's first ask, made without waiting: granted, `Some`; the limiter's
+/// estimate past `bound`, [`Error::WouldWait`] with it (nothing reserved); within it,
+/// `None` (go and wait).
+fn within<T>(bound: Duration, tried: Result<T, TryReserveError>) -> Result<Option<T>> {
+    match tried {
+        Ok(granted) => Ok(Some(granted)),
+        Err(TryReserveError::WouldWait { ready_in }) if ready_in > bound => {
+            Err(Error::WouldWait { ready_in })
+        }
+        Err(TryReserveError::WouldWait { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
