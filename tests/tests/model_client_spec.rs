@@ -60,6 +60,39 @@ fn request_carries_the_four_components_and_no_other_required_field() {
 }
 
 #[test]
+fn a_tool_whose_parameters_are_not_an_object_schema_is_refused_naming_the_tool() {
+    let tool = |schema: serde_json::Value| tollgate::ToolDefinition {
+        name: "lookup".into(),
+        description: String::new(),
+        input_schema: tollgate::Json::new(schema),
+    };
+    let build = |schema| {
+        LlmRequest::new(
+            "m",
+            vec![Message::user("Hi")],
+            vec![tool(schema)],
+            SamplingParams::new(),
+        )
+    };
+    for bad in [
+        serde_json::json!("string"),
+        serde_json::json!([1, 2]),
+        serde_json::json!({"type": "string"}),
+    ] {
+        match build(bad.clone()) {
+            Err(Error::InvalidRequest { field, reason }) => {
+                assert_eq!(field, "tools_schema[0].input_schema", "{bad}");
+                assert!(reason.contains("`lookup`"), "{reason}");
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    // An object schema, or one that leaves out the type, is taken.
+    assert!(build(serde_json::json!({"type": "object", "properties": {}})).is_ok());
+    assert!(build(serde_json::json!({"properties": {}})).is_ok());
+}
+
+#[test]
 fn request_is_immutable() {
     // Fields are private (a compile_fail doc test on `LlmRequest` proves assignment does
     // not compile); changes make a new request and leave the original as it was.

@@ -48,10 +48,33 @@ pub(crate) fn retry_on_rerun(error: &Error) -> bool {
         | Error::StreamInterrupted { .. }
         // `--redis` could not be reached, or the queue closed: nothing was sent.
         | Error::LimiterUnavailable { .. }
-        | Error::QueueClosed => true,
+        | Error::QueueClosed
+        // The limiter's own "not now": nothing was sent.
+        | Error::WouldWait { .. }
+        // Setup that can be fixed between runs: the catalog, a provider crate linked, a
+        // replay directory that could not be written.
+        | Error::Catalog(_)
+        | Error::ProviderNotLinked { .. }
+        | Error::DuplicateProvider { .. }
+        | Error::ReplayStore { .. } => true,
         // The request (too long, too large, invalid, rejected with a 4xx) or the model's
-        // judgement of it (a refusal, a cut-off answer, one that fails its schema).
-        _ => false,
+        // judgement of it (a refusal, a cut-off answer, one that fails its schema): the
+        // same request to the same model would meet it again. Every variant is named, so
+        // a new one does not compile until it is placed here.
+        Error::ProviderRequest(_)
+        | Error::ProviderRefusal { .. }
+        | Error::OutputTruncated { .. }
+        | Error::ContextWindowExceeded { .. }
+        | Error::ShapeInvalid { .. }
+        | Error::TooLargeForBucket { .. }
+        | Error::ResponseTooLarge { .. }
+        | Error::UnmatchedRequest { .. }
+        | Error::UnknownModel { .. }
+        | Error::WrongModelKind { .. }
+        | Error::Unsupported { .. }
+        | Error::InvalidRequest { .. }
+        | Error::EmbeddingShape { .. }
+        | Error::Decode { .. } => false,
     }
 }
 
@@ -310,6 +333,15 @@ mod tests {
             Error::CircuitOpen {
                 model_id: "m".into(),
                 retry_in: Duration::from_secs(1),
+            },
+            // Nothing was sent, or the setup can be fixed between runs.
+            Error::WouldWait {
+                ready_in: Duration::from_secs(1),
+            },
+            Error::ProviderNotLinked {
+                model_id: "m".into(),
+                provider: "p".into(),
+                hint: String::new(),
             },
         ];
         for e in &again {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder};
 use tollgate_gateway::{
-    DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, ServeOptions, serve_with, shutdown_signal,
+    BodyTiming, DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, ServeOptions, bind, serve_with,
+    shutdown_signal,
 };
 
 use crate::CliResult;
@@ -48,13 +49,36 @@ pub(crate) struct ServeArgs {
     /// closed.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     header_read_timeout_secs: u64,
-    /// The most connections served at once (more wait in the OS backlog).
+    /// The most connections served at once; at the limit the longest idle one is closed
+    /// for a new client (only when all are busy does it wait in the OS backlog, which
+    /// is sized to hold this many).
     #[arg(long, default_value_t = ServeOptions::DEFAULT.max_connections, value_name = "N")]
     max_connections: usize,
+    /// How long a request body may take to arrive before the rate below counts; a
+    /// body that does not arrive in time is answered 408 and its connection closed.
+    #[arg(long, default_value_t = BodyTiming::DEFAULT.timeout.as_secs(), value_name = "SECONDS")]
+    body_read_timeout_secs: u64,
+    /// Each this many bytes of a body received extend its deadline by a second: the
+    /// slowest sustained upload rate accepted (0: the timeout alone).
+    #[arg(long, default_value_t = BodyTiming::DEFAULT.min_bytes_per_sec, value_name = "BYTES")]
+    min_body_bytes_per_sec: u64,
+    /// After SIGTERM, once nothing is in flight, how long idle keep-alive connections
+    /// stay open so that a late request on one is answered 503, not reset.
+    #[arg(long, default_value_t = ServeOptions::DEFAULT.drain_linger.as_secs(), value_name = "SECONDS")]
+    drain_linger_secs: u64,
     /// Append every call and attempt record (job `key:<id>` per virtual key) to this
     /// file, for `tollgate usage`.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+}
+
+/// Sends the gateway's and the pipeline's warnings (a failure masked from its client,
+/// with its request id; an accept error; a grace passed) to stderr, as lines of text.
+fn log_warnings() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .try_init();
 }
 
 /// The command's recorder, without keeping records in memory (a server runs for days),
@@ -81,6 +105,7 @@ impl Recorder for ServeRecorder {
 }
 
 pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
+    log_warnings();
     let metrics = Arc::new(GatewayMetrics::new());
     let recorder = ServeRecorder {
         cli: CliRecorder::with_file(args.record.as_deref())?,
@@ -88,8 +113,13 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
     };
     let (models, origin) = source.models(Arc::new(recorder))?;
     let count = models.catalog().models().count();
+    let timing = BodyTiming {
+        timeout: Duration::from_secs(args.body_read_timeout_secs),
+        min_bytes_per_sec: args.min_body_bytes_per_sec,
+    };
     let mut gateway = Gateway::new(models)
         .with_body_limit(args.max_body_bytes)
+        .with_body_timing(timing)
         .with_metrics(metrics);
     match &args.keys {
         Some(path) => {
@@ -113,15 +143,25 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
              it can spend the catalog's provider quota"
         ),
     }
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let listen: std::net::SocketAddr = tokio::net::lookup_host(&args.listen)
         .await
+        .ok()
+        .and_then(|mut all| all.next())
+        .ok_or_else(|| {
+            format!(
+                "--listen {}: not an address to listen on (HOST:PORT)",
+                args.listen
+            )
+        })?;
+    let listener = bind(listen, args.max_connections)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let address = listener.local_addr()?;
     println!("tollgate serve: listening on http://{address} ({count} models from {origin})");
     let options = ServeOptions::DEFAULT
         .with_grace(Duration::from_secs(args.shutdown_grace_secs))
         .with_header_read_timeout(Duration::from_secs(args.header_read_timeout_secs))
-        .with_max_connections(args.max_connections);
+        .with_max_connections(args.max_connections)
+        .with_drain_linger(Duration::from_secs(args.drain_linger_secs));
     serve_with(listener, gateway, shutdown_signal(), options).await?;
     println!("tollgate serve: stopped");
     Ok(ExitCode::SUCCESS)

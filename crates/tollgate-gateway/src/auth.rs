@@ -3,16 +3,15 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 use tollgate::{JobContext, Models};
 
+use crate::answering::Tags;
 use crate::error::GatewayError;
-use crate::extract::json_body;
+use crate::extract::{decode, read_body};
 use crate::keys::VirtualKey;
-use crate::metrics::Tags;
 use crate::state::Gateway;
 
 /// A route's request body, which names the catalog model it is for.
@@ -21,21 +20,34 @@ pub(crate) trait ForModel: DeserializeOwned + Send + 'static {
     fn model(&self) -> &str;
 }
 
-/// What every model route does first, in this order: the key (401 before any other
-/// work), the body (413, 400), then the model (404, 403); the request and the `Models`
-/// to call it through, with `tags` told the key and the model as they are learnt.
+/// What every model route does first, in this order: the key from the headers (401
+/// before a byte of the body is read, so a wrong key costs the same whatever it sends),
+/// the body (413, 408, 400), then the model (404, 403); the request and the `Models` to
+/// call it through, with `tags` told the key and the (catalog) model as they are learnt.
 pub(crate) async fn admitted<T: ForModel>(
     state: &Gateway,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     tags: &Tags,
 ) -> Result<(T, Models), GatewayError> {
     let caller = Caller::authenticate(state, headers)?;
     tags.key(caller.key_id());
-    let request: T = json_body(state, body).await?;
-    tags.model(request.model());
-    let models = caller.models_for(state, headers, request.model())?;
-    Ok((request, models))
+    let bytes = read_body(state.body_limit, state.body_timing, headers, body).await?;
+    let request: T = decode(bytes).await?;
+    match caller.models_for(state, headers, request.model()) {
+        Ok(models) => {
+            tags.model(request.model());
+            Ok((request, models))
+        }
+        Err(e) => {
+            if state.models.catalog().get(request.model()).is_ok() {
+                tags.model(request.model());
+            } else {
+                tags.unknown_model();
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The request header that bounds this request's queue wait, in milliseconds.
@@ -111,15 +123,23 @@ impl Caller {
 }
 
 /// The secret from `Authorization: Bearer <secret>` (OpenAI's SDKs; Anthropic's with an
-/// auth token), else from `x-api-key` (Anthropic's SDKs).
+/// auth token; the scheme in any case, as RFC 9110 says), else from `x-api-key`
+/// (Anthropic's SDKs).
 fn presented_secret(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     bearer
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
+}
+
+/// The token of an `Authorization` value whose scheme is `Bearer`, in any case.
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_start();
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 fn header_max_wait(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError> {
@@ -135,4 +155,23 @@ fn header_max_wait(headers: &HeaderMap) -> Result<Option<Duration>, GatewayError
             name: MAX_WAIT_HEADER,
             reason: "must be a whole number of milliseconds",
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        for value in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "  bEaReR\ts3cret",
+        ] {
+            assert_eq!(bearer_token(value), Some("s3cret"), "{value}");
+        }
+        assert_eq!(bearer_token("Basic czNjcmV0"), None);
+        assert_eq!(bearer_token("Bearers3cret"), None);
+    }
 }

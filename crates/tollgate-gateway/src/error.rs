@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tollgate::{Error, ProviderError};
@@ -38,6 +38,47 @@ pub enum GatewayError {
     /// The body is larger than the gateway's cap.
     #[error("the request body is larger than the gateway's limit of {0} bytes")]
     BodyTooLarge(usize),
+    /// The body did not arrive in time: the client sent it slower than the gateway's
+    /// minimum rate, or stopped sending it.
+    #[error(
+        "the request body did not arrive in time ({received} bytes in {waited:?}); send it \
+         at once, or at least at the gateway's minimum rate"
+    )]
+    BodyTimeout {
+        /// Bytes that had arrived.
+        received: usize,
+        /// How long the gateway waited.
+        waited: Duration,
+    },
+    /// No route has this path.
+    #[error(
+        "no route for {method} {path}; the gateway serves {}",
+        crate::router::ROUTES
+    )]
+    NoRoute {
+        /// The request's method.
+        method: String,
+        /// The request's path (cut to 200 characters).
+        path: String,
+    },
+    /// The path exists, but not for this method.
+    #[error(
+        "{path} does not take {method}; the gateway serves {}",
+        crate::router::ROUTES
+    )]
+    MethodNotAllowed {
+        /// The request's method.
+        method: String,
+        /// The request's path (cut to 200 characters).
+        path: String,
+    },
+
+    /// The gateway is shutting down and the request did not finish within the grace.
+    #[error(
+        "the gateway is shutting down and this request did not finish within its grace \
+         period; send it again (another replica, or this one restarted, will take it)"
+    )]
+    ShuttingDown,
     /// A header the gateway reads is malformed.
     #[error("invalid header `{name}`: {reason}")]
     BadHeader {
@@ -59,6 +100,8 @@ enum Class {
     Forbidden,
     NotFound,
     TooLarge,
+    NotAllowed,
+    ClientTimeout,
     RateLimited,
     Quota,
     Overloaded,
@@ -75,6 +118,9 @@ impl Class {
             Class::Forbidden => StatusCode::FORBIDDEN,
             Class::NotFound => StatusCode::NOT_FOUND,
             Class::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Class::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
+            Class::NotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+
             Class::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Class::Quota => StatusCode::PAYMENT_REQUIRED,
             Class::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
@@ -87,9 +133,12 @@ impl Class {
     /// OpenAI's `error.type`.
     fn openai_type(self) -> &'static str {
         match self {
-            Class::BadRequest | Class::NotFound | Class::TooLarge | Class::Forbidden => {
-                "invalid_request_error"
-            }
+            Class::BadRequest
+            | Class::NotFound
+            | Class::TooLarge
+            | Class::Forbidden
+            | Class::NotAllowed
+            | Class::ClientTimeout => "invalid_request_error",
             Class::Unauthorized => "authentication_error",
             Class::RateLimited => "rate_limit_error",
             Class::Quota => "insufficient_quota",
@@ -102,7 +151,7 @@ impl Class {
     /// Anthropic's `error.type`.
     fn anthropic_type(self) -> &'static str {
         match self {
-            Class::BadRequest => "invalid_request_error",
+            Class::BadRequest | Class::ClientTimeout | Class::NotAllowed => "invalid_request_error",
             Class::Unauthorized => "authentication_error",
             Class::Forbidden => "permission_error",
             Class::NotFound => "not_found_error",
@@ -116,26 +165,86 @@ impl Class {
     }
 }
 
+/// How a failure is answered: its class, the wait to advertise, and whether its own
+/// text is the client's to read (else a stable message and the request id; the detail
+/// goes to the gateway's log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Answer {
+    class: Class,
+    wait: Option<Duration>,
+    shown: Shown,
+}
+
+/// Whether a failure's text reaches the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// The text is about the client's own request, key or budget: it says what to fix.
+    Text,
+    /// The text is about the upstream provider, the gateway's credentials, catalog or
+    /// files (a provider may quote a masked key; a path names the server's disk): the
+    /// client reads this stable message instead.
+    Masked(&'static str),
+}
+
+const UPSTREAM_FAILED: &str = "the upstream provider failed to answer this request";
+const UPSTREAM_REFUSED_GATEWAY: &str =
+    "the upstream provider refused the gateway's own credentials for this model";
+const UPSTREAM_QUOTA: &str = "the upstream provider's account is out of quota or credit";
+const LIMITER_DOWN: &str = "the gateway's shared rate limiter cannot be reached; nothing was sent";
+const INTERNAL: &str = "the gateway failed to serve this request (a configuration error)";
+
+impl Answer {
+    fn text(class: Class, wait: Option<Duration>) -> Self {
+        Answer {
+            class,
+            wait,
+            shown: Shown::Text,
+        }
+    }
+
+    fn masked(class: Class, wait: Option<Duration>, message: &'static str) -> Self {
+        Answer {
+            class,
+            wait,
+            shown: Shown::Masked(message),
+        }
+    }
+}
+
 impl GatewayError {
-    /// The failure's class, and the wait to advertise in `retry-after`, if any.
-    fn class(&self) -> (Class, Option<Duration>) {
+    fn answer(&self) -> Answer {
         match self {
-            GatewayError::Unauthorized => (Class::Unauthorized, None),
-            GatewayError::ModelNotAllowed(_) => (Class::Forbidden, None),
-            GatewayError::BadBody(_) | GatewayError::BadHeader { .. } => (Class::BadRequest, None),
-            GatewayError::BodyTooLarge(_) => (Class::TooLarge, None),
+            GatewayError::Unauthorized => Answer::text(Class::Unauthorized, None),
+            GatewayError::ModelNotAllowed(_) => Answer::text(Class::Forbidden, None),
+            GatewayError::BadBody(_) | GatewayError::BadHeader { .. } => {
+                Answer::text(Class::BadRequest, None)
+            }
+            GatewayError::BodyTooLarge(_) => Answer::text(Class::TooLarge, None),
+            GatewayError::BodyTimeout { .. } => Answer::text(Class::ClientTimeout, None),
+            GatewayError::NoRoute { .. } => Answer::text(Class::NotFound, None),
+            GatewayError::MethodNotAllowed { .. } => Answer::text(Class::NotAllowed, None),
+            GatewayError::ShuttingDown => {
+                Answer::text(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER))
+            }
             GatewayError::Tollgate(e) => classify(e),
         }
     }
 
     /// The HTTP status this failure is answered with.
     pub fn status(&self) -> StatusCode {
-        self.class().0.status()
+        self.answer().class.status()
     }
 
     /// The wait advertised in `retry-after`, if any.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.class().1
+        self.answer().wait
+    }
+
+    /// Whether the failure's own text is withheld from the client (an upstream or
+    /// internal failure): the answer then carries a stable message and the request id,
+    /// and the text belongs in the gateway's log.
+    pub fn is_masked(&self) -> bool {
+        matches!(self.answer().shown, Shown::Masked(_))
     }
 
     /// A stable code for the failure (OpenAI's `error.code`): tollgate's
@@ -146,6 +255,10 @@ impl GatewayError {
             GatewayError::ModelNotAllowed(_) => "model_not_allowed",
             GatewayError::BadBody(_) | GatewayError::BadHeader { .. } => "invalid_request",
             GatewayError::BodyTooLarge(_) => "request_too_large",
+            GatewayError::BodyTimeout { .. } => "request_timeout",
+            GatewayError::NoRoute { .. } => "unknown_route",
+            GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
+            GatewayError::ShuttingDown => "shutting_down",
             GatewayError::Tollgate(Error::UnknownModel { .. }) => "model_not_found",
             GatewayError::Tollgate(Error::ContextWindowExceeded { .. }) => {
                 "context_length_exceeded"
@@ -154,11 +267,29 @@ impl GatewayError {
         }
     }
 
+    /// What the client reads: the failure's text, or for a masked one its stable
+    /// message with `request_id` (to quote when asking the operator).
+    fn message(&self, request_id: Option<&str>) -> String {
+        match (self.answer().shown, request_id) {
+            (Shown::Text, _) => self.to_string(),
+            (Shown::Masked(message), Some(id)) => {
+                format!("{message} (request {id}; the gateway's log has the detail)")
+            }
+            (Shown::Masked(message), None) => message.to_owned(),
+        }
+    }
+
     /// The error body in `dialect`: OpenAI's `{"error":{message,type,param,code}}` or
     /// Anthropic's `{"type":"error","error":{type,message}}`; streams end with it too.
+    /// An upstream or internal failure says a stable message, not its own text.
     pub fn body(&self, dialect: Dialect) -> serde_json::Value {
-        let class = self.class().0;
-        let message = self.to_string();
+        self.body_for(dialect, None)
+    }
+
+    /// [`GatewayError::body`], a masked message naming `request_id`.
+    pub fn body_for(&self, dialect: Dialect, request_id: Option<&str>) -> serde_json::Value {
+        let class = self.answer().class;
+        let message = self.message(request_id);
         match dialect {
             Dialect::OpenAi => json!({"error": {
                 "message": message,
@@ -166,24 +297,39 @@ impl GatewayError {
                 "param": null,
                 "code": self.code(),
             }}),
-            Dialect::Anthropic => json!({
-                "type": "error",
-                "error": {"type": class.anthropic_type(), "message": message},
-            }),
+            Dialect::Anthropic => {
+                let mut body = json!({
+                    "type": "error",
+                    "error": {"type": class.anthropic_type(), "message": message},
+                });
+                if let Some(id) = request_id {
+                    body["request_id"] = id.into();
+                }
+                body
+            }
         }
     }
 
     /// The answer in `dialect`: status, `retry-after` (whole seconds, rounded up) and
     /// `retry-after-ms` when there is a wait, and the dialect's error body.
     pub fn into_response_in(self, dialect: Dialect) -> Response {
-        let (class, wait) = self.class();
-        let body = self.body(dialect);
+        self.into_response_for(dialect, None)
+    }
+
+    /// [`GatewayError::into_response_in`], a masked message naming `request_id`.
+    pub fn into_response_for(self, dialect: Dialect, request_id: Option<&str>) -> Response {
+        let Answer { class, wait, .. } = self.answer();
+        let body = self.body_for(dialect, request_id);
         let mut response = (class.status(), axum::Json(body)).into_response();
+        let headers = response.headers_mut();
         if let Some(wait) = wait {
-            let headers = response.headers_mut();
             headers.insert("retry-after", HeaderValue::from(retry_after_secs(wait)));
             let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
             headers.insert("retry-after-ms", HeaderValue::from(ms));
+        }
+        // The client stopped sending its body: the connection cannot be reused.
+        if class == Class::ClientTimeout {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }
@@ -199,46 +345,69 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
     }
 }
 
-/// A pipeline failure's class, by its type.
-fn classify(error: &Error) -> (Class, Option<Duration>) {
+/// A pipeline failure's answer, by its type: every variant decides, with no wildcard, so
+/// a new one does not compile until it is placed.
+fn classify(error: &Error) -> Answer {
     match error {
         // The limiter's own estimate: nothing was sent, come back then.
-        Error::WouldWait { ready_in } => (Class::RateLimited, Some(*ready_in)),
+        Error::WouldWait { ready_in } => Answer::text(Class::RateLimited, Some(*ready_in)),
         Error::Provider(p) => match p {
-            ProviderError::RateLimited { retry_after } => (Class::RateLimited, *retry_after),
-            ProviderError::Overloaded { retry_after, .. } => (Class::Overloaded, *retry_after),
-            ProviderError::Timeout { .. } => (Class::Timeout, None),
-            _ => (Class::Upstream, p.retry_after()),
+            ProviderError::RateLimited { retry_after } => {
+                Answer::text(Class::RateLimited, *retry_after)
+            }
+            ProviderError::Overloaded { retry_after, .. } => {
+                Answer::text(Class::Overloaded, *retry_after)
+            }
+            ProviderError::Timeout { .. } => Answer::text(Class::Timeout, None),
+            // Their text quotes the provider's answer or the transport's error.
+            ProviderError::Server { retry_after, .. } => {
+                Answer::masked(Class::Upstream, *retry_after, UPSTREAM_FAILED)
+            }
+            ProviderError::Malformed { .. } | ProviderError::Connection { .. } => {
+                Answer::masked(Class::Upstream, p.retry_after(), UPSTREAM_FAILED)
+            }
         },
-        Error::CircuitOpen { retry_in, .. } => (Class::Overloaded, Some(*retry_in)),
+        Error::CircuitOpen { retry_in, .. } => Answer::text(Class::Overloaded, Some(*retry_in)),
         // A shared limiter (Redis) that cannot answer: nothing was sent; a moment later,
-        // or another replica, may serve it.
-        Error::LimiterUnavailable { .. } => (Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
-        Error::Cancelled => (Class::Overloaded, None),
+        // or another replica, may serve it. Its text may name the Redis address.
+        Error::LimiterUnavailable { .. } => {
+            Answer::masked(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER), LIMITER_DOWN)
+        }
+        Error::Cancelled => Answer::text(Class::Overloaded, None),
         // Still queued when this gateway began shutting down: nothing was sent, and
         // another replica (or this one restarted) can take it a moment later.
-        Error::QueueClosed => (Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
+        Error::QueueClosed => Answer::text(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),
         // The provider rejected the request as sent: the client's request must change,
         // unless the provider refused the gateway's own credential.
         Error::ProviderRequest(r) => match r.status {
-            401 | 403 => (Class::Upstream, None),
-            _ => (Class::BadRequest, None),
+            401 | 403 => Answer::masked(Class::Upstream, None, UPSTREAM_REFUSED_GATEWAY),
+            _ => Answer::text(Class::BadRequest, None),
         },
-        Error::QuotaExhausted { .. } | Error::SpendCapExceeded { .. } => (Class::Quota, None),
-        Error::UnknownModel { .. } => (Class::NotFound, None),
+        // The operator's provider account, not the client's.
+        Error::QuotaExhausted { .. } => Answer::masked(Class::Quota, None, UPSTREAM_QUOTA),
+        // The key's own budget: its text says what is left.
+        Error::SpendCapExceeded { .. } => Answer::text(Class::Quota, None),
+        Error::UnknownModel { .. } => Answer::text(Class::NotFound, None),
         Error::InvalidRequest { .. }
         | Error::ContextWindowExceeded { .. }
         | Error::TooLargeForBucket { .. }
         | Error::OutputTruncated { .. }
         | Error::ProviderRefusal { .. }
         | Error::WrongModelKind { .. }
-        | Error::Unsupported { .. } => (Class::BadRequest, None),
+        | Error::Unsupported { .. } => Answer::text(Class::BadRequest, None),
         Error::ShapeInvalid { .. }
         | Error::StreamInterrupted { .. }
         | Error::ResponseTooLarge { .. }
         | Error::UnmatchedRequest { .. }
-        | Error::EmbeddingShape { .. } => (Class::Upstream, None),
-        _ => (Class::Internal, None),
+        | Error::EmbeddingShape { .. } => Answer::masked(Class::Upstream, None, UPSTREAM_FAILED),
+        // The gateway's own configuration: credentials, catalog, linking, files. Their
+        // text names credential ids and the server's paths.
+        Error::Catalog(_)
+        | Error::Credential(_)
+        | Error::ProviderNotLinked { .. }
+        | Error::DuplicateProvider { .. }
+        | Error::Decode { .. }
+        | Error::ReplayStore { .. } => Answer::masked(Class::Internal, None, INTERNAL),
     }
 }
 

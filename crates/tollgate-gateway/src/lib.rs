@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod answering;
 mod anthropic;
 mod auth;
 mod client;
@@ -41,15 +42,20 @@ mod keys;
 mod metrics;
 mod openai;
 mod ops;
+mod protocol;
 mod quota;
 mod router;
+mod serve;
 mod sse;
 mod state;
+mod timing;
 
 pub use auth::MAX_WAIT_HEADER;
 pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
 pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
 pub use ops::REQUEST_ID_HEADER;
-pub use router::{ServeOptions, router, serve, serve_with, shutdown_signal};
+pub use router::router;
+pub use serve::{ServeOptions, bind, serve, serve_with, shutdown_signal};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};
+pub use timing::BodyTiming;

@@ -9,11 +9,7 @@
 //! scrape time.
 
 use std::fmt::Write as _;
-use std::future::Future;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
-
-use axum::response::Response;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -23,9 +19,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Outcome, Recorder};
-use tracing::Instrument;
-
-use crate::error::{Dialect, GatewayError};
 
 /// The content type of `GET /metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -84,7 +77,7 @@ fn wait_histogram() -> Histogram {
 pub struct GatewayMetrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    in_flight: Gauge,
+    pub(crate) in_flight: Gauge,
     calls: Family<CallLabels, Counter>,
     queue_wait: HistogramFamily<ModelKey>,
     tokens: Family<TokenLabels, Counter>,
@@ -266,129 +259,6 @@ impl Recorder for GatewayMetrics {
                 status,
             })
             .inc();
-    }
-}
-
-/// The [`Route`] `POST $path`, counted as `$label`.
-macro_rules! post_route {
-    ($label:literal, $path:literal) => {
-        $crate::metrics::Route {
-            label: $label,
-            span_name: concat!("POST ", $path),
-            path: $path,
-        }
-    };
-}
-pub(crate) use post_route;
-
-/// A route, as its metrics and its server span name it ([`post_route!`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Route {
-    /// The `route` label of `tollgate_gateway_requests_total`.
-    pub(crate) label: &'static str,
-    /// The span's name, `POST <path>`.
-    pub(crate) span_name: &'static str,
-    /// The path, OpenTelemetry's `http.route`.
-    pub(crate) path: &'static str,
-}
-
-/// Runs a route's handler `run` in its server span, answers its failure in `dialect`,
-/// and counts the answer (and the request in flight meanwhile).
-pub(crate) async fn answered<F, Fut>(
-    metrics: &Arc<GatewayMetrics>,
-    route: Route,
-    dialect: Dialect,
-    run: F,
-) -> Response
-where
-    F: FnOnce(Arc<Tags>) -> Fut,
-    Fut: Future<Output = Result<Response, GatewayError>>,
-{
-    let tags = Arc::new(Tags::start(metrics, route));
-    let span = tags.span.clone();
-    let response = run(tags.clone())
-        .instrument(span)
-        .await
-        .unwrap_or_else(|e| e.into_response_in(dialect));
-    tags.finish(response)
-}
-
-/// One request's labels, learnt as its handler goes; counts the request when it is
-/// answered, and keeps the in-flight gauge (a dropped request leaves it too). Its
-/// server span (`gateway.request`, OpenTelemetry's HTTP server attributes) is the
-/// parent of the pipeline's `gen_ai.call` span, so a trace shows the queue wait and the
-/// upstream call inside the client's request.
-#[derive(Debug)]
-pub(crate) struct Tags {
-    metrics: Arc<GatewayMetrics>,
-    route: &'static str,
-    model: OnceLock<String>,
-    key: OnceLock<String>,
-    span: tracing::Span,
-}
-
-impl Tags {
-    /// A request on `route` has arrived.
-    fn start(metrics: &Arc<GatewayMetrics>, route: Route) -> Self {
-        metrics.in_flight.inc();
-        let span = tracing::info_span!(
-            target: "tollgate_gateway",
-            "gateway.request",
-            otel.name = route.span_name,
-            otel.kind = "server",
-            http.request.method = "POST",
-            http.route = route.path,
-            http.response.status_code = tracing::field::Empty,
-            tollgate.gateway.key = tracing::field::Empty,
-            tollgate.model_id = tracing::field::Empty,
-        );
-        Tags {
-            metrics: metrics.clone(),
-            route: route.label,
-            model: OnceLock::new(),
-            key: OnceLock::new(),
-            span,
-        }
-    }
-
-    /// The catalog model it asked for.
-    pub(crate) fn model(&self, model: &str) {
-        self.span.record("tollgate.model_id", model);
-        let _ = self.model.set(model.to_owned());
-    }
-
-    /// The virtual key it came with (empty on an open gateway).
-    pub(crate) fn key(&self, key: &str) {
-        if !key.is_empty() {
-            self.span.record("tollgate.gateway.key", key);
-        }
-        let _ = self.key.set(key.to_owned());
-    }
-
-    /// Counts the answer and hands it on.
-    fn finish(&self, response: Response) -> Response {
-        self.span.record(
-            "http.response.status_code",
-            i64::from(response.status().as_u16()),
-        );
-        self.metrics.request(
-            self.route,
-            text_of(&self.model),
-            text_of(&self.key),
-            response.status().as_u16(),
-        );
-        response
-    }
-}
-
-/// What a label cell holds, or nothing.
-fn text_of(cell: &OnceLock<String>) -> &str {
-    cell.get().map_or("", String::as_str)
-}
-
-impl Drop for Tags {
-    fn drop(&mut self) {
-        self.metrics.in_flight.dec();
     }
 }
 

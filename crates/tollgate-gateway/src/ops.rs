@@ -1,11 +1,11 @@
 //! Operations: `/health`, `/ready`, `/metrics` and the `x-request-id` on every answer.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::ids;
+use crate::ids::{self, RequestId};
 use crate::state::Gateway;
 
 /// The header that carries a request's id, the client's or a generated one.
@@ -47,19 +47,29 @@ pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
     "ready".into_response()
 }
 
-/// Echoes the client's `x-request-id` (if it is a valid header value) or makes one, on
-/// the answer whatever it is.
-pub(crate) async fn request_id(request: Request, next: Next) -> Response {
+/// Echoes the client's `x-request-id` (if it is up to 200 visible ASCII characters) or
+/// makes one, on the answer whatever it is; handlers read it from the request's
+/// extensions ([`RequestId::of`]). While the gateway drains for shutdown, every answer
+/// says `connection: close`, so clients stop reusing its connections.
+pub(crate) async fn request_id(
+    State(state): State<Gateway>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let id = request
         .headers()
         .get(REQUEST_ID_HEADER)
-        .filter(|v| !v.is_empty() && v.len() <= 200)
-        .cloned()
-        .unwrap_or_else(|| {
-            HeaderValue::from_str(&ids::next("req")).unwrap_or(HeaderValue::from_static("req"))
-        });
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(|| ids::next("req"), str::to_owned);
+    let value = HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("req"));
+    request.extensions_mut().insert(RequestId::new(id));
     let mut response = next.run(request).await;
-    response.headers_mut().insert(REQUEST_ID_HEADER, id);
+    let headers = response.headers_mut();
+    headers.insert(REQUEST_ID_HEADER, value);
+    if state.is_draining() {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 

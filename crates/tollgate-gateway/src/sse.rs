@@ -3,6 +3,9 @@
 //! went away) drops the [`ResponseStream`], which cancels the upstream call.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use axum::body::{Body, Bytes};
@@ -12,14 +15,19 @@ use futures::StreamExt;
 use tollgate::clock::wall_now;
 use tollgate::{ResponseStream, StreamEvent};
 
-use crate::error::GatewayError;
+use crate::answering::Tags;
+use crate::error::{Dialect, GatewayError};
+use crate::state::Gateway;
 
 /// Encodes one answer's events in a dialect's streaming format.
 pub(crate) trait Encoder: Send + 'static {
+    /// The dialect, whose error body a failure is reported in.
+    const DIALECT: Dialect;
     /// The frames for one event (none for an event the dialect has no place for).
     fn event(&mut self, event: StreamEvent) -> Vec<Bytes>;
-    /// The frames that report a failure after the answer started.
-    fn error(&mut self, error: GatewayError) -> Vec<Bytes>;
+    /// The frames that report a failure after the answer started, whose error body (in
+    /// [`Encoder::DIALECT`]) is `body`.
+    fn error(&mut self, body: serde_json::Value) -> Vec<Bytes>;
 }
 
 /// One SSE frame: an optional `event:` line and one `data:` line.
@@ -37,30 +45,47 @@ pub(crate) fn frame(event: Option<&str>, data: &str) -> Bytes {
 }
 
 /// A `200 text/event-stream` answer of `stream`'s events in `encoder`'s format; the
-/// body ends after the encoder's last frame or its error frames.
-pub(crate) fn sse_response(stream: ResponseStream, encoder: impl Encoder) -> Response {
+/// body ends after the encoder's last frame or its error frames. A failure reads as
+/// [`Tags::fail`] answers it (an upstream one masked, naming the request id, its detail
+/// logged); the end of the shutdown grace ends the stream with an error event too.
+pub(crate) fn sse_response<E: Encoder>(
+    stream: ResponseStream,
+    encoder: E,
+    tags: &Arc<Tags>,
+    state: &Gateway,
+) -> Response {
+    let grace_over: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(state.grace_over());
+    let tags = tags.clone();
     let frames = futures::stream::unfold(
-        (stream, encoder, false),
-        |(mut stream, mut encoder, done)| async move {
-            if done {
-                return None;
-            }
-            let (frames, done) = match stream.next().await {
-                Some(Ok(event)) => {
-                    let last = matches!(event, StreamEvent::Completed(_));
-                    (encoder.event(event), last)
+        (stream, encoder, grace_over, false),
+        move |(mut stream, mut encoder, mut grace_over, done)| {
+            let tags = tags.clone();
+            async move {
+                if done {
+                    return None;
                 }
-                Some(Err(e)) => (encoder.error(GatewayError::from(e)), true),
-                None => return None,
-            };
-            let chunk = frames.into_iter().fold(Vec::new(), |mut all, f| {
-                all.extend_from_slice(&f);
-                all
-            });
-            Some((
-                Ok::<_, Infallible>(Bytes::from(chunk)),
-                (stream, encoder, done),
-            ))
+                let next = tokio::select! {
+                    biased;
+                    next = stream.next() => next.map(|r| r.map_err(GatewayError::from)),
+                    () = &mut grace_over => Some(Err(GatewayError::ShuttingDown)),
+                };
+                let (frames, done) = match next {
+                    Some(Ok(event)) => {
+                        let last = matches!(event, StreamEvent::Completed(_));
+                        (encoder.event(event), last)
+                    }
+                    Some(Err(e)) => (encoder.error(tags.stream_failed(&e, E::DIALECT)), true),
+                    None => return None,
+                };
+                let chunk = frames.into_iter().fold(Vec::new(), |mut all, f| {
+                    all.extend_from_slice(&f);
+                    all
+                });
+                Some((
+                    Ok::<_, Infallible>(Bytes::from(chunk)),
+                    (stream, encoder, grace_over, done),
+                ))
+            }
         },
     )
     .filter(|chunk| std::future::ready(chunk.as_ref().map_or(true, |c| !c.is_empty())));

@@ -11,6 +11,7 @@ use tollgate::pipeline::{RetryPolicy, SpendLedger};
 use crate::keys::Keys;
 use crate::metrics::GatewayMetrics;
 use crate::quota::KeyQuotas;
+use crate::timing::BodyTiming;
 
 /// The default cap on a request body: 8 MiB, room for long conversations and a few
 /// inline images, small enough that one client cannot exhaust memory.
@@ -24,10 +25,14 @@ pub struct Gateway {
     pub(crate) quotas: Arc<KeyQuotas>,
     pub(crate) metrics: Arc<GatewayMetrics>,
     pub(crate) body_limit: usize,
+    pub(crate) body_timing: BodyTiming,
     pub(crate) retries: u32,
     draining: Arc<AtomicBool>,
     /// Turns true when shutdown starts: requests still queued are answered 503.
     queue_closed: Arc<watch::Sender<bool>>,
+    /// Turns true when the shutdown grace ends: requests still in flight are answered
+    /// 503 (a stream ends with an error event) before their connections close.
+    grace_over: Arc<watch::Sender<bool>>,
 }
 
 impl Gateway {
@@ -39,9 +44,11 @@ impl Gateway {
             quotas: Arc::default(),
             metrics: Arc::default(),
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timing: BodyTiming::DEFAULT,
             retries: RetryPolicy::default().default_retries,
             draining: Arc::default(),
             queue_closed: Arc::new(watch::Sender::new(false)),
+            grace_over: Arc::new(watch::Sender::new(false)),
         }
     }
 
@@ -88,6 +95,14 @@ impl Gateway {
         self
     }
 
+    /// How long a request body may take to arrive ([`BodyTiming`]; default 10 s plus a
+    /// second per 16 KiB received). A slower body is answered 408 and its connection
+    /// closed.
+    pub fn with_body_timing(mut self, timing: BodyTiming) -> Self {
+        self.body_timing = timing;
+        self
+    }
+
     /// Upstream retries each request may make (default: the pipeline's default).
     pub fn with_retries(mut self, retries: u32) -> Self {
         self.retries = retries;
@@ -126,6 +141,24 @@ impl Gateway {
     /// What each request's job watches to leave the queue when shutdown starts.
     pub(crate) fn queue_closed(&self) -> watch::Receiver<bool> {
         self.queue_closed.subscribe()
+    }
+
+    /// Ends the shutdown grace: every request still in flight is answered 503 with
+    /// `retry-after` now (a stream ends with an error event), instead of having its
+    /// connection closed with no answer. [`crate::serve_with`] calls it when the grace
+    /// passes; an embedding program calls it when its own grace ends.
+    pub fn end_grace(&self) {
+        self.start_draining();
+        self.grace_over.send_replace(true);
+    }
+
+    /// Completes once [`Gateway::end_grace`] was called.
+    pub(crate) fn grace_over(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut over = self.grace_over.subscribe();
+        async move {
+            // An error means the gateway is gone, and so is the request.
+            let _ = over.wait_for(|over| *over).await;
+        }
     }
 
     /// Whether [`Gateway::start_draining`] was called.

@@ -45,8 +45,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// assert_eq!(next_step(&throttled), "requeue after the provider's wait");
 /// assert!(throttled.to_string().contains("429"));
 /// ```
+///
+/// Exhaustive on purpose (no `#[non_exhaustive]`): the places that decide what a failure
+/// means (the retry verdict, the gateway's answer, the command's re-run rule) match every
+/// variant with no wildcard, so a new variant does not compile until each of them
+/// decides.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum Error {
     /// A transient provider failure; the retry engine retries these.
     #[error(transparent)]

@@ -238,7 +238,8 @@ impl TryFrom<RawRequest> for LlmRequest {
 
 impl LlmRequest {
     /// Builds a request, checking it: a non-empty model id, at least one non-system
-    /// message, system messages only at the start, no empty message, unique tool names.
+    /// message, system messages only at the start, no empty message, unique tool names,
+    /// each tool's parameters an object schema.
     pub fn new(
         model_id: impl Into<String>,
         messages: Vec<Message>,
@@ -279,6 +280,21 @@ impl LlmRequest {
                 return Err(invalid(
                     &format!("tools_schema[{i}].name"),
                     "must not be empty",
+                ));
+            }
+            // Every provider takes a tool's parameters as an object schema; anything else
+            // would be refused upstream after a reservation (or, worse, ignored).
+            let schema = tool.input_schema.value();
+            let object_type = schema.get("type").is_none_or(|t| t == "object");
+            if !schema.is_object() || !object_type {
+                return Err(invalid(
+                    &format!("tools_schema[{i}].input_schema"),
+                    &format!(
+                        "of tool `{}` must be a JSON Schema for an object (`{{\"type\": \"object\", \
+                         \"properties\": {{…}}}}`), got {}",
+                        tool.name,
+                        short_json(schema)
+                    ),
                 ));
             }
             if tools_schema[..i].iter().any(|t| t.name == tool.name) {
@@ -356,6 +372,15 @@ impl LlmRequest {
             self.tools_schema.clone(),
             self.sampling_params.clone(),
         )
+    }
+}
+
+/// `value` as JSON, cut to a short excerpt for an error message.
+fn short_json(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }
 

@@ -4,19 +4,18 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 use super::request::MessagesRequest;
 use super::response::{EventEncoder, message};
+use crate::answering::{Route, Tags, answered, post_route};
 use crate::auth::admitted;
 use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::ids;
-use crate::metrics::{Route, Tags, answered, post_route};
 use crate::sse::sse_response;
 use crate::state::Gateway;
 
@@ -24,22 +23,14 @@ use crate::state::Gateway;
 const MESSAGES: Route = post_route!("messages", "/v1/messages");
 
 /// `POST /v1/messages`.
-pub(crate) async fn messages(
-    State(state): State<Gateway>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let metrics = state.metrics.clone();
-    answered(&metrics, MESSAGES, Dialect::Anthropic, |tags| {
-        answer(state, headers, body, tags)
-    })
-    .await
+pub(crate) async fn messages(State(state): State<Gateway>, request: Request) -> Response {
+    answered(state, MESSAGES, Dialect::Anthropic, request, answer).await
 }
 
 async fn answer(
     state: Gateway,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let (req, models) = admitted::<MessagesRequest>(&state, &headers, body, &tags).await?;
@@ -49,10 +40,8 @@ async fn answer(
     if req.stream {
         // Queued and sent before the 200: a refusal to wait is still a status answer.
         let stream = client.stream_response(&request).await?;
-        return Ok(sse_response(
-            stream,
-            EventEncoder::new(id, req.model.clone()),
-        ));
+        let encoder = EventEncoder::new(id, req.model.clone());
+        return Ok(sse_response(stream, encoder, &tags, &state));
     }
     let response = client.single_response(&request).await?;
     Ok(Json(message(&id, &req.model, &response)).into_response())

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use serde_json::{Value, json};
 use tollgate::{Block, LlmResponse, StopReason, StreamEvent, Usage};
 
-use crate::error::{Dialect, GatewayError};
+use crate::error::Dialect;
 use crate::sse::{Encoder, frame};
 
 /// Anthropic's `stop_reason` for a stop reason.
@@ -130,6 +130,8 @@ impl EventEncoder {
 }
 
 impl Encoder for EventEncoder {
+    const DIALECT: Dialect = Dialect::Anthropic;
+
     fn event(&mut self, event: StreamEvent) -> Vec<Bytes> {
         let mut out = Vec::new();
         match event {
@@ -175,9 +177,9 @@ impl Encoder for EventEncoder {
         out
     }
 
-    fn error(&mut self, error: GatewayError) -> Vec<Bytes> {
+    fn error(&mut self, body: Value) -> Vec<Bytes> {
         let mut out = Vec::new();
-        Self::send("error", error.body(Dialect::Anthropic), &mut out);
+        Self::send("error", body, &mut out);
         out
     }
 }

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -16,11 +15,11 @@ use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, completion};
+use crate::answering::{Route, Tags, answered, post_route};
 use crate::auth::{Caller, admitted};
 use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::ids;
-use crate::metrics::{Route, Tags, answered, post_route};
 use crate::sse::{sse_response, unix_now};
 use crate::state::Gateway;
 
@@ -28,22 +27,14 @@ use crate::state::Gateway;
 const CHAT_COMPLETIONS: Route = post_route!("chat_completions", "/v1/chat/completions");
 
 /// `POST /v1/chat/completions`.
-pub(crate) async fn chat_completions(
-    State(state): State<Gateway>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let metrics = state.metrics.clone();
-    answered(&metrics, CHAT_COMPLETIONS, Dialect::OpenAi, |tags| {
-        chat(state, headers, body, tags)
-    })
-    .await
+pub(crate) async fn chat_completions(State(state): State<Gateway>, request: Request) -> Response {
+    answered(state, CHAT_COMPLETIONS, Dialect::OpenAi, request, chat).await
 }
 
 async fn chat(
     state: Gateway,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let (req, models) = admitted::<ChatRequest>(&state, &headers, body, &tags).await?;
@@ -55,7 +46,7 @@ async fn chat(
         // Queued and sent before the 200: a refusal to wait is still a status answer.
         let stream = client.stream_response(&request).await?;
         let encoder = ChunkEncoder::new(id, created, req.model.clone(), req.include_usage());
-        return Ok(sse_response(stream, encoder));
+        return Ok(sse_response(stream, encoder, &tags, &state));
     }
     let response = client.single_response(&request).await?;
     Ok(Json(completion(&id, created, &req.model, &response)).into_response())
@@ -65,22 +56,14 @@ async fn chat(
 const EMBEDDINGS: Route = post_route!("embeddings", "/v1/embeddings");
 
 /// `POST /v1/embeddings`.
-pub(crate) async fn embeddings(
-    State(state): State<Gateway>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let metrics = state.metrics.clone();
-    answered(&metrics, EMBEDDINGS, Dialect::OpenAi, |tags| {
-        embed(state, headers, body, tags)
-    })
-    .await
+pub(crate) async fn embeddings(State(state): State<Gateway>, request: Request) -> Response {
+    answered(state, EMBEDDINGS, Dialect::OpenAi, request, embed).await
 }
 
 async fn embed(
     state: Gateway,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
     let (req, models) = admitted::<EmbeddingsRequest>(&state, &headers, body, &tags).await?;

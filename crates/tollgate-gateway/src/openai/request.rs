@@ -133,10 +133,18 @@ impl ChatRequest {
 
     /// The neutral request for catalog model `self.model`.
     pub(crate) fn to_llm_request(&self) -> Result<LlmRequest, GatewayError> {
-        if self.n.is_some_and(|n| n > 1) {
-            return Err(GatewayError::BadBody(
-                "`n` above 1 is not supported; send one request per choice".into(),
-            ));
+        match self.n {
+            Some(0) => {
+                return Err(GatewayError::BadBody(
+                    "`n` must be at least 1 (it is the number of choices)".into(),
+                ));
+            }
+            Some(n) if n > 1 => {
+                return Err(GatewayError::BadBody(
+                    "`n` above 1 is not supported; send one request per choice".into(),
+                ));
+            }
+            _ => {}
         }
         // As the provider's own API would: a cut-off answer comes back as it is
         // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use serde_json::{Value, json};
 use tollgate::{Block, LlmResponse, StopReason, StreamEvent, Usage};
 
-use crate::error::{Dialect, GatewayError};
+use crate::error::Dialect;
 use crate::sse::{Encoder, frame};
 
 /// OpenAI's `finish_reason` for a stop reason.
@@ -119,6 +119,8 @@ impl ChunkEncoder {
 }
 
 impl Encoder for ChunkEncoder {
+    const DIALECT: Dialect = Dialect::OpenAi;
+
     fn event(&mut self, event: StreamEvent) -> Vec<Bytes> {
         let mut out = Vec::new();
         match event {
@@ -169,7 +171,7 @@ impl Encoder for ChunkEncoder {
         out
     }
 
-    fn error(&mut self, error: GatewayError) -> Vec<Bytes> {
-        vec![frame(None, &error.body(Dialect::OpenAi).to_string())]
+    fn error(&mut self, body: Value) -> Vec<Bytes> {
+        vec![frame(None, &body.to_string())]
     }
 }

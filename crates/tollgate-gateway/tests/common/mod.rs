@@ -13,6 +13,8 @@ use tollgate_fake::FakeProvider;
 use tollgate_gateway::{Gateway, Keys, hash_secret, router, serve};
 use tower::ServiceExt;
 
+pub mod stalling;
+
 /// `chat` answers at once; `slow` takes one request a minute (a second one waits ~60 s);
 /// `embed` embeds in width 4.
 pub const CATALOG: &str = r#"

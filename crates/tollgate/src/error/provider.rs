@@ -5,9 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
-/// The retryable provider failures (DESIGN §4). Nothing else is retried.
+/// The retryable provider failures (DESIGN §4). Nothing else is retried. Exhaustive on
+/// purpose, like [`crate::Error`]: a new variant must be decided everywhere it is matched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ProviderError {
     /// HTTP 429 "slow down". `retry_after` is a lower bound for the next attempt.
     #[error("rate limited by the provider (HTTP 429){}; tollgate retries after a back-off", RetryAfter(*retry_after))]

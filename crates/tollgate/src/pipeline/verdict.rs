@@ -140,27 +140,71 @@ fn feedback(provider: Option<&ProviderError>, cx: &FailureContext) -> Option<Fee
         ProviderError::Overloaded { retry_after, .. } => Some(Feedback::Overloaded {
             retry_after: *retry_after,
         }),
-        _ => None,
+        // Not a word on our rate: the breaker counts these, the limiter does not.
+        ProviderError::Server { .. }
+        | ProviderError::Timeout { .. }
+        | ProviderError::Malformed { .. }
+        | ProviderError::Connection { .. } => None,
     }
 }
 
 fn settle(error: &Error, cx: &FailureContext) -> Settle {
+    // Every variant decides here, with no wildcard: a new one must say whether the
+    // provider did (and billed) work.
     match error {
         Error::ProviderRefusal { usage, .. } => Settle::AtUsage(*usage),
         // Part of the answer reached the reader: the provider did the work.
         _ if cx.delivered => Settle::KeepAll,
-        Error::Provider(
-            ProviderError::RateLimited { .. }
-            | ProviderError::Overloaded { .. }
-            | ProviderError::Connection {
-                cause: ConnectionCause::Refused | ConnectionCause::Dns | ConnectionCause::Tls,
-                ..
+        Error::Provider(p) => match p {
+            // Refused before any work: only the request counts.
+            ProviderError::RateLimited { .. } | ProviderError::Overloaded { .. } => {
+                Settle::KeepRequest
+            }
+            ProviderError::Connection { cause, .. } => match cause {
+                // Never reached the provider.
+                ConnectionCause::Refused | ConnectionCause::Dns | ConnectionCause::Tls => {
+                    Settle::KeepRequest
+                }
+                // It may have arrived and been worked on.
+                ConnectionCause::Reset | ConnectionCause::ClosedEarly | ConnectionCause::Other => {
+                    Settle::KeepAll
+                }
             },
-        )
-        | Error::ProviderRequest(_)
+            // The provider may have done (and billed) the work.
+            ProviderError::Server { .. }
+            | ProviderError::Timeout { .. }
+            | ProviderError::Malformed { .. } => Settle::KeepAll,
+        },
+        // Rejected before any generation: the request counts, its tokens do not.
+        Error::ProviderRequest(_)
         | Error::QuotaExhausted { .. }
         | Error::ContextWindowExceeded { .. } => Settle::KeepRequest,
-        _ => Settle::KeepAll,
+        // Answered, so worked on and billed.
+        Error::OutputTruncated { .. }
+        | Error::ShapeInvalid { .. }
+        | Error::StreamInterrupted { .. }
+        | Error::ResponseTooLarge { .. }
+        | Error::EmbeddingShape { .. }
+        | Error::UnmatchedRequest { .. } => Settle::KeepAll,
+        // The attempt ended on our side after it was sent (or failed before it left):
+        // nothing is known of the provider's work, so the charge stays (never too low).
+        Error::Cancelled
+        | Error::QueueClosed
+        | Error::WouldWait { .. }
+        | Error::LimiterUnavailable { .. }
+        | Error::TooLargeForBucket { .. }
+        | Error::SpendCapExceeded { .. }
+        | Error::CircuitOpen { .. }
+        | Error::Catalog(_)
+        | Error::Credential(_)
+        | Error::UnknownModel { .. }
+        | Error::ProviderNotLinked { .. }
+        | Error::WrongModelKind { .. }
+        | Error::Unsupported { .. }
+        | Error::DuplicateProvider { .. }
+        | Error::InvalidRequest { .. }
+        | Error::Decode { .. }
+        | Error::ReplayStore { .. } => Settle::KeepAll,
     }
 }
 
