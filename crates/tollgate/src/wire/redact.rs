@@ -285,7 +285,7 @@ mod tests {
         fn a_key_spelled_in_any_mix_of_forms_is_redacted(
             key in "[A-Za-z0-9/+=_-]{8,40}",
             pick in proptest::collection::vec(0u8..6, 1..16),
-            pieces in proptest::collection::vec("[ a-z:,.{}\"]{0,12}", 1..5),
+            pieces in proptest::collection::vec("[ :,.{}\"]{0,12}", 1..5),
         ) {
             let text = pieces.join(&spelled(&key, &pick));
             prop_assert_eq!(redact(&text, [key.as_str()]), pieces.join(REDACTED));
