@@ -15,9 +15,11 @@ use super::super::server::{Body, End, Recorded, Reply};
 const PLACEHOLDER: &str = "KITECHOPLACEHOLDER";
 
 /// Every header value of the request, as a server echoing it back would put it, in
-/// `form`.
+/// `form`; those holding the secret first, so that a kept start of the answer (a
+/// malformed answer's first bytes) holds it too.
 fn echo(request: &Recorded, form: Form) -> String {
-    let values: Vec<&str> = request.headers.iter().map(|(_, v)| v.as_str()).collect();
+    let mut values: Vec<&str> = request.headers.iter().map(|(_, v)| v.as_str()).collect();
+    values.sort_by_key(|v| !v.contains(SECRET));
     form.write(&format!("rejected credentials: {}", values.join(" | ")))
 }
 
