@@ -31,7 +31,7 @@ pub fn redact<S: AsRef<str>>(text: &str, secrets: impl IntoIterator<Item = S>) -
 
 /// `bytes` (UTF-8 or not) with every form of `secret` replaced by [`REDACTED`], or
 /// `None` when none is there (so the caller keeps its bytes, uncopied).
-pub(crate) fn redact_bytes(bytes: &[u8], secret: &str) -> Option<Vec<u8>> {
+pub fn redact_bytes(bytes: &[u8], secret: &str) -> Option<Vec<u8>> {
     let found = forms::occurrences(bytes, secret);
     if found.is_empty() {
         return None;
