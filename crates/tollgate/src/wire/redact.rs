@@ -237,6 +237,15 @@ mod tests {
         assert_eq!(redact_bytes(b"k", ""), None);
     }
 
+    #[test]
+    fn a_long_run_of_backslashes_or_reencodings_is_scanned_and_left_alone() {
+        // Each position looks at a bounded window, so a hostile body stays linear.
+        let text = format!("{}{}", "\\".repeat(100_000), "%25".repeat(100_000));
+        assert_eq!(redact_bytes(text.as_bytes(), SLASHED), None);
+        let escaped = format!("{}/x", "\\".repeat(7));
+        assert_eq!(redact(&escaped, ["/x"]), REDACTED);
+    }
+
     use proptest::prelude::*;
 
     /// `key` with each character in the form `pick` chooses: raw, `\u` in either

@@ -18,13 +18,18 @@ pub(super) fn occurrences(text: &[u8], secret: &str) -> Vec<(usize, usize)> {
     let mut lead = [0u8; 4];
     let lead = first.encode_utf8(&mut lead).as_bytes()[0];
     let mut found = Vec::new();
+    // Scratch sets of positions, reused: a large body has many candidate starts.
+    let (mut ends, mut next) = (Vec::new(), Vec::new());
     let mut at = 0;
     while at < text.len() {
         let b = text[at];
         // Every form of a character starts with its own first byte or one of these.
         let may_start =
             b == lead || matches!(b, b'\\' | b'%' | b'&') || (b == b'+' && first == ' ');
-        match may_start.then(|| spelled_at(text, at, &chars)).flatten() {
+        match may_start
+            .then(|| spelled_at(text, at, &chars, &mut ends, &mut next))
+            .flatten()
+        {
             Some(end) => {
                 found.push((at, end));
                 at = end;
@@ -35,20 +40,34 @@ pub(super) fn occurrences(text: &[u8], secret: &str) -> Vec<(usize, usize)> {
     found
 }
 
-/// Where the longest spelling of `chars` starting at `at` ends, if there is one.
-fn spelled_at(text: &[u8], at: usize, chars: &[char]) -> Option<usize> {
-    let mut ends = vec![at];
+/// The most backslashes an escape may start with: a text escaped three times over.
+const MAX_BACKSLASHES: usize = 8;
+
+/// The most times a `%` may itself be percent-encoded (`%25`) before its hex digits.
+const MAX_REENCODINGS: usize = 3;
+
+/// Where the longest spelling of `chars` starting at `at` ends, if there is one
+/// (`ends` and `next` are scratch space).
+fn spelled_at(
+    text: &[u8],
+    at: usize,
+    chars: &[char],
+    ends: &mut Vec<usize>,
+    next: &mut Vec<usize>,
+) -> Option<usize> {
+    ends.clear();
+    ends.push(at);
     for &c in chars {
-        let mut next = Vec::new();
-        for &p in &ends {
-            forms_of(text, p, c, &mut next);
+        next.clear();
+        for &p in ends.iter() {
+            forms_of(text, p, c, next);
         }
-        next.sort_unstable();
-        next.dedup();
         if next.is_empty() {
             return None;
         }
-        ends = next;
+        next.sort_unstable();
+        next.dedup();
+        std::mem::swap(ends, next);
     }
     ends.last().copied()
 }
@@ -73,8 +92,8 @@ fn forms_of(text: &[u8], at: usize, c: char, ends: &mut Vec<usize>) {
     }
 }
 
-/// A backslash escape of `c` at `at`: one or more backslashes (a text escaped twice
-/// doubles them), then its short escape (`/`, `"`, `n`, …), `u` and four hex digits
+/// A backslash escape of `c` at `at`: one or more backslashes, up to
+/// [`MAX_BACKSLASHES`] (a text escaped twice doubles them), then its short escape (`/`, `"`, `n`, …), `u` and four hex digits
 /// (for a character past U+FFFF, two such escapes: its surrogate pair) or `x` and two.
 fn escaped(text: &[u8], at: usize, c: char, ends: &mut Vec<usize>) {
     let run = backslashes(text, at);
@@ -123,7 +142,7 @@ fn escaped(text: &[u8], at: usize, c: char, ends: &mut Vec<usize>) {
 }
 
 /// `c`'s UTF-8 bytes percent-encoded at `at`, each `%` followed by its two hex digits,
-/// or by `25` any number of times first (the `%` itself encoded again).
+/// or by `25` up to [`MAX_REENCODINGS`] times first (the `%` itself encoded again).
 fn percent_encoded(text: &[u8], at: usize, utf8: &[u8]) -> Option<usize> {
     let mut p = at;
     for &byte in utf8 {
@@ -131,10 +150,14 @@ fn percent_encoded(text: &[u8], at: usize, utf8: &[u8]) -> Option<usize> {
             return None;
         }
         let mut q = p + 1;
+        let mut again = 0;
         loop {
             match hex(text, q, 2) {
                 Some(v) if v == u32::from(byte) => break,
-                Some(0x25) => q += 2,
+                Some(0x25) if again < MAX_REENCODINGS => {
+                    q += 2;
+                    again += 1;
+                }
                 _ => return None,
             }
         }
@@ -163,10 +186,15 @@ fn character_reference(text: &[u8], at: usize, c: char) -> Option<usize> {
     (value == c as u32).then_some(at + skip + len + 1)
 }
 
-/// How many backslashes start at `at`.
+/// How many backslashes start at `at`, counting at most [`MAX_BACKSLASHES`] (so a long
+/// run costs no more than a short one at each of its positions).
 fn backslashes(text: &[u8], at: usize) -> usize {
-    text.get(at..)
-        .map_or(0, |rest| rest.iter().take_while(|&&b| b == b'\\').count())
+    text.get(at..).map_or(0, |rest| {
+        rest.iter()
+            .take(MAX_BACKSLASHES)
+            .take_while(|&&b| b == b'\\')
+            .count()
+    })
 }
 
 /// The value of the `len` hex digits (either case) at `at`, if they are all there.
