@@ -246,6 +246,40 @@ mod tests {
         assert_eq!(redact(&escaped, ["/x"]), REDACTED);
     }
 
+    #[test]
+    fn every_error_variant_carrying_provider_text_is_redacted() {
+        let quoted = "bad tEsT\\/SeCrEt+KeY=";
+        let errors = [
+            ProviderRequestError::new(400, quoted).into(),
+            Error::QuotaExhausted {
+                provider: "p".into(),
+                message: quoted.into(),
+            },
+            Error::refusal(quoted, quoted, crate::usage::Usage::default()),
+            Error::ShapeInvalid {
+                errors: vec![quoted.into()],
+            },
+            Error::invalid_request(quoted, quoted),
+            Error::EmbeddingShape {
+                model_id: "m".into(),
+                expected: 4,
+                got: 3,
+                reason: quoted.into(),
+            },
+            crate::wire::malformed(quoted, quoted.as_bytes()),
+            Error::StreamInterrupted {
+                model_id: "m".into(),
+                delivered_events: 1,
+                cause: Box::new(ProviderRequestError::new(400, quoted).into()),
+            },
+        ];
+        for error in errors {
+            let text = format!("{0} {0:?}", error.redacted(&[SLASHED]));
+            assert!(!text.contains("SeCrEt"), "{text}");
+            assert!(text.contains(REDACTED), "{text}");
+        }
+    }
+
     use proptest::prelude::*;
 
     /// `key` with each character in the form `pick` chooses: raw, `\u` in either
