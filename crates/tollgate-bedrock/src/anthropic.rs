@@ -9,11 +9,12 @@ use aws_sdk_bedrockruntime::types::error::ResponseStreamError;
 use futures::StreamExt;
 use tollgate::provider::{
     AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals, decode_events,
+    redacted_stream,
 };
 use tollgate::{Error, LlmRequest, LlmResponse, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
 
-use crate::client::{BedrockClient, events, send_once, stream_failure};
+use crate::client::{BedrockClient, events, redacted, send_once, stream_failure, without_secrets};
 
 /// The `anthropic_version` Bedrock's Claude models take in the body.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
@@ -76,13 +77,14 @@ impl ChatTransport for AnthropicBedrockChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let body = self.body(request)?;
         tracing::debug!(model = %self.aws.model().name, "anthropic-bedrock: invoking");
-        let (output, _) = send_once!(self.aws, |client| client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .invoke_model()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
             .body(body));
-        codec::decode_response(output.body().as_ref())
+        let body = without_secrets(output.body().as_ref(), &secrets);
+        redacted(codec::decode_response(&body), &secrets)
     }
 
     async fn send_stream(
@@ -98,21 +100,29 @@ impl ChatTransport for AnthropicBedrockChat {
             .content_type("application/json")
             .accept("application/json")
             .body(body));
+        let (failure_secrets, chunk_secrets) = (secrets.clone(), secrets.clone());
         let chunks = events(output.body, move |e| {
-            stream_failure(e, &secrets, exception_name)
+            stream_failure(e, &failure_secrets, exception_name)
         })
-        .filter_map(|event| {
+        .filter_map(move |event| {
             futures::future::ready(match event {
+                // The decoder never sees a secret, so nothing it builds or logs holds one.
                 Ok(BedrockEvents::Chunk(part)) => Some(Ok(part
                     .bytes()
-                    .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
+                    .map(|b| {
+                        let b = without_secrets(b.as_ref(), &chunk_secrets);
+                        String::from_utf8_lossy(&b).into_owned()
+                    })
                     .unwrap_or_default())),
                 // An event kind this SDK does not know: skipped.
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),
             })
         });
-        Ok(decode_events(chunks, StreamDecoder::new()))
+        Ok(redacted_stream(
+            decode_events(chunks, StreamDecoder::new()),
+            secrets,
+        ))
     }
 
     /// As Anthropic direct: output actually produced counts against output TPM, cache

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::OnceCell;
 use tollgate::provider::{
     CredentialRef, ModelOptions, ProviderContext, clock, connection_cause, connection_error,
-    keep_raw, parse_retry_after, redact, undecodable,
+    keep_raw, parse_retry_after, redact, redact_bytes, undecodable,
 };
 use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
@@ -238,6 +238,23 @@ pub(crate) fn secrets_of(credentials: Option<&Credentials>) -> Vec<String> {
             out
         })
         .unwrap_or_default()
+}
+
+/// `result` with `secrets`, in any form ([`tollgate::provider::redact`]), cut out of
+/// its error's text: what every path puts around an error it builds from an answer.
+pub(crate) fn redacted<T>(result: Result<T>, secrets: &[String]) -> Result<T> {
+    result.map_err(|e| {
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        e.redacted(&secrets)
+    })
+}
+
+/// `bytes` (an answer's body, a stream chunk) with `secrets`, in any form, cut out
+/// before a codec decodes them, so nothing it builds or logs from them can carry one.
+pub(crate) fn without_secrets(bytes: &[u8], secrets: &[String]) -> Vec<u8> {
+    secrets.iter().fold(bytes.to_vec(), |bytes, secret| {
+        redact_bytes(&bytes, secret).unwrap_or(bytes)
+    })
 }
 
 /// The per-call config carrying a credential-store record.

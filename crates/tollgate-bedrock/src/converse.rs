@@ -1,10 +1,10 @@
 //! `bedrock-converse` chat: Converse and ConverseStream through the SDK.
 
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
-use tollgate::provider::{ChatTransport, Signals, decode_events};
+use tollgate::provider::{ChatTransport, Signals, decode_events, redacted_stream};
 use tollgate::{LlmRequest, LlmResponse, ResponseStream, Result};
 
-use crate::client::{BedrockClient, events, send_once, stream_failure};
+use crate::client::{BedrockClient, events, redacted, send_once, stream_failure};
 use crate::codec::{self, ConverseStreamDecoder};
 
 /// The output limit sent when neither the request nor the catalog sets one.
@@ -47,7 +47,7 @@ impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
         let encoded = codec::encode(request, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
-        let (output, _) = send_once!(self.aws, |client| client
+        let (output, secrets) = send_once!(self.aws, |client| client
             .converse()
             .model_id(&self.aws.model().name)
             .set_messages(Some(encoded.messages))
@@ -56,12 +56,15 @@ impl ChatTransport for ConverseChat {
             .set_inference_config(encoded.inference)
             .set_output_config(encoded.output));
         let message = output.output().and_then(|o| o.as_message().ok());
-        codec::decode(
+        // The SDK decoded the answer: what the codec quotes from it (an unknown stop
+        // reason) is cut of the secrets.
+        let decoded = codec::decode(
             &self.aws.model().name,
             message,
             output.stop_reason(),
             output.usage(),
-        )
+        );
+        redacted(decoded, &secrets)
     }
 
     async fn send_stream(
@@ -79,12 +82,11 @@ impl ChatTransport for ConverseChat {
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
             .set_output_config(encoded.output));
+        let failure_secrets = secrets.clone();
         let stream = events(output.stream, move |e| {
-            stream_failure(e, &secrets, exception_name)
+            stream_failure(e, &failure_secrets, exception_name)
         });
-        Ok(decode_events(
-            stream,
-            ConverseStreamDecoder::new(&self.aws.model().name),
-        ))
+        let decoder = ConverseStreamDecoder::new(&self.aws.model().name);
+        Ok(redacted_stream(decode_events(stream, decoder), secrets))
     }
 }

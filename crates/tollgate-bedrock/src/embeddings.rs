@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tollgate::provider::{CatalogError, EmbeddingsReply, EmbeddingsTransport, Signals};
 use tollgate::{EmbeddingPurpose, Error, Result, Usage};
 
-use crate::client::{BedrockClient, send_once};
+use crate::client::{BedrockClient, redacted, send_once, without_secrets};
 
 /// Cohere Embed's per-request maximum number of texts.
 const COHERE_BATCH: usize = 96;
@@ -52,14 +52,16 @@ impl BedrockEmbeddings {
         Ok(BedrockEmbeddings { aws, family })
     }
 
-    async fn invoke(&self, body: &Value) -> Result<Vec<u8>> {
-        let (output, _) = send_once!(self.aws, |client| client
+    /// Sends `body`; the answer's bytes with the call's secrets cut out (in any form),
+    /// and the secrets, to cut out of the errors decoding it builds.
+    async fn invoke(&self, body: &Value) -> Result<(Vec<u8>, Vec<String>)> {
+        let (output, secrets) = send_once!(self.aws, |client| client
             .invoke_model()
             .model_id(&self.aws.model().name)
             .content_type("application/json")
             .accept("application/json")
             .body(Blob::new(body.to_string().into_bytes())));
-        Ok(output.body.into_inner())
+        Ok((without_secrets(output.body.as_ref(), &secrets), secrets))
     }
 }
 
@@ -128,9 +130,11 @@ impl EmbeddingsTransport for BedrockEmbeddings {
                 if let Some(d) = dimensions {
                     body["dimensions"] = json!(d);
                 }
-                let bytes = self.invoke(&body).await?;
-                let answer: TitanAnswer =
-                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes))?;
+                let (bytes, secrets) = self.invoke(&body).await?;
+                let answer: TitanAnswer = redacted(
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes)),
+                    &secrets,
+                )?;
                 (vec![answer.embedding], answer.input_tokens)
             }
             Family::Cohere => {
@@ -142,17 +146,22 @@ impl EmbeddingsTransport for BedrockEmbeddings {
                 if let Some(d) = dimensions {
                     body["output_dimension"] = json!(d);
                 }
-                let bytes = self.invoke(&body).await?;
-                let answer: CohereAnswer =
-                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes))?;
+                let (bytes, secrets) = self.invoke(&body).await?;
+                let answer: CohereAnswer = redacted(
+                    serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string(), &bytes)),
+                    &secrets,
+                )?;
                 let vectors = match answer.embeddings {
                     CohereVectors::Floats(v) | CohereVectors::ByType { float: v } => v,
                 };
                 if vectors.len() != texts.len() {
-                    return Err(malformed(
-                        format!("{} vectors for {} texts", vectors.len(), texts.len()),
-                        &bytes,
-                    ));
+                    return redacted(
+                        Err(malformed(
+                            format!("{} vectors for {} texts", vectors.len(), texts.len()),
+                            &bytes,
+                        )),
+                        &secrets,
+                    );
                 }
                 (vectors, self.estimate_input_tokens(texts))
             }

@@ -31,6 +31,8 @@ enum Leak {
     Malformed,
     StreamErrors,
     Embeddings,
+    /// Everywhere, it cuts out only the raw key (not `\/`, `\u002F` or `%2F`).
+    RawOnly,
 }
 
 impl Leak {
@@ -41,6 +43,7 @@ impl Leak {
             Leak::Malformed => "malformed",
             Leak::StreamErrors => "stream",
             Leak::Embeddings => "embeddings",
+            Leak::RawOnly => "raw-only",
         }
     }
 
@@ -51,6 +54,7 @@ impl Leak {
             Leak::Malformed,
             Leak::StreamErrors,
             Leak::Embeddings,
+            Leak::RawOnly,
         ]
         .into_iter()
         .find(|l| Some(l.name()) == name)
@@ -149,6 +153,8 @@ impl Leaky {
     fn clean(&self, here: Leak, text: &str, key: &str) -> String {
         if self.leak == here {
             text.to_owned()
+        } else if self.leak == Leak::RawOnly {
+            text.replace(key, "[redacted]")
         } else {
             redact(text, [key])
         }
@@ -430,6 +436,23 @@ async fn the_secret_checks_fail_a_provider_leaking_the_key_on_any_one_path() {
     assert!(
         !fails_on(Leak::Embeddings, chat).await,
         "the chat check passes a chat that redacts"
+    );
+}
+
+/// A provider that cuts out only the raw key fails both checks: the server quotes it
+/// JSON-escaped, `\u`-escaped and URL-encoded too.
+#[tokio::test(start_paused = true)]
+async fn the_secret_checks_fail_a_provider_that_redacts_only_the_raw_key() {
+    let chat =
+        |s: &'static LeakyWire| checks::the_secret_never_shows_in_errors_logs_debug_or_records(s);
+    assert!(
+        fails_on(Leak::RawOnly, chat).await,
+        "the chat check catches it"
+    );
+    let embeddings = |s: &'static LeakyWire| checks::the_secret_never_shows_in_embeddings_errors(s);
+    assert!(
+        fails_on(Leak::RawOnly, embeddings).await,
+        "the embeddings check catches it"
     );
 }
 

@@ -36,8 +36,10 @@ pub const EMBEDDING_WIDTH: u64 = 8;
 pub const BASE_URL: &str = "$BASE_URL";
 /// The credential id the model names.
 pub const CREDENTIAL: &str = "kit-credential";
-/// The secret every check uses: it must never show anywhere.
-pub const SECRET: &str = "sk-kit-SENTINEL-7f3a9c2e-do-not-leak";
+/// The secret every check uses: it must never show anywhere, in any form. It holds `/`,
+/// `+` and `=`, which JSON encoders and URLs escape (as in an AWS secret key or a base64
+/// token), so a server quoting it escaped is a different text from the raw key.
+pub const SECRET: &str = "sk-kit/SENTINEL+7f3a9c2e=do-not-leak";
 /// The usage every scripted answer reports.
 pub const USAGE: WireUsage = WireUsage {
     input: 12,

@@ -13,12 +13,14 @@
 pub mod checks;
 mod contract;
 mod counting;
+mod forms;
 mod harness;
 mod outcome;
 mod script;
 mod server;
 
 pub use counting::CountingLimiters;
+pub use forms::{Form, find_secret};
 pub use harness::{
     BASE_URL, CREDENTIAL, EMBEDDING_WIDTH, EMBEDDINGS, Kit, LARGER, LARGER_WINDOW, Logs, MODEL,
     PRICE, RPM, SECRET, Tweak, USAGE, assert_no_task_left, embeddings_entry, models, request,

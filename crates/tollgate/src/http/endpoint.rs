@@ -3,11 +3,15 @@
 //!
 //! **The key never reaches the codec.** Every body the endpoint reads (an error answer,
 //! a whole answer, each stream event) has the key it sent cut out
-//! ([`crate::wire::REDACTED`]) before the codec sees it, and every error the endpoint
-//! builds itself (a connection that failed mid-body) is redacted too. So no error a
-//! codec builds from those bytes (a `Malformed` keeping the start of a 200 that does not
-//! decode, a rejection read from a success body, a stream's error event) can carry the
-//! key, whichever endpoint method read them.
+//! ([`crate::wire::REDACTED`]) before the codec sees it, in every form a server may
+//! quote it in (raw, JSON-escaped such as `\/` or `\u002F`, URL-encoded:
+//! [`crate::wire::redact`]), so decoding the JSON cannot turn an escaped key back into
+//! the raw one. Every error the codec then returns (a verdict read from an error
+//! answer, a decoded answer's error, each stream error) is redacted again, on its final
+//! text, and so is every error the endpoint builds itself (a connection that failed
+//! mid-body). So no error a codec builds from those bytes (a `Malformed` keeping the
+//! start of a 200 that does not decode, a rejection read from a success body, a
+//! stream's error event) can carry the key, whichever endpoint method read them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,7 +29,8 @@ use crate::error::{Error, ProviderError, Result};
 use crate::pipeline::Signals;
 use crate::stream::ResponseStream;
 use crate::wire::{
-    DnsFailure, EventDecoder, REDACTED, WireError, connection_error, decode_events, redact,
+    DnsFailure, EventDecoder, WireError, connection_error, decode_events, redact, redact_bytes,
+    redacted_stream,
 };
 
 /// The most bytes of a success body any model may be configured to read (the default
@@ -259,7 +264,9 @@ impl Endpoint {
         let text = String::from_utf8_lossy(&bytes);
         let mut wire = (self.read_error)(status, text.as_bytes());
         wire.retry_after = wire.retry_after.or(retry_after);
-        Err(wire.verdict())
+        // And again after the codec decoded it: a form the bytes kept is cut out of the
+        // final text too.
+        Err(redacted(wire.verdict(), secret.as_ref()))
     }
 
     /// POSTs `body` and reads the whole answer (at most [`Endpoint::max_body_bytes`]:
@@ -291,10 +298,7 @@ impl Endpoint {
         decode: impl FnOnce(&[u8]) -> Result<T>,
     ) -> Result<T> {
         let (bytes, secret) = self.post_read(path, body, signals).await?;
-        decode(&bytes).map_err(|e| match &secret {
-            Some(s) => e.redacted(&[s.expose_secret()]),
-            None => e,
-        })
+        decode(&bytes).map_err(|e| redacted(e, secret.as_ref()))
     }
 
     /// Sends `body` and reads the whole success answer with the key cut out of it;
@@ -341,13 +345,11 @@ impl Endpoint {
                 }),
                 Err(other) => Err(other),
             });
-        let stream = decode_events(events, decoder);
-        Ok(match secret {
-            None => stream,
-            Some(secret) => ResponseStream::new(
-                stream.map(move |event| event.map_err(|e| e.redacted(&[secret.expose_secret()]))),
-            ),
-        })
+        let secrets = secret.map(|s| s.expose_secret().to_owned()).into_iter();
+        Ok(redacted_stream(
+            decode_events(events, decoder),
+            secrets.collect(),
+        ))
     }
 
     /// Reads the body, up to `cap` bytes: beyond it, fails when `strict`
@@ -385,40 +387,31 @@ impl Endpoint {
     }
 }
 
-/// `text` with the key cut out, left as it is when it does not hold the key (an empty
-/// key redacts nothing).
+/// `text` with the key, in any form ([`redact`]), cut out; left as it is when it does
+/// not hold the key (an empty key redacts nothing).
 fn redact_text(text: String, secret: Option<&Secret>) -> String {
     match secret.map(Secret::expose_secret) {
-        Some(key) if !key.is_empty() && text.contains(key) => redact(&text, [key]),
-        _ => text,
+        Some(key) => redact(&text, [key]),
+        None => text,
     }
 }
 
-/// `bytes` with every occurrence of the key replaced by [`REDACTED`]; the same bytes
-/// (no copy) when the key is not in them. Works on any bytes, UTF-8 or not.
+/// `bytes` with every form of the key ([`redact`]) replaced by [`crate::wire::REDACTED`];
+/// the same bytes (no copy) when the key is not in them. Works on any bytes, UTF-8 or
+/// not.
 fn without_secret(bytes: Vec<u8>, secret: Option<&Secret>) -> Vec<u8> {
-    let key = match secret.map(Secret::expose_secret) {
-        Some(key) if !key.is_empty() => key,
-        _ => return bytes,
-    };
-    if let Ok(text) = std::str::from_utf8(&bytes) {
-        // `str::contains` searches much faster than a byte-window scan on a large body.
-        return if text.contains(key) {
-            redact(text, [key]).into_bytes()
-        } else {
-            bytes
-        };
+    match secret.map(Secret::expose_secret) {
+        Some(key) => redact_bytes(&bytes, key).unwrap_or(bytes),
+        None => bytes,
     }
-    let key = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes.as_slice();
-    while let Some(at) = rest.windows(key.len()).position(|w| w == key) {
-        out.extend_from_slice(&rest[..at]);
-        out.extend_from_slice(REDACTED.as_bytes());
-        rest = &rest[at + key.len()..];
+}
+
+/// `error` with the key, in any form, cut out of its text ([`Error::redacted`]).
+fn redacted(error: Error, secret: Option<&Secret>) -> Error {
+    match secret {
+        Some(s) => error.redacted(&[s.expose_secret()]),
+        None => error,
     }
-    out.extend_from_slice(rest);
-    out
 }
 
 /// A failure to get an answer at all (connect, send, or read the body): a timeout, or a

@@ -104,7 +104,7 @@ pub use crate::wire::{ModelOptions, ToolChoice};
 // The codec's side: errors, undecodable answers, text-only blocks, secrets.
 pub use crate::wire::{
     DnsFailure, MALFORMED_RAW_BYTES, REDACTED, WireError, connection_cause, connection_error,
-    keep_raw, malformed, parse_json, redact, text_only, undecodable,
+    keep_raw, malformed, parse_json, redact, redact_bytes, redacted_stream, text_only, undecodable,
 };
 
 // Streams.

@@ -29,5 +29,5 @@ pub use error::WireError;
 pub use events::{EventDecoder, decode_events};
 pub use malformed::{MALFORMED_RAW_BYTES, keep_raw, malformed, parse_json, undecodable};
 pub use options::{ModelOptions, ToolChoice};
-pub use redact::{REDACTED, redact};
+pub use redact::{REDACTED, redact, redact_bytes, redacted_stream};
 pub use text::text_only;

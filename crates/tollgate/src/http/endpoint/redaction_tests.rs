@@ -216,3 +216,174 @@ async fn a_stream_error_event_echoing_the_key_keeps_no_key() {
     };
     assert_redacted(&format!("{err} {err:?}"));
 }
+
+/// A key with the characters JSON and URLs escape: `/`, `+` and `=` (an AWS secret, a
+/// base64 token).
+const SLASHED: &str = "sk/endpoint+SENTINEL=31f7/x";
+
+/// The forms a server may quote `key` in: raw, JSON-escaped (`\/`), every other
+/// character `\u`-escaped in lower and upper case, and percent-encoded both ways.
+fn forms(key: &str) -> Vec<String> {
+    let each = |f: &dyn Fn(char) -> String| key.chars().map(f).collect::<String>();
+    let special = |c: char| !c.is_ascii_alphanumeric() && c != '-';
+    vec![
+        key.to_owned(),
+        key.replace('/', "\\/"),
+        each(&|c| format!("\\u{:04x}", c as u32)),
+        each(&|c| format!("\\u{:04X}", c as u32)),
+        each(&|c| {
+            if special(c) {
+                format!("\\u{:04X}", c as u32)
+            } else {
+                c.to_string()
+            }
+        }),
+        each(&|c| {
+            if special(c) {
+                format!("%{:02X}", c as u32)
+            } else {
+                c.to_string()
+            }
+        }),
+        each(&|c| {
+            if special(c) {
+                format!("%{:02x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        }),
+    ]
+}
+
+/// `text` holds the key in none of its [`forms`], and the marker shows.
+fn assert_no_form_of(text: &str, key: &str) {
+    for form in forms(key) {
+        assert!(!text.contains(&form), "the key leaked as {form}: {text}");
+    }
+    assert!(text.contains(REDACTED), "the marker shows: {text}");
+}
+
+/// The codec's error reader as a real one is: the body's JSON decoded, its `error`
+/// string the message (so the key comes back un-escaped if the bytes kept it escaped).
+fn read_json_error(status: u16, body: &[u8]) -> WireError {
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    WireError {
+        status,
+        message: value["error"].as_str().unwrap_or_default().to_owned(),
+        ..WireError::default()
+    }
+}
+
+/// The error a decoding codec makes of an error answer quoting the key as `quoted`.
+async fn decoded_error_quoting(quoted: &str) -> Error {
+    let body = format!("{{\"error\": \"bad key {quoted}\"}}");
+    let server = answering(401, body).await;
+    let endpoint = endpoint(&server, SLASHED);
+    let endpoint = Endpoint {
+        read_error: read_json_error,
+        ..endpoint
+    };
+    endpoint
+        .post_json("/", &serde_json::json!({}), &Signals::default())
+        .await
+        .expect_err("401")
+}
+
+#[tokio::test]
+async fn an_error_answer_quoting_the_key_json_escaped_is_redacted_after_decoding() {
+    let err = decoded_error_quoting(&SLASHED.replace('/', "\\/")).await;
+    let Error::ProviderRequest(e) = &err else {
+        panic!("a rejection: {err:?}");
+    };
+    assert_eq!(e.message, format!("bad key {REDACTED}"));
+    assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+}
+
+#[tokio::test]
+async fn an_error_answer_quoting_the_key_unicode_escaped_in_either_case_is_redacted() {
+    for quoted in forms(SLASHED).into_iter().filter(|f| f.contains("\\u")) {
+        let err = decoded_error_quoting(&quoted).await;
+        assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+    }
+}
+
+#[tokio::test]
+async fn an_error_answer_quoting_the_key_url_encoded_is_redacted() {
+    for quoted in forms(SLASHED).into_iter().filter(|f| f.contains('%')) {
+        let err = decoded_error_quoting(&quoted).await;
+        assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+    }
+}
+
+#[tokio::test]
+async fn an_undecodable_answer_quoting_the_key_escaped_keeps_no_form_of_it() {
+    for quoted in forms(SLASHED) {
+        let server = answering(200, format!("<html>{quoted}</html>")).await;
+        let err = endpoint(&server, SLASHED)
+            .post_decoded("/", &serde_json::json!({}), &Signals::default(), |b| {
+                serde_json::from_slice::<serde_json::Value>(b).map_err(|e| malformed(e, b))
+            })
+            .await
+            .expect_err("malformed");
+        assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+    }
+}
+
+#[tokio::test]
+async fn a_whole_answer_decoded_into_a_rejection_keeps_no_escaped_key() {
+    let body = format!("{{\"error\": \"echo {}\"}}", SLASHED.replace('/', "\\/"));
+    let server = answering(200, body).await;
+    let err = endpoint(&server, SLASHED)
+        .post_decoded("/", &serde_json::json!({}), &Signals::default(), |b| {
+            let value: serde_json::Value =
+                serde_json::from_slice(b).map_err(|e| malformed(e, b))?;
+            let message = value["error"].as_str().unwrap_or_default();
+            Err::<(), _>(ProviderRequestError::new(200, message).into())
+        })
+        .await
+        .expect_err("rejected");
+    assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+}
+
+/// Decodes each line as JSON; `{"error": …}` fails the stream with its (decoded) text.
+struct JsonLines;
+
+impl EventDecoder for JsonLines {
+    fn event(&mut self, line: String) -> Result<Vec<StreamEvent>> {
+        let value: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| malformed(e, line.as_bytes()))?;
+        match value["error"].as_str() {
+            Some(message) => Err(ProviderRequestError::new(200, message).into()),
+            None => Ok(vec![StreamEvent::TextDelta {
+                index: 0,
+                text: value["text"].as_str().unwrap_or_default().to_owned(),
+            }]),
+        }
+    }
+    fn is_finished(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn a_stream_error_event_quoting_the_key_json_escaped_keeps_no_key() {
+    for quoted in forms(SLASHED) {
+        let body = format!("{{\"text\": \"hi\"}}\n{{\"error\": \"bad key {quoted}\"}}\n");
+        let server = answering(200, body).await;
+        let stream = endpoint(&server, SLASHED)
+            .stream(
+                "/",
+                &serde_json::json!({}),
+                &Signals::default(),
+                Framing::Ndjson,
+                JsonLines,
+            )
+            .await
+            .expect("a stream");
+        let events: Vec<Result<StreamEvent>> = stream.collect().await;
+        let Some(Err(err)) = events.last() else {
+            panic!("{events:?}");
+        };
+        assert_no_form_of(&format!("{err} {err:?}"), SLASHED);
+    }
+}
