@@ -277,3 +277,16 @@ async fn an_unbounded_job_waits_out_a_long_retry_after_as_before() {
         "{err:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_bounded_calls_time_with_the_provider_does_not_count_against_its_bound() {
+    // Each answer takes 2 s, past the 1 s bound; the 429's 500 ms wait fits within it.
+    let fake = limited_once(Duration::from_millis(500));
+    fake.with_latency(Duration::from_secs(2));
+    let models = models(&fake, seeded());
+    let job = JobContext::new("j", 4).with_max_wait(Duration::from_secs(1));
+    let started = clock::now();
+    assert_eq!(answer(&models, Some(job)).await.unwrap(), "ok");
+    assert_eq!(started.elapsed(), Duration::from_millis(4500));
+    assert_eq!(fake.calls("m"), 2);
+}
