@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tollgate::catalog::Limits;
 use tollgate::clock;
 use tollgate::limit::{Burst, Cost, Feedback, LimiterConfig, TokenBucketRateLimiter};
-use tollgate::pipeline::{PipelineConfig, RetryPolicy};
+use tollgate::pipeline::{FallbackOptions, PipelineConfig, RetryPolicy};
 use tollgate::{Catalog, Conversation, Error, JobContext, LlmRequest, ModelEntry, Models};
 use tollgate::{ProviderError, SamplingParams, StreamEvent};
 use tollgate_fake::{FakeProvider, FakeReply, Fault};
@@ -22,7 +22,13 @@ fn models(fake: &FakeProvider, retry: RetryPolicy) -> Models {
 
 /// Model `m` at `rpm`, its bucket holding one second's worth.
 fn models_at(fake: &FakeProvider, rpm: u64, retry: RetryPolicy) -> Models {
-    let mut entry = ModelEntry::new("m", "fake", "fake-m")
+    build(fake, vec![entry("m", rpm)], retry)
+}
+
+/// Model `id` at `rpm`, no arrival allowance (the bucket's arithmetic alone), its
+/// bucket holding one second's worth.
+fn entry(id: &str, rpm: u64) -> ModelEntry {
+    let mut entry = ModelEntry::new(id, "fake", format!("fake-{id}"))
         .with_output_tokens(16, 16)
         .with_limits(Limits {
             rpm,
@@ -30,7 +36,15 @@ fn models_at(fake: &FakeProvider, rpm: u64, retry: RetryPolicy) -> Models {
         })
         .with_arrival_allowance_ms(0);
     entry.burst_seconds = Some(1);
-    let catalog = Catalog::builder().model(entry).build().unwrap();
+    entry
+}
+
+fn build(fake: &FakeProvider, entries: Vec<ModelEntry>, retry: RetryPolicy) -> Models {
+    let catalog = entries
+        .into_iter()
+        .fold(Catalog::builder(), |b, e| b.model(e))
+        .build()
+        .unwrap();
     Models::builder()
         .catalog(catalog)
         .provider(fake.clone())
@@ -289,4 +303,52 @@ async fn a_bounded_calls_time_with_the_provider_does_not_count_against_its_bound
     assert_eq!(answer(&models, Some(job)).await.unwrap(), "ok");
     assert_eq!(started.elapsed(), Duration::from_millis(4500));
     assert_eq!(fake.calls("m"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_chains_calls_share_one_deadline_from_its_start() {
+    let fake = FakeProvider::new();
+    fake.reply("m", FakeReply::text("ok"));
+    fake.fail("m", Fault::RateLimited { retry_after: None });
+    for _ in 0..3 {
+        fake.reply_any(FakeReply::text("ok"));
+    }
+    let models = build(
+        &fake,
+        vec![entry("m", 60).with_fallbacks(["f"]), entry("f", 60)],
+        seeded(),
+    );
+    let direct = |id: &'static str| {
+        let models = models.clone();
+        async move {
+            let request = Conversation::new()
+                .user("Hi")
+                .request(id, SamplingParams::new());
+            let chat = models.chat(id).await?;
+            Ok::<_, Error>(chat.single_response(&request?).await?.text())
+        }
+    };
+    // Both spent at t = 0; another client queues on `f` for its refill at t = 1.
+    direct("m").await.unwrap();
+    direct("f").await.unwrap();
+    let other = tokio::spawn(direct("f"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Bound 1.5 s: `m` is 0.9 s away (sooner than `f`), answers 429 at t = 1, and the
+    // chain moves on to a model 1 s away: past what is left of the one bound.
+    let bound = Duration::from_millis(1500);
+    let job = JobContext::new("j", 4).with_max_wait(bound);
+    let chain = models
+        .for_job(job)
+        .chat_with_fallbacks("m", FallbackOptions::default())
+        .await
+        .unwrap();
+    let started = clock::now();
+    let ready_in = would_wait(chain.single_response(&ask()).await);
+    assert_eq!(started.elapsed(), Duration::from_millis(900));
+    assert!(
+        ready_in > bound - Duration::from_millis(900),
+        "{ready_in:?}"
+    );
+    assert_eq!(other.await.unwrap().unwrap(), "ok");
+    assert_eq!((fake.calls("m"), fake.calls("f")), (2, 2));
 }
