@@ -114,6 +114,11 @@ impl Admission {
         self.limiter.model_id()
     }
 
+    /// The buckets it reserves on (asked for an estimate when a bounded wait ends).
+    pub(crate) fn limiter(&self) -> &Arc<dyn LimiterBackend> {
+        &self.limiter
+    }
+
     /// Waits until `cost` and every resource can be held at once, holding none of them
     /// while it waits. Cancellation-safe: dropping the future gives back whatever it held.
     pub async fn admit(&self, cost: Cost) -> Result<AdmissionGrant> {

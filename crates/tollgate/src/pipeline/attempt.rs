@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::call::CallState;
+use super::call::{CallState, Deadline};
 use super::job::{JobContext, SpendHold};
 use super::record::Outcome;
 use super::telemetry;
@@ -18,7 +18,10 @@ use super::verdict::{FailureContext, Retry, Settle, verdict};
 use crate::catalog::Price;
 use crate::clock;
 use crate::error::{Error, ProviderError, Result};
-use crate::limit::{AccountingRule, Cost, Feedback, Reservation, SendMark, TryReserveError};
+use crate::limit::{
+    AccountingRule, Admission, AdmissionGrant, Cost, Feedback, Priority, Reservation, SendMark,
+    TryReserveError,
+};
 use crate::usage::Usage;
 
 /// Resources an admission took with a reservation, held for one attempt.
@@ -84,6 +87,10 @@ impl CallState {
                             Signals::default(),
                         )
                     });
+            // The bound is on waiting: the time the provider took does not count.
+            if let Some(deadline) = &self.deadline {
+                deadline.extend(prepared.sent_at.elapsed());
+            }
             // The provider key comes from the catalog, never from a codec.
             match result.map_err(|e| e.with_provider(&self.rt.entry.provider)) {
                 Ok(value) => {
@@ -94,8 +101,10 @@ impl CallState {
                     });
                 }
                 Err(error) => match self.fail(prepared, &error, &signals, rule) {
-                    Some(wait) => tokio::time::sleep(wait).await,
-                    None => return Err(error),
+                    Next::Retry(wait) => tokio::time::sleep(wait).await,
+                    Next::GiveUp => return Err(error),
+                    // Known now: answered at once, not after sleeping towards the bound.
+                    Next::PastDeadline(ready_in) => return Err(Error::WouldWait { ready_in }),
                 },
             }
         }
@@ -197,9 +206,8 @@ impl CallState {
         })
     }
 
-    /// The attempt's reservation on the job's own buckets, if it has any: bounded by the
-    /// job's `max_wait` as the model's is (past it, the limiter's estimate as
-    /// [`Error::WouldWait`]).
+    /// The attempt's reservation on the job's own buckets, if it has any, within the
+    /// call's deadline as the model's is ([`until_deadline`]).
     async fn reserve_own(&self, cost: Cost) -> Result<Option<Reservation>> {
         let Some(job) = &self.job else {
             return Ok(None);
@@ -208,12 +216,13 @@ impl CallState {
             return Ok(None);
         };
         let priority = job.priority();
-        if let Some(max_wait) = job.max_wait()
-            && let Some(reservation) = within(max_wait, limiter.try_reserve(cost, priority).await)?
-        {
-            return Ok(Some(reservation));
-        }
-        Ok(Some(limiter.reserve(cost, priority).await?))
+        let Some(deadline) = self.deadline_at() else {
+            return Ok(Some(limiter.reserve(cost, priority).await?));
+        };
+        let tried = limiter.try_reserve(cost, priority).await;
+        let wait = limiter.reserve(cost, priority);
+        let again = || limiter.try_reserve(cost, priority);
+        until_deadline(deadline, tried, wait, again).await.map(Some)
     }
 
     /// The attempt's deployment and reservation: the one the call was routed with, else
@@ -240,22 +249,52 @@ impl CallState {
                 if let Some(admission) = job.admission_for(id) {
                     let admission = admission.clone();
                     let (reservation, guards) =
-                        admission.admit_with(cost, priority).await?.into_parts();
+                        self.admit(&admission, cost, priority).await?.into_parts();
                     let i = self.rt.deployment_of(admission.model_id()).unwrap_or(i);
                     return Ok((i, reservation, guards));
                 }
             }
         }
-        // A bounded job asks without waiting first; if the limiter's own estimate is
-        // past the bound, the call fails now with that estimate, holding nothing.
-        if let Some(max_wait) = self.job.as_ref().and_then(JobContext::max_wait)
-            && let Some((i, reservation)) =
-                within(max_wait, self.rt.try_reserve_any(cost, priority).await)?
-        {
+        let Some(deadline) = self.deadline_at() else {
+            let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
             return Ok((i, reservation, Vec::new()));
-        }
-        let (i, reservation) = self.rt.reserve_any(cost, priority).await?;
+        };
+        let tried = self.rt.try_reserve_any(cost, priority).await;
+        let wait = self.rt.reserve_any(cost, priority);
+        let again = || self.rt.try_reserve_any(cost, priority);
+        let (i, reservation) = until_deadline(deadline, tried, wait, again).await?;
         Ok((i, reservation, Vec::new()))
+    }
+
+    /// Admits through `admission`, within the call's deadline: its other resources give
+    /// no estimate, so the wait is cut at the deadline (leaving both queues), and the
+    /// answer is its limiter's fresh estimate, or no wait at all when the limiter could
+    /// serve now (the resources were what it waited for: a lower bound).
+    async fn admit(
+        &self,
+        admission: &Admission,
+        cost: Cost,
+        priority: Priority,
+    ) -> Result<AdmissionGrant> {
+        let admitted = admission.admit_with(cost, priority);
+        let Some(deadline) = self.deadline_at() else {
+            return admitted.await;
+        };
+        if let Ok(grant) = tokio::time::timeout_at(deadline, admitted).await {
+            return grant;
+        }
+        match admission.limiter().try_reserve(cost, priority).await {
+            // Dropped unsent: given back.
+            Ok(_) => Err(Error::WouldWait {
+                ready_in: Duration::ZERO,
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// When the call's waiting must end, if its job bounds it.
+    fn deadline_at(&self) -> Option<Instant> {
+        self.deadline.as_ref().map(Deadline::at)
     }
 
     /// Tells the deployment's limiter what the answer's rate-limit headers said, as of
@@ -296,14 +335,14 @@ impl CallState {
 
     /// An attempt failed before anything reached the reader: apply the verdict on
     /// `error` (the limiter and the breaker learn, the holdings settle, the attempt is
-    /// recorded) and say how long to wait before the retry, or `None` to give up.
+    /// recorded) and say what comes next.
     pub(crate) fn fail(
         &mut self,
         p: Prepared,
         error: &Error,
         signals: &Signals,
         rule: AccountingRule,
-    ) -> Option<Duration> {
+    ) -> Next {
         self.conclude(p, error, signals, rule, None)
     }
 
@@ -327,7 +366,7 @@ impl CallState {
         signals: &Signals,
         rule: AccountingRule,
         delivered: Option<Delivered>,
-    ) -> Option<Duration> {
+    ) -> Next {
         let values = signals.take();
         let context = FailureContext {
             rate_limited_before: self.rate_limited_before,
@@ -393,58 +432,111 @@ impl CallState {
         }
         let cost = self.price_of(&usage);
         self.add_usage(&usage, cost);
-        let wait = self.retry_wait(verdict.retry);
-        if wait.is_some() {
-            self.retry_reason = Some(verdict.kind);
-        }
+        let next = self.retry_wait(verdict.retry);
+        let wait = match next {
+            Next::Retry(wait) => {
+                self.retry_reason = Some(verdict.kind);
+                Some(wait)
+            }
+            Next::GiveUp | Next::PastDeadline(_) => None,
+        };
         let outcome = Outcome::of(error);
         self.record_attempt(deployment, &span, outcome, usage, sent_at.elapsed(), wait);
-        wait
+        next
     }
 
     /// The wait before the retry the verdict allows, within the retry policy, the call's
-    /// deadline and the retry budget (the job's, else the call's own).
-    fn retry_wait(&mut self, retry: Retry) -> Option<Duration> {
+    /// deadline and the retry budget (the job's, else the call's own); a retry that would
+    /// start past the bound on waiting is not waited for.
+    fn retry_wait(&mut self, retry: Retry) -> Next {
         let floor = match retry {
             Retry::After(wait) => Some(wait),
             Retry::Now => Some(Duration::ZERO),
             Retry::Backoff => None,
-            _ => return None,
+            _ => return Next::GiveUp,
         };
         let policy = &self.rt.config.retry;
         // Checked before the budget: a wait we will not honour spends no retry.
-        let wait = policy.delay(self.retries, floor, self.jitter.draw())?;
+        let Some(wait) = policy.delay(self.retries, floor, self.jitter.draw()) else {
+            return Next::GiveUp;
+        };
         // A retry that would start past the call's deadline is not made.
         if let Some(deadline) = self.rt.config.call_deadline
             && self.started.elapsed() + wait >= deadline
         {
-            return None;
+            return Next::GiveUp;
+        }
+        let past_bound = self.deadline_at().is_some_and(|d| clock::now() + wait > d);
+        if past_bound {
+            // Only a retry that would be made is one the caller is told to wait for.
+            let would_retry = match &self.job {
+                Some(job) => job.retries_left() > 0,
+                None => self.retries < policy.default_retries,
+            };
+            return if would_retry {
+                Next::PastDeadline(wait)
+            } else {
+                Next::GiveUp
+            };
         }
         let budget = match &self.job {
             Some(job) => job.take_retry(),
             None => self.retries < policy.default_retries,
         };
         if !budget {
-            return None;
+            return Next::GiveUp;
         }
         self.retries += 1;
-        Some(wait)
+        Next::Retry(wait)
     }
 }
 
-/// A bounded wait's first ask, made without waiting: granted, `Some`; the limiter's
-/// estimate past `bound`, [`Error::WouldWait`] with it (nothing reserved); within it,
-/// `None` (go and wait).
-fn within<T>(bound: Duration, tried: Result<T, TryReserveError>) -> Result<Option<T>> {
-    match tried {
-        Ok(granted) => Ok(Some(granted)),
-        Err(TryReserveError::WouldWait { ready_in }) if ready_in > bound => {
-            Err(Error::WouldWait { ready_in })
-        }
-        Err(TryReserveError::WouldWait { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
+/// What follows a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Retry after this wait.
+    Retry(Duration),
+    /// Give up: the attempt's error is the call's.
+    GiveUp,
+    /// The retry would start past the call's bound on waiting: the call fails now with
+    /// [`Error::WouldWait`], this wait being how long until it could be made.
+    PastDeadline(Duration),
+}
+
+/// A bounded wait on one limiter (or a model's deployments). `tried` is its answer when
+/// asked without waiting: granted, taken; an estimate that ends past `deadline`,
+/// [`Error::WouldWait`] with it at once, holding nothing. Else the call queues (`wait`)
+/// until the deadline at most, even when the grant is pushed back meanwhile (a pause
+/// after another call's 429, a lower learned limit): at the deadline the waiter is
+/// dropped, which gives its place back, and the limiter's fresh estimate (`again`, asked
+/// without waiting) is the answer; a grant due just then is taken.
+async fn until_deadline<T, W, A, F>(
+    deadline: Instant,
+    tried: TryResult<T>,
+    wait: W,
+    again: A,
+) -> Result<T>
+where
+    W: Future<Output = Result<T>>,
+    A: FnOnce() -> F,
+    F: Future<Output = TryResult<T>>,
+{
+    let ready_in = match tried {
+        Ok(granted) => return Ok(granted),
+        Err(TryReserveError::WouldWait { ready_in }) => ready_in,
+        Err(e) => return Err(e.into()),
+    };
+    if clock::now() + ready_in > deadline {
+        return Err(Error::WouldWait { ready_in });
+    }
+    match tokio::time::timeout_at(deadline, wait).await {
+        Ok(granted) => granted,
+        Err(_) => Ok(again().await?),
     }
 }
+
+/// What a limiter asked without waiting answers.
+type TryResult<T> = std::result::Result<T, TryReserveError>;
 
 /// The worst a call can cost: every input token at the dearest input price (a cache
 /// write can cost more than plain input), and the whole output limit.

@@ -2,8 +2,8 @@
 //! waited, its retry budget and span). The attempts themselves are `attempt.rs`'s; how a
 //! call ends is recorded by `finish.rs`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -19,6 +19,36 @@ use crate::limit::Reservation;
 use crate::usage::Usage;
 
 static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A bounded call's one deadline ([`JobContext::with_max_wait`]): when it started plus
+/// the bound, pushed later by the time its attempts spend with the provider, so that it
+/// bounds the call's waiting alone, all of it together: on every bucket, in the queue,
+/// before each retry. The calls of one fallback chain share it (the clones are one).
+#[derive(Debug, Clone)]
+pub(crate) struct Deadline(Arc<Mutex<Instant>>);
+
+impl Deadline {
+    /// The deadline of a call of `job` starting now; `None` when the job is unbounded (or
+    /// its bound is too far to be an instant: as good as none).
+    pub(crate) fn for_job(job: Option<&JobContext>) -> Option<Self> {
+        let bound = job?.max_wait()?;
+        let at = clock::now().checked_add(bound)?;
+        Some(Deadline(Arc::new(Mutex::new(at))))
+    }
+
+    /// The instant past which the call may not wait.
+    pub(crate) fn at(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Time spent with the provider is not waiting: the deadline moves by it.
+    pub(super) fn extend(&self, by: Duration) {
+        let mut at = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(later) = at.checked_add(by) {
+            *at = later;
+        }
+    }
+}
 
 /// One call's state across its attempts.
 pub(crate) struct CallState {
@@ -47,6 +77,8 @@ pub(crate) struct CallState {
     pub(super) retry_reason: Option<&'static str>,
     /// Time the call's attempts waited for their reservations.
     pub(super) queue_wait: Duration,
+    /// The bound on the call's waiting, if its job has one.
+    pub(super) deadline: Option<Deadline>,
     /// The model the provider said answered (chat).
     pub(super) response_model: Option<String>,
     /// Why the last answer stopped (tollgate's stop reason name).
@@ -69,6 +101,7 @@ impl CallState {
             0,
         );
         let span = telemetry::call_span(&rt, job.as_ref().map(|j| j.id()), operation);
+        let deadline = Deadline::for_job(job.as_ref());
         CallState {
             rt,
             job,
@@ -88,6 +121,7 @@ impl CallState {
             rate_limited_before: false,
             retry_reason: None,
             queue_wait: Duration::ZERO,
+            deadline,
             response_model: None,
             finish_reason: None,
             max_tokens: None,
@@ -122,6 +156,15 @@ impl CallState {
         self
     }
 
+    /// Makes the call wait within `deadline` (a fallback chain's, shared by the calls it
+    /// makes) instead of a deadline of its own; `None` keeps its own.
+    pub(crate) fn with_deadline(mut self, deadline: Option<Deadline>) -> Self {
+        if deadline.is_some() {
+            self.deadline = deadline;
+        }
+        self
+    }
+
     pub(crate) fn span(&self) -> &tracing::Span {
         &self.span
     }
@@ -144,9 +187,11 @@ impl CallState {
 
     /// Starts the next HTTP request of a call that sends several (embeddings batches,
     /// decision questions): without a job, each request has the policy's own retry
-    /// budget; a job's budget stays shared.
+    /// budget; a job's budget stays shared. Each such request has the job's whole bound
+    /// on waiting, from when it begins.
     pub(crate) fn next_request(&mut self) {
         self.retries = 0;
+        self.deadline = Deadline::for_job(self.job.as_ref());
     }
 
     /// Adds an attempt's usage and what it cost to the call's.

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::answer::{refusal, stop_name};
 use super::answer_stream::PipelineStream;
 use super::attempt::Answered;
-use super::call::CallState;
+use super::call::{CallState, Deadline};
 use super::job::JobContext;
 use super::runtime::ModelRuntime;
 use super::shape;
@@ -44,15 +44,18 @@ impl PipelineChat {
     }
 
     /// Answers on this model, recording the call; the first attempt uses `reservation`
-    /// when the call was routed here with one.
+    /// when the call was routed here with one, and it waits within `deadline` when it
+    /// was routed with one (else its own, if its job is bounded).
     pub(crate) async fn answer_recorded(
         &self,
         request: &LlmRequest,
         reservation: Option<(usize, Reservation)>,
+        deadline: Option<Deadline>,
     ) -> Result<LlmResponse> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat")
             .with_content(request)
-            .with_reservation(reservation);
+            .with_reservation(reservation)
+            .with_deadline(deadline);
         call.in_chain = self.in_chain;
         telemetry::record_request(call.span(), request);
         let span = call.span().clone();
@@ -223,26 +226,29 @@ impl PipelineChat {
 #[async_trait::async_trait]
 impl LlmClient for PipelineChat {
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        self.answer_recorded(request, None).await
+        self.answer_recorded(request, None, None).await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        self.stream_routed(request, None).await
+        self.stream_routed(request, None, None).await
     }
 }
 
 impl PipelineChat {
-    /// Opens a stream on this model; the first attempt uses `reservation` when the call
-    /// was routed here with one. Failures before the first event reaches the reader are
-    /// retried like any other, through the same attempt loop as single answers.
+    /// Opens a stream on this model; the first attempt uses `reservation` (and waits
+    /// within `deadline`) when the call was routed here with one. Failures before the
+    /// first event reaches the reader are retried like any other, through the same
+    /// attempt loop as single answers.
     pub(crate) async fn stream_routed(
         &self,
         request: &LlmRequest,
         reservation: Option<(usize, Reservation)>,
+        deadline: Option<Deadline>,
     ) -> Result<ResponseStream> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream")
             .with_content(request)
-            .with_reservation(reservation);
+            .with_reservation(reservation)
+            .with_deadline(deadline);
         call.in_chain = self.in_chain;
         telemetry::record_request(call.span(), request);
         let opened = self.open_stream(&mut call, request).await;

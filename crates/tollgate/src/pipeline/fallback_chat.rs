@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use super::call::Deadline;
 use super::chat::PipelineChat;
 use super::verdict::{FailureContext, verdict};
 use crate::client::LlmClient;
@@ -182,16 +183,29 @@ impl FallbackChat {
 
 #[async_trait::async_trait]
 impl LlmClient for FallbackChat {
+    // The calls a chain makes for one request wait within one deadline, from its start.
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
-        self.run(request, |i, r, reservation| async move {
-            self.members[i].answer_recorded(&r, reservation).await
+        let deadline = Deadline::for_job(self.members[0].job.as_ref());
+        self.run(request, |i, r, reservation| {
+            let deadline = deadline.clone();
+            async move {
+                self.members[i]
+                    .answer_recorded(&r, reservation, deadline)
+                    .await
+            }
         })
         .await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        self.run(request, |i, r, reservation| async move {
-            self.members[i].stream_routed(&r, reservation).await
+        let deadline = Deadline::for_job(self.members[0].job.as_ref());
+        self.run(request, |i, r, reservation| {
+            let deadline = deadline.clone();
+            async move {
+                self.members[i]
+                    .stream_routed(&r, reservation, deadline)
+                    .await
+            }
         })
         .await
     }

@@ -90,7 +90,8 @@ impl JobContext {
     /// attempt of its calls reserves its cost there first, then on the model's limiter,
     /// and settles there as on the model's. Built by a [`crate::limit::LimiterFactory`],
     /// they are shared by every process on the same backend (Redis) like a model's.
-    /// The job's [`JobContext::max_wait`] bounds the wait on them too.
+    /// The job's [`JobContext::max_wait`] bounds the wait on them too, together with the
+    /// wait on the model's.
     pub fn with_limiter(mut self, limiter: Arc<dyn LimiterBackend>) -> Self {
         self.limiter = Some(limiter);
         self
@@ -101,16 +102,24 @@ impl JobContext {
         self.limiter.as_ref()
     }
 
-    /// Bounds how long each of the job's attempts may queue on a model's limiter: when
-    /// the limiter says the wait would be longer, the call fails at once with
-    /// [`Error::WouldWait`] carrying the limiter's estimate, nothing reserved or sent
-    /// (a gateway answers 429 with that `retry-after` rather than hold a client).
+    /// Bounds how long each of the job's calls may wait, all its waits together: on the
+    /// job's own buckets and the model's (or its deployments', or an admission), in the
+    /// queue (a grant pushed back meanwhile too) and before its retries, from the call's
+    /// start, not counting the time its attempts spend with the provider. A call that
+    /// cannot be sent within it fails with [`Error::WouldWait`] as soon as that is
+    /// known, holding nothing: when a limiter's estimate passes what is left, when a
+    /// retry's wait (an upstream `retry-after`, a back-off) would, and at the deadline
+    /// for a queued grant pushed back, with the limiter's fresh estimate. A gateway
+    /// answers 429 with that `retry-after` rather than hold a client. Each request of a
+    /// call that sends several (embeddings batches, decision questions) has the whole
+    /// bound; the calls of one fallback chain share one.
     pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
         self
     }
 
-    /// The longest an attempt may queue on a limiter, if bounded.
+    /// The longest each of the job's calls may wait ([`JobContext::with_max_wait`]), if
+    /// bounded.
     pub fn max_wait(&self) -> Option<Duration> {
         self.max_wait
     }
