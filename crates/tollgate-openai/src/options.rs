@@ -35,7 +35,7 @@ impl OutputLimitField {
 /// | `stream_options.include_usage` sent | yes | yes | `stream_usage` |
 /// | stream must end with `data: [DONE]` | yes | no (a finish reason and the end of the body suffice) | — |
 /// | server returns logprobs (decision client) | yes | yes | `logprobs` |
-/// | input estimated with | tiktoken for the model name | tollgate's conservative estimator | — |
+/// | input estimated with | tiktoken for the model name (a small input's bytes, an upper bound, until the table is loaded) | tollgate's conservative estimator | — |
 /// | credential | required | optional | — |
 /// | `base_url` | default `https://api.openai.com` | required | `base_url` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,14 +161,28 @@ impl OpenAiOptions {
     }
 }
 
+/// The largest input estimate, in tokens, that an `openai` model's first calls make with
+/// the byte bound instead of waiting for the tiktoken table
+/// ([`TiktokenEstimator::count_without_waiting`]): at most this many tokens are reserved
+/// too many, and settled back, while a process's table loads. A larger input waits for
+/// the table, since its over-estimate could cross a bucket's size or shorten a re-run.
+pub const PROVISIONAL_ESTIMATE_TOKENS: u64 = 4096;
+
 impl OpenAiOptions {
-    /// How `model`'s input is counted: tiktoken for OpenAI's models (exact), tollgate's
-    /// conservative estimate for other servers' (whose tokenizers are unknown).
-    pub(crate) fn estimator(&self, model: &ModelEntry) -> Box<dyn TokenEstimator> {
+    /// `count` made as `model`'s input is counted: tiktoken for OpenAI's models (exact,
+    /// but, until the process has loaded the table, the byte bound when that is at most
+    /// `bound_limit`: an over-estimate that needs no table), tollgate's conservative
+    /// estimate for other servers' (whose tokenizers are unknown).
+    pub(crate) fn count(
+        &self,
+        model: &ModelEntry,
+        bound_limit: u64,
+        count: impl Fn(&dyn TokenEstimator) -> u64,
+    ) -> u64 {
         if self.quirks.tiktoken {
-            Box::new(TiktokenEstimator::for_model(&model.name))
+            TiktokenEstimator::for_model(&model.name).count_without_waiting(bound_limit, count)
         } else {
-            Box::new(DefaultEstimator)
+            count(&DefaultEstimator)
         }
     }
 }
