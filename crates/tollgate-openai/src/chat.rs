@@ -6,7 +6,7 @@ use tollgate::provider::{ChatTransport, Signals, StreamDecoder};
 use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, Chunks, EncodeOptions};
-use crate::options::{OpenAiOptions, PROVISIONAL_ESTIMATE_TOKENS};
+use crate::options::{OpenAiOptions, provisional_limit};
 
 /// Where Chat Completions are posted.
 pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
@@ -72,26 +72,15 @@ impl ChatTransport for OpenAiChat {
     /// process has loaded the table, a small request is counted by its bytes instead
     /// (up to `provisional_limit`), so the first call does not wait for the load.
     fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
-        let limit = provisional_limit(&self.model, request);
+        let output = self
+            .model
+            .output_limit(request.sampling_params().max_output_tokens())
+            .unwrap_or(0);
+        let limit = provisional_limit(&self.model, output);
         self.options
             .count(&self.model, limit, |e| e.estimate_request(request))
     }
 
     // `accounting` is the default: OpenAI counts the reserved output limit against
     // output TPM at request time, so output settles at the reservation.
-}
-
-/// The largest byte-bound estimate `request` may be given before the table is loaded:
-/// [`PROVISIONAL_ESTIMATE_TOKENS`], and, when the model states a `context_window`, no more
-/// than the window leaves beside the call's output limit, so that the bound never fails
-/// the window check the exact count would pass (a bound that fits means the exact count
-/// fits too; one that does not waits for the table).
-pub(crate) fn provisional_limit(model: &ModelEntry, request: &LlmRequest) -> u64 {
-    let output = model
-        .output_limit(request.sampling_params().max_output_tokens())
-        .unwrap_or(0);
-    match model.context_window {
-        Some(window) => PROVISIONAL_ESTIMATE_TOKENS.min(window.saturating_sub(output)),
-        None => PROVISIONAL_ESTIMATE_TOKENS,
-    }
 }

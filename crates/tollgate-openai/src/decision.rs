@@ -8,7 +8,7 @@ use tollgate::{DecisionRequest, ModelEntry, Result};
 
 use crate::chat::CHAT_PATH;
 use crate::codec;
-use crate::options::{OpenAiOptions, PROVISIONAL_ESTIMATE_TOKENS};
+use crate::options::{OpenAiOptions, provisional_limit};
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
@@ -72,7 +72,7 @@ impl DecisionTransport for OpenAiDecision {
     /// the table loads.
     fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {
         self.options
-            .count(&self.model, PROVISIONAL_ESTIMATE_TOKENS, |e| {
+            .count(&self.model, provisional_limit(&self.model, 0), |e| {
                 labeled_input_tokens(request, |t| e.estimate_text(t))
             })
     }

@@ -1,6 +1,7 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made, and the
 //! one place where `openai` and `openai-compatible` differ ([`Quirks`]).
 
+use tollgate::limit::LimiterConfig;
 use tollgate::provider::{
     DefaultEstimator, ModelOptions, TiktokenEstimator, TokenEstimator, ToolChoice,
 };
@@ -185,4 +186,23 @@ impl OpenAiOptions {
             count(&DefaultEstimator)
         }
     }
+}
+
+/// The largest byte-bound estimate a call of `model` with `output` tokens of output limit
+/// may be given before the table is loaded: [`PROVISIONAL_ESTIMATE_TOKENS`], and no more
+/// than the model's `context_window` and its token buckets (`tpm`, `input_tpm`) hold
+/// beside the output, so that the bound never fails a window or bucket-size check the
+/// exact count would pass (a bound that fits means the exact count fits too; one that
+/// does not waits for the table).
+pub(crate) fn provisional_limit(model: &ModelEntry, output: u64) -> u64 {
+    let burst = LimiterConfig::for_model(model).burst;
+    let limits = &model.limits;
+    let room = [
+        model.context_window.map(|w| w.saturating_sub(output)),
+        (limits.tpm > 0).then(|| burst.capacity(limits.tpm).saturating_sub(output)),
+        (limits.input_tpm > 0).then(|| burst.capacity(limits.input_tpm)),
+    ];
+    room.into_iter()
+        .flatten()
+        .fold(PROVISIONAL_ESTIMATE_TOKENS, u64::min)
 }

@@ -76,11 +76,10 @@ async fn openai_first_estimate_is_the_byte_bound_until_the_table_is_loaded_then_
     );
 }
 
-#[tokio::test]
-async fn openai_first_estimate_waits_for_the_table_when_the_bound_would_overflow_the_window() {
-    // 300 tokens of window, 256 of output: a bound above 44 could fail the window check
-    // the exact count passes, so it is not used.
-    let chat = transport("context_window = 300").await;
+/// With `extra` leaving 44 tokens beside the 256 of output, a bound above 44 could fail
+/// a check the exact count passes, so the exact count is waited for.
+async fn waits_for_the_table(extra: &str) {
+    let chat = transport(extra).await;
     let request = ask("Hello, world! How are you today?");
     let bound = ByteBoundEstimator.estimate_request(&request);
     assert!(bound > 44, "{bound}");
@@ -88,4 +87,14 @@ async fn openai_first_estimate_waits_for_the_table_when_the_bound_would_overflow
     let estimate = chat.estimate_input_tokens(&request);
     assert_eq!(estimate, exact(&request));
     assert!(estimate + 256 <= 300, "the exact count fits: {estimate}");
+}
+
+#[tokio::test]
+async fn openai_first_estimate_waits_for_the_table_when_the_bound_would_overflow_the_window() {
+    waits_for_the_table("context_window = 300").await;
+}
+
+#[tokio::test]
+async fn openai_first_estimate_waits_for_the_table_when_the_bound_would_not_fit_the_bucket() {
+    waits_for_the_table("tpm = 300").await;
 }
