@@ -6,7 +6,7 @@ use tollgate::provider::{ChatTransport, Signals, StreamDecoder};
 use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, Chunks, EncodeOptions};
-use crate::options::OpenAiOptions;
+use crate::options::{OpenAiOptions, provisional_limit};
 
 /// Where Chat Completions are posted.
 pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
@@ -68,11 +68,17 @@ impl ChatTransport for OpenAiChat {
     }
 
     /// Tiktoken's exact count for OpenAI's models (plus tollgate's per-message and
-    /// per-request overheads); the conservative default for other servers.
+    /// per-request overheads); the conservative default for other servers. Until the
+    /// process has loaded the table, a small request is counted by its bytes instead
+    /// (up to `provisional_limit`), so the first call does not wait for the load.
     fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
+        let output = self
+            .model
+            .output_limit(request.sampling_params().max_output_tokens())
+            .unwrap_or(0);
+        let limit = provisional_limit(&self.model, output);
         self.options
-            .estimator(&self.model)
-            .estimate_request(request)
+            .count(&self.model, limit, |e| e.estimate_request(request))
     }
 
     // `accounting` is the default: OpenAI counts the reserved output limit against

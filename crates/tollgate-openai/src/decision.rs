@@ -8,7 +8,7 @@ use tollgate::{DecisionRequest, ModelEntry, Result};
 
 use crate::chat::CHAT_PATH;
 use crate::codec;
-use crate::options::OpenAiOptions;
+use crate::options::{OpenAiOptions, provisional_limit};
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
@@ -68,8 +68,12 @@ impl DecisionTransport for OpenAiDecision {
         1
     }
 
+    /// As the chat transport's estimate: exact, or the bytes of a small question while
+    /// the table loads.
     fn estimate_input_tokens(&self, request: &DecisionRequest) -> u64 {
-        let estimator = self.options.estimator(&self.model);
-        labeled_input_tokens(request, |t| estimator.estimate_text(t))
+        self.options
+            .count(&self.model, provisional_limit(&self.model, 0), |e| {
+                labeled_input_tokens(request, |t| e.estimate_text(t))
+            })
     }
 }

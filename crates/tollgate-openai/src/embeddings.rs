@@ -8,7 +8,7 @@ use tollgate::provider::{EmbeddingsReply, EmbeddingsTransport, Signals};
 use tollgate::{EmbeddingPurpose, ModelEntry, Result, Usage};
 
 use crate::codec;
-use crate::options::OpenAiOptions;
+use crate::options::{OpenAiOptions, provisional_limit};
 
 const EMBEDDINGS_PATH: &str = "/v1/embeddings";
 
@@ -62,8 +62,13 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
         self.options.embedding_batch
     }
 
+    /// Tiktoken's count for OpenAI's models (until the table is loaded, the texts' bytes
+    /// when they total at most `provisional_limit`); the conservative default
+    /// for other servers.
     fn estimate_input_tokens(&self, texts: &[String]) -> u64 {
-        let estimator = self.options.estimator(&self.model);
-        texts.iter().map(|t| estimator.estimate_text(t)).sum()
+        self.options
+            .count(&self.model, provisional_limit(&self.model, 0), |e| {
+                texts.iter().map(|t| e.estimate_text(t)).sum()
+            })
     }
 }

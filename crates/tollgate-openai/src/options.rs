@@ -1,6 +1,7 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made, and the
 //! one place where `openai` and `openai-compatible` differ ([`Quirks`]).
 
+use tollgate::limit::LimiterConfig;
 use tollgate::provider::{
     DefaultEstimator, ModelOptions, TiktokenEstimator, TokenEstimator, ToolChoice,
 };
@@ -35,7 +36,7 @@ impl OutputLimitField {
 /// | `stream_options.include_usage` sent | yes | yes | `stream_usage` |
 /// | stream must end with `data: [DONE]` | yes | no (a finish reason and the end of the body suffice) | — |
 /// | server returns logprobs (decision client) | yes | yes | `logprobs` |
-/// | input estimated with | tiktoken for the model name | tollgate's conservative estimator | — |
+/// | input estimated with | tiktoken for the model name (a small input's bytes, an upper bound, until the table is loaded) | tollgate's conservative estimator | — |
 /// | credential | required | optional | — |
 /// | `base_url` | default `https://api.openai.com` | required | `base_url` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,14 +162,47 @@ impl OpenAiOptions {
     }
 }
 
+/// The largest input estimate, in tokens, that an `openai` model's first calls make with
+/// the byte bound instead of waiting for the tiktoken table
+/// ([`TiktokenEstimator::count_without_waiting`]): at most this many tokens are reserved
+/// too many, and settled back, while a process's table loads. A larger input waits for
+/// the table, since its over-estimate could cross a bucket's size or shorten a re-run.
+pub const PROVISIONAL_ESTIMATE_TOKENS: u64 = 4096;
+
 impl OpenAiOptions {
-    /// How `model`'s input is counted: tiktoken for OpenAI's models (exact), tollgate's
-    /// conservative estimate for other servers' (whose tokenizers are unknown).
-    pub(crate) fn estimator(&self, model: &ModelEntry) -> Box<dyn TokenEstimator> {
+    /// `count` made as `model`'s input is counted: tiktoken for OpenAI's models (exact,
+    /// but, until the process has loaded the table, the byte bound when that is at most
+    /// `bound_limit`: an over-estimate that needs no table), tollgate's conservative
+    /// estimate for other servers' (whose tokenizers are unknown).
+    pub(crate) fn count(
+        &self,
+        model: &ModelEntry,
+        bound_limit: u64,
+        count: impl Fn(&dyn TokenEstimator) -> u64,
+    ) -> u64 {
         if self.quirks.tiktoken {
-            Box::new(TiktokenEstimator::for_model(&model.name))
+            TiktokenEstimator::for_model(&model.name).count_without_waiting(bound_limit, count)
         } else {
-            Box::new(DefaultEstimator)
+            count(&DefaultEstimator)
         }
     }
+}
+
+/// The largest byte-bound estimate a call of `model` with `output` tokens of output limit
+/// may be given before the table is loaded: [`PROVISIONAL_ESTIMATE_TOKENS`], and no more
+/// than the model's `context_window` and its token buckets (`tpm`, `input_tpm`) hold
+/// beside the output, so that the bound never fails a window or bucket-size check the
+/// exact count would pass (a bound that fits means the exact count fits too; one that
+/// does not waits for the table).
+pub(crate) fn provisional_limit(model: &ModelEntry, output: u64) -> u64 {
+    let burst = LimiterConfig::for_model(model).burst;
+    let limits = &model.limits;
+    let room = [
+        model.context_window.map(|w| w.saturating_sub(output)),
+        (limits.tpm > 0).then(|| burst.capacity(limits.tpm).saturating_sub(output)),
+        (limits.input_tpm > 0).then(|| burst.capacity(limits.input_tpm)),
+    ];
+    room.into_iter()
+        .flatten()
+        .fold(PROVISIONAL_ESTIMATE_TOKENS, u64::min)
 }

@@ -349,7 +349,8 @@ impl Models {
 
     /// A chat client over `model_id` and its catalog `fallbacks`: each call goes to the
     /// first model that can serve it now (circuit not open, bucket free: a model paused
-    /// after a 429 is not), else the one that could soonest is waited for. See
+    /// after a 429 is not), else the one that could soonest is waited for, or only the
+    /// last remaining one ([`FallbackOptions::wait`], the catalog's `fallback_wait`). See
     /// [`FallbackOptions`] for moving on after a refusal.
     pub async fn chat_with_fallbacks(
         &self,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{CatalogError, KnownProviders};
+use super::{CatalogError, FallbackWait, KnownProviders};
 use crate::usage::Usage;
 
 /// How long a stream may go without an event when the catalog sets no
@@ -188,6 +188,9 @@ pub struct ModelEntry {
     pub context_window: Option<u64>,
     /// Models to try, in order, when this one cannot serve.
     pub fallbacks: Vec<String>,
+    /// Which candidate of this model's chain waits when none can serve now
+    /// (`fallback_wait`); read from the model a chain starts at.
+    pub fallback_wait: FallbackWait,
     /// Prices; `None` when unknown (cost is then not computed).
     pub price: Option<Price>,
     /// Embedding capabilities (embeddings models).
@@ -227,6 +230,7 @@ impl ModelEntry {
             default_output_tokens: None,
             context_window: None,
             fallbacks: Vec::new(),
+            fallback_wait: FallbackWait::default(),
             price: None,
             embedding: EmbeddingCapabilities::default(),
             options: toml::Table::new(),
@@ -336,6 +340,12 @@ impl ModelEntry {
         S: Into<String>,
     {
         self.fallbacks = fallbacks.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets which candidate of this model's chain waits when none can serve now.
+    pub fn with_fallback_wait(mut self, wait: FallbackWait) -> Self {
+        self.fallback_wait = wait;
         self
     }
 

@@ -9,6 +9,7 @@
 mod dimension;
 mod entry;
 mod error;
+mod fallback_wait;
 mod load;
 mod parse;
 mod providers;
@@ -19,6 +20,7 @@ pub use entry::{
     Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
 };
 pub use error::{CatalogError, UnknownModel};
+pub use fallback_wait::FallbackWait;
 pub use load::{Catalog, CatalogBuilder};
 pub use providers::{FIRST_PARTY, KnownProviders, LinkedProvider, ProviderInfo, first_party_crate};
 

@@ -4,10 +4,10 @@
 //! mistake (a negative limit, a string where a number belongs, a misspelt field) is
 //! reported with the model id and the field's name.
 
-use super::CatalogError;
 use super::entry::{
     Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
 };
+use super::{CatalogError, FallbackWait};
 use toml::{Table, Value};
 
 const MODEL_FIELDS: &[&str] = &[
@@ -30,6 +30,7 @@ const MODEL_FIELDS: &[&str] = &[
     "stream_idle_timeout_secs",
     "max_response_bytes",
     "fallbacks",
+    "fallback_wait",
     "price",
     "native_width",
     "dimensions_param",
@@ -272,6 +273,18 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             ));
         }
     };
+    let fallback_wait = match string("fallback_wait")?.as_deref() {
+        None => FallbackWait::default(),
+        Some(text) => FallbackWait::from_catalog(text).ok_or_else(|| {
+            invalid(
+                "fallback_wait",
+                format!(
+                    "must be `soonest` (the candidate that could serve soonest waits, the \
+                     default) or `last` (only the last remaining candidate waits), got `{text}`"
+                ),
+            )
+        })?,
+    };
     let price = match table.get("price") {
         None => None,
         Some(Value::Table(p)) => {
@@ -344,6 +357,7 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
         stream_idle_timeout_secs: count("stream_idle_timeout_secs")?,
         max_response_bytes: count("max_response_bytes")?,
         fallbacks,
+        fallback_wait,
         price,
         embedding,
         options,

@@ -383,3 +383,29 @@ fn catalog_window_is_continuous_by_default_or_fixed_and_a_typo_names_model_and_f
         assert_names(&e.to_string(), "x", "window");
     }
 }
+
+#[test]
+fn catalog_fallback_wait_is_soonest_by_default_or_last_and_a_typo_names_model_and_field() {
+    let base = "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n";
+    let default = load(base).unwrap();
+    assert_eq!(
+        default.model("x").unwrap().fallback_wait,
+        FallbackWait::Soonest
+    );
+    for (text, wait) in [
+        ("soonest", FallbackWait::Soonest),
+        ("last", FallbackWait::Last),
+    ] {
+        let c = load(&format!("{base}fallback_wait = \"{text}\"\n")).unwrap();
+        assert_eq!(c.model("x").unwrap().fallback_wait, wait);
+        assert_eq!(wait.as_str(), text);
+    }
+    for bad in ["\"first\"", "\"Last\"", "true"] {
+        let e = load(&format!("{base}fallback_wait = {bad}\n")).unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::InvalidField { model_id, field, .. } if model_id == "x" && field == "fallback_wait"),
+            "{e}"
+        );
+        assert_names(&e.to_string(), "x", "fallback_wait");
+    }
+}

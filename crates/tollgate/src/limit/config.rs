@@ -26,7 +26,8 @@ pub enum Burst {
 }
 
 impl Burst {
-    pub(super) fn capacity(self, limit: u64) -> u64 {
+    /// The size of a bucket refilled at `limit` a minute.
+    pub fn capacity(self, limit: u64) -> u64 {
         match self {
             Burst::FullMinute => limit,
             Burst::Seconds(s) => (u128::from(limit) * u128::from(s.min(60)) / 60)

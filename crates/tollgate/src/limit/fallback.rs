@@ -2,7 +2,9 @@
 //! limiter.
 //!
 //! A candidate whose bucket cannot serve *now* is skipped at once; when none can, the
-//! one that could soonest is waited for (the later one on a tie). A 429 is told to the candidate's limiter
+//! chain's [`FallbackWait`] rule says who is waited for: the one that could soonest (the
+//! later one on a tie; the default), or only the last remaining one (PicoClaw's rule).
+//! A 429 is told to the candidate's limiter
 //! ([`FallbackChain::rate_limited`]), which pauses for the `retry-after` (or empties its
 //! requests bucket when there is none): the limiter is the one place that knows a model
 //! is paused. So a chain never waits on a busy model while a later one is free, and never
@@ -16,8 +18,41 @@ use std::time::Duration;
 use super::{
     Cost, Feedback, LimiterBackend, Priority, Reservation, TokenBucketRateLimiter, TryReserveError,
 };
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, FallbackWait};
 use crate::error::{Error, Result};
+
+/// The candidate a chain waits for when none can serve now, gathered as the candidates
+/// are tried in order (shared by [`FallbackChain`] and the fallback chat client).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waiter {
+    rule: FallbackWait,
+    chosen: Option<(Duration, usize)>,
+}
+
+impl Waiter {
+    /// No candidate seen yet, choosing by `rule`.
+    pub(crate) fn new(rule: FallbackWait) -> Self {
+        Waiter { rule, chosen: None }
+    }
+
+    /// Candidate `i` could serve in `ready_in`. Under [`FallbackWait::Soonest`] the
+    /// soonest is kept, ties going to the later candidate (the preferred ones are the
+    /// busiest); under [`FallbackWait::Last`] the last one seen is.
+    pub(crate) fn could_serve(&mut self, i: usize, ready_in: Duration) {
+        let keep = match self.rule {
+            FallbackWait::Soonest => self.chosen.is_none_or(|(s, _)| ready_in <= s),
+            FallbackWait::Last => true,
+        };
+        if keep {
+            self.chosen = Some((ready_in, i));
+        }
+    }
+
+    /// The candidate to wait for, `None` when none could ever serve.
+    pub(crate) fn chosen(self) -> Option<usize> {
+        self.chosen.map(|(_, i)| i)
+    }
+}
 
 /// What a chain granted: which candidate, and its reservation.
 #[derive(Debug)]
@@ -39,6 +74,7 @@ struct Candidate {
 #[derive(Clone)]
 pub struct FallbackChain {
     candidates: Arc<Vec<Candidate>>,
+    wait: FallbackWait,
 }
 
 impl fmt::Debug for FallbackChain {
@@ -52,12 +88,14 @@ impl fmt::Debug for FallbackChain {
                     .map(|c| &c.model_id)
                     .collect::<Vec<_>>(),
             )
+            .field("wait", &self.wait)
             .finish()
     }
 }
 
 impl FallbackChain {
-    /// A chain over `(model_id, limiter)` pairs, preferred first.
+    /// A chain over `(model_id, limiter)` pairs, preferred first, waiting by the default
+    /// rule ([`FallbackWait::Soonest`]).
     pub fn new(candidates: Vec<(String, Arc<dyn LimiterBackend>)>) -> Self {
         FallbackChain {
             candidates: Arc::new(
@@ -66,11 +104,23 @@ impl FallbackChain {
                     .map(|(model_id, limiter)| Candidate { model_id, limiter })
                     .collect(),
             ),
+            wait: FallbackWait::default(),
         }
     }
 
+    /// This chain, choosing by `wait` whom to wait for when no candidate can serve now.
+    pub fn with_wait(mut self, wait: FallbackWait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The rule that picks whom to wait for when no candidate can serve now.
+    pub fn wait(&self) -> FallbackWait {
+        self.wait
+    }
+
     /// The chain the catalog gives `model_id`: the model, then its `fallbacks` in order,
-    /// each on its limiter in `limiters`.
+    /// each on its limiter in `limiters`, waiting by the model's `fallback_wait`.
     pub fn from_catalog(
         catalog: &Catalog,
         model_id: &str,
@@ -92,7 +142,7 @@ impl FallbackChain {
             });
             candidates.push((id, limiter));
         }
-        Ok(Self::new(candidates))
+        Ok(Self::new(candidates).with_wait(entry.fallback_wait))
     }
 
     /// The model ids, preferred first.
@@ -114,7 +164,8 @@ impl FallbackChain {
     }
 
     /// Reserves `cost` on the first candidate that can serve it now; when none can, on
-    /// the one that could soonest (the later one on a tie), waiting in its queue. Fails with the first candidate's
+    /// the one the chain's [`FallbackWait`] picks (the one that could soonest, the later
+    /// on a tie; or the last that could ever serve), waiting in its queue. Fails with the first candidate's
     /// `TooLargeForBucket` when no candidate's bucket can ever hold the cost.
     pub async fn reserve(&self, cost: Cost) -> Result<FallbackGrant> {
         self.reserve_with(cost, Priority::Default).await
@@ -123,23 +174,18 @@ impl FallbackChain {
     /// [`FallbackChain::reserve`] at a priority class.
     pub async fn reserve_with(&self, cost: Cost, priority: Priority) -> Result<FallbackGrant> {
         let mut too_large = None;
-        let mut soonest: Option<(Duration, usize)> = None;
+        let mut waiter = Waiter::new(self.wait);
         for (i, c) in self.candidates.iter().enumerate() {
             match c.limiter.try_reserve(cost, priority).await {
                 Ok(reservation) => return Ok(self.grant(i, reservation)),
                 Err(TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e)) => {
                     too_large.get_or_insert(e);
                 }
-                // Ties go to the later candidate: the preferred ones are the busiest.
-                Err(TryReserveError::WouldWait { ready_in }) => {
-                    if soonest.is_none_or(|(s, _)| ready_in <= s) {
-                        soonest = Some((ready_in, i));
-                    }
-                }
+                Err(TryReserveError::WouldWait { ready_in }) => waiter.could_serve(i, ready_in),
             }
         }
-        // Nobody can serve now: the one that could soonest waits (in its FIFO queue).
-        match soonest.map(|(_, i)| i) {
+        // Nobody can serve now: the rule's candidate waits (in its FIFO queue).
+        match waiter.chosen() {
             Some(i) => {
                 let reservation = self.candidates[i].limiter.reserve(cost, priority).await?;
                 Ok(self.grant(i, reservation))
@@ -159,3 +205,7 @@ impl FallbackChain {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "fallback_tests.rs"]
+mod tests;

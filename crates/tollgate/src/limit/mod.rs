@@ -32,10 +32,13 @@ mod sync;
 pub mod throttle;
 mod wait;
 
+/// Re-exported beside [`FallbackChain`], which it configures.
+pub use crate::catalog::FallbackWait;
 pub use admission::{Admission, AdmissionGrant, AdmissionResource, SemaphoreResource};
 pub use backend::{InProcessLimiters, LimiterBackend, LimiterFactory};
 pub use config::{Burst, LimiterConfig, MAX_PROVIDER_PAUSE};
 pub use cost::{AccountingRule, CacheReadAccounting, Cost, CostDelta, OutputAccounting};
+pub(crate) use fallback::Waiter;
 pub use fallback::{FallbackChain, FallbackGrant};
 pub use limiter::TokenBucketRateLimiter;
 pub use priority::Priority;

@@ -107,6 +107,21 @@ impl TokenEstimator for DefaultEstimator {
     }
 }
 
+/// An upper bound on any byte-pair encoding's count, found without a tokenizer table:
+/// one token per UTF-8 byte of text. A BPE (tiktoken's included) starts a piece of text
+/// at one token per byte and each merge joins two tokens into one, so no text ever
+/// encodes to more tokens than it has bytes. A large over-estimate of prose (about four
+/// times), for the moments before a table is loaded ([`TiktokenEstimator::count_without_waiting`]);
+/// images and the per-message overheads count as in every estimator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByteBoundEstimator;
+
+impl TokenEstimator for ByteBoundEstimator {
+    fn estimate_text(&self, text: &str) -> u64 {
+        text.len() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +345,31 @@ impl TiktokenEstimator {
     pub fn warm_up(&self) -> Option<std::thread::JoinHandle<()>> {
         self.encoding.warm_up()
     }
+
+    /// `count` made with this estimator, without waiting for its table when that can
+    /// change nothing that matters: while the process has not loaded the table yet,
+    /// `count` is made with [`ByteBoundEstimator`] instead (starting the table's load for
+    /// the next call, if nobody has), provided that bound is at most `bound_limit`; a
+    /// larger bound, or a loaded table, gives the exact count. Never below the exact
+    /// count, so a reservation made on it is safe: the difference is settled back.
+    ///
+    /// `count` is given the estimator to count with, e.g.
+    /// `|e| e.estimate_request(request)`; `bound_limit` is the largest over-estimate the
+    /// caller accepts (0: always exact).
+    pub fn count_without_waiting(
+        &self,
+        bound_limit: u64,
+        count: impl Fn(&dyn TokenEstimator) -> u64,
+    ) -> u64 {
+        if !self.encoding.is_loaded() {
+            let bound = count(&ByteBoundEstimator);
+            if bound <= bound_limit {
+                self.encoding.warm_up();
+                return bound;
+            }
+        }
+        count(self)
+    }
 }
 
 #[cfg(feature = "tiktoken")]
@@ -356,6 +396,21 @@ mod tiktoken_tests {
         assert!(encoding.is_loaded());
         let exact = TiktokenEstimator::new(encoding).estimate_text("Hello, world!");
         assert_eq!(exact, 4);
+    }
+
+    #[test]
+    fn count_without_waiting_gives_the_byte_bound_until_the_table_is_loaded() {
+        let estimator = TiktokenEstimator::new(TiktokenEncoding::O200k);
+        let text = "Hello, world!";
+        let count = |limit| estimator.count_without_waiting(limit, |e| e.estimate_text(text));
+        assert!(!estimator.encoding().is_loaded());
+        assert_eq!(count(100), 13, "one per byte, without the table");
+        assert!(
+            estimator.encoding().warm_up_started(),
+            "the bound starts the load for the calls after it"
+        );
+        assert_eq!(count(12), 4, "a bound above the limit waits for the table");
+        assert_eq!(count(100), 4, "once loaded, always exact");
     }
 
     #[test]

@@ -2,20 +2,21 @@
 //!
 //! Each call goes to the first candidate that can serve it now: circuit not open, bucket
 //! able to take the call at once (a model paused after a 429 cannot); when none can, the
-//! one that could soonest is waited for. A 429 moves the call on, as its verdict says
+//! one the chain's [`FallbackWait`] rule picks is waited for (by default the one that
+//! could soonest; or only the last remaining one). A 429 moves the call on, as its verdict says
 //! (drawing on the retry budget), and pauses that model's limiter for its `retry-after`. With [`FallbackOptions::on_refusal`], a refusal moves
 //! the call to the next model too, and never back to the one that refused. With
 //! [`FallbackOptions::on_context_overflow`], a call too large for a model's context window
 //! moves to the next model with a larger one.
 
-use std::time::Duration;
 
 use super::call::Deadline;
 use super::chat::PipelineChat;
 use super::verdict::{FailureContext, verdict};
+use crate::catalog::FallbackWait;
 use crate::client::LlmClient;
 use crate::error::{Error, Result};
-use crate::limit::{Reservation, TryReserveError};
+use crate::limit::{Reservation, TryReserveError, Waiter};
 use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::ResponseStream;
@@ -33,6 +34,11 @@ pub struct FallbackOptions {
     /// overflowing model declares no window, any model that declares one is tried; a
     /// model that declares none is never a target.
     pub on_context_overflow: bool,
+    /// Which candidate waits when none can serve a call now: `None` (the default) takes
+    /// the first model's catalog `fallback_wait` (itself [`FallbackWait::Soonest`] unless
+    /// set); `Some` overrides it for this client. Candidates excluded by the options above
+    /// or with an open circuit never count as remaining.
+    pub wait: Option<FallbackWait>,
 }
 
 #[derive(Debug)]
@@ -62,10 +68,14 @@ impl FallbackChat {
     /// The candidate to try, honouring open circuits and what each bucket can serve now
     /// (a model paused after a 429 says so through its limiter's wait). A candidate that
     /// can serve now is picked *with* its reservation, which the call then uses: between
-    /// the look and the send nobody can take it. When none can, the one that could
-    /// soonest is picked, and the call joins its queue.
+    /// the look and the send nobody can take it. When none can, the one the wait rule
+    /// names is picked, and the call joins its queue.
     async fn pick(&self, request: &LlmRequest, excluded: &[bool]) -> Result<Pick> {
-        let mut soonest: Option<(Duration, usize)> = None;
+        let rule = self
+            .options
+            .wait
+            .unwrap_or(self.members[0].rt.entry.fallback_wait);
+        let mut waiter = Waiter::new(rule);
         let mut first_error = None;
         for (i, member) in self.members.iter().enumerate() {
             if excluded[i] {
@@ -87,16 +97,11 @@ impl FallbackChat {
                 Err(TryReserveError::TooLarge(e) | TryReserveError::Unavailable(e)) => {
                     first_error.get_or_insert(e);
                 }
-                // Ties go to the later model: the preferred ones are the busiest.
-                Err(TryReserveError::WouldWait { ready_in }) => {
-                    if soonest.is_none_or(|(s, _)| ready_in <= s) {
-                        soonest = Some((ready_in, i));
-                    }
-                }
+                Err(TryReserveError::WouldWait { ready_in }) => waiter.could_serve(i, ready_in),
             }
         }
-        match (soonest, first_error) {
-            (Some((_, i)), _) => Ok((i, None)),
+        match (waiter.chosen(), first_error) {
+            (Some(i), _) => Ok((i, None)),
             (None, Some(e)) => Err(e),
             (None, None) => Err(Error::InvalidRequest {
                 field: "fallbacks".into(),
@@ -210,3 +215,7 @@ impl LlmClient for FallbackChat {
         .await
     }
 }
+
+#[cfg(test)]
+#[path = "fallback_chat_tests.rs"]
+mod tests;

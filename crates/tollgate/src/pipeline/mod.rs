@@ -48,8 +48,8 @@ mod verdict;
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use config::{MAX_CORRECTIONS, PipelineConfig};
 pub use estimate::{
-    DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
-    TokenEstimator,
+    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS,
+    REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 #[cfg(feature = "tiktoken")]
 pub use estimate::{TiktokenEncoding, TiktokenEstimator};

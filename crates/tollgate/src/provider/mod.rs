@@ -91,8 +91,8 @@ pub use crate::pipeline::{
 
 // Token estimates.
 pub use crate::pipeline::{
-    DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS,
-    TokenEstimator,
+    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS,
+    REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 #[cfg(feature = "tiktoken")]
 pub use crate::pipeline::{TiktokenEncoding, TiktokenEstimator};
