@@ -43,6 +43,7 @@ mod openai;
 mod ops;
 mod quota;
 mod router;
+mod spend_file;
 mod sse;
 mod state;
 
@@ -52,4 +53,5 @@ pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
 pub use ops::REQUEST_ID_HEADER;
 pub use router::{ServeOptions, router, serve, serve_with, shutdown_signal};
+pub use spend_file::{FileSpendLedger, SpendFileError};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};
