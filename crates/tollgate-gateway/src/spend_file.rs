@@ -65,7 +65,32 @@ pub enum SpendFileError {
 
 /// Spend caps' accounts in a file (see the module docs): what `tollgate serve` uses for
 /// the keys' daily budgets without `--redis`. Give it to
-/// [`Gateway::with_keys_on`](crate::Gateway::with_keys_on) as the ledger.
+/// [`Gateway::with_keys_on`](crate::Gateway::with_keys_on) as the ledger:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use tollgate::limit::InProcessLimiters;
+/// use tollgate::{Catalog, Models};
+/// use tollgate_fake as _; // links the `fake` provider the catalog names
+/// use tollgate_gateway::{FileSpendLedger, Gateway, Keys, hash_secret};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let catalog = Catalog::from_toml_str(
+///     "[models.chat]\nprovider = \"fake\"\nmax_output_tokens = 64\n\
+///      [models.chat.price]\ninput = 1.0\noutput = 2.0\n",
+/// )?;
+/// let keys = Keys::from_toml_str(&format!(
+///     "[[keys]]\nid = \"nb\"\nsecret_sha256 = \"{}\"\nbudget_usd_per_day = 5.0\n",
+///     hash_secret("the-secret")
+/// ))?;
+/// let dir = tempfile::tempdir()?;
+/// let ledger = FileSpendLedger::open(dir.path().join("keys.spend.json"))?;
+/// let gateway = Gateway::new(Models::builder().catalog(catalog).build()?)
+///     .with_keys_on(keys, &InProcessLimiters, Some(Arc::new(ledger)))?;
+/// # drop(gateway);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct FileSpendLedger {
     path: PathBuf,
