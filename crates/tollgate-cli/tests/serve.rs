@@ -173,10 +173,18 @@ async fn serve_keeps_the_daily_spend_where_budget_state_says_and_prints_it() {
 
 /// Runs `tollgate serve --keys FILE` expecting it to refuse to start: its stderr.
 fn refused_start(keys: &std::path::Path) -> String {
+    refused_start_with(&[], keys, &[])
+}
+
+/// Runs `tollgate GLOBAL serve --keys FILE ARGS` expecting it to refuse to start: its
+/// stderr.
+fn refused_start_with(global: &[&str], keys: &std::path::Path, args: &[&str]) -> String {
     use std::io::BufRead;
     let mut child = common::tollgate()
+        .args(global)
         .args(["serve", "--listen", "127.0.0.1:0", "--keys"])
         .arg(keys)
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -187,7 +195,7 @@ fn refused_start(keys: &std::path::Path) -> String {
         if line.unwrap().contains("listening on") {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("serve started with {}", keys.display());
+            panic!("serve started with {} {args:?}", keys.display());
         }
     }
     let output = child.wait_with_output().unwrap();
@@ -198,7 +206,10 @@ fn refused_start(keys: &std::path::Path) -> String {
 #[test]
 fn serve_refuses_to_start_with_a_key_naming_a_model_outside_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
-    let keys = keys_file(dir.path(), "models = [\"demo\", \"gpt-typo\"]");
+    let keys = keys_file(
+        dir.path(),
+        "models = [\"demo\", \"gpt-typo\"]\nbudget_usd_per_day = 1.0",
+    );
     let err = refused_start(&keys);
     assert!(
         err.contains("`ci`") && err.contains("gpt-typo") && err.contains("catalog"),
@@ -221,4 +232,22 @@ fn serve_refuses_to_start_with_two_keys_of_one_secret_or_an_unknown_field() {
         err.contains("`ci`") && err.contains("budget_usd_per_dya"),
         "{err}"
     );
+}
+
+#[test]
+fn serve_refuses_budget_state_beside_redis_where_the_budgets_are_kept_in_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), "budget_usd_per_day = 1.0");
+    let state = dir.path().join("state.json");
+    // Nothing listens on port 1; the refusal comes before any connection.
+    let err = refused_start_with(
+        &["--redis", "redis://127.0.0.1:1/"],
+        &keys,
+        &["--budget-state", state.to_str().unwrap()],
+    );
+    assert!(
+        err.contains("--budget-state") && err.contains("--redis"),
+        "{err}"
+    );
+    assert!(!state.exists());
 }
