@@ -1,16 +1,17 @@
 //! `tollgate serve`: the OpenAI- and Anthropic-compatible gateway (`tollgate-gateway`)
 //! over the command's `Models`, so clients in any language are paced by the catalog.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder};
+use tollgate::limit::InProcessLimiters;
+use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder, SpendLedger};
 use tollgate_gateway::{
-    BodyTiming, DEFAULT_BODY_LIMIT, Gateway, GatewayMetrics, Keys, ServeOptions, bind, serve_with,
-    shutdown_signal,
+    BodyTiming, DEFAULT_BODY_LIMIT, FileSpendLedger, Gateway, GatewayMetrics, Keys, ServeOptions,
+    bind, serve_with, shutdown_signal,
 };
 
 use crate::CliResult;
@@ -38,6 +39,10 @@ pub(crate) struct ServeArgs {
     /// accepted.
     #[arg(long, value_name = "FILE")]
     keys: Option<PathBuf>,
+    /// Where the keys' daily budgets keep what they spent, so a restart remembers it
+    /// (without --redis; default: beside the keys file, `<keys>.spend.json`).
+    #[arg(long, value_name = "FILE", requires = "keys")]
+    budget_state: Option<PathBuf>,
     /// The largest request body accepted, in bytes (larger ones get 413).
     #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     max_body_bytes: usize,
@@ -104,6 +109,25 @@ impl Recorder for ServeRecorder {
     }
 }
 
+/// The ledger of the keys' daily budgets without --redis: `state`, else
+/// `<keys>.spend.json` beside the keys file; none when no key has a budget.
+fn budget_state(
+    state: Option<&Path>,
+    keys_file: &Path,
+    keys: &Keys,
+) -> Result<Option<Arc<dyn SpendLedger>>, Box<dyn std::error::Error>> {
+    if keys.iter().all(|k| k.budget_usd_per_day().is_none()) {
+        return Ok(None);
+    }
+    let path = state.map_or_else(|| keys_file.with_extension("spend.json"), Path::to_path_buf);
+    let ledger = FileSpendLedger::open(&path)?;
+    println!(
+        "tollgate serve: the keys' daily spend is kept in {}",
+        path.display()
+    );
+    Ok(Some(Arc::new(ledger)))
+}
+
 pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
     log_warnings();
     let metrics = Arc::new(GatewayMetrics::new());
@@ -130,12 +154,23 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
                 path.display()
             );
             // The keys' own rpm/tpm caps and daily budgets live where the models'
-            // buckets do: in Redis with --redis, shared by every replica.
+            // buckets do: in Redis with --redis, shared by every replica; else in this
+            // process, the budgets' spend in a state file that outlives it.
             gateway = match &source.limiters {
                 Some(factory) => {
+                    if args.budget_state.is_some() {
+                        return Err("--budget-state is for a gateway without --redis: with \
+                                    --redis the keys' budgets are kept in Redis"
+                            .into());
+                    }
                     gateway.with_keys_on(keys, factory.as_ref(), source.spend.clone())?
                 }
-                None => gateway.with_keys(keys),
+                None => {
+                    // Checked before the state file is made, so a refused start leaves none.
+                    keys.check_against(gateway.models().catalog())?;
+                    let ledger = budget_state(args.budget_state.as_deref(), path, &keys)?;
+                    gateway.with_keys_on(keys, &InProcessLimiters, ledger)?
+                }
             };
         }
         None => eprintln!(

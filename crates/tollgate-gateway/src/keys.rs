@@ -15,7 +15,10 @@ use subtle::ConstantTimeEq;
 use tollgate::catalog::Limits;
 use tollgate::limit::Priority;
 
-/// Why a keys file could not be loaded.
+mod check;
+
+/// Why a keys file could not be loaded, or its keys not used over a catalog. Every
+/// variant about one key names it (never its secret or hash).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeysError {
@@ -31,13 +34,61 @@ pub enum KeysError {
     /// The file is not valid TOML of the expected shape.
     #[error("keys file is not valid: {0}")]
     Parse(#[from] toml::de::Error),
-    /// A key is malformed (its id names it; never its secret).
+    /// A key is malformed (its id names it; never its secret). A key without an id is
+    /// named by its place in the file, `#1` for the first.
     #[error("key `{id}`: {reason}")]
     Invalid {
         /// The key's id.
         id: String,
         /// What is wrong and what is accepted.
         reason: String,
+    },
+    /// Two keys have the same secret (the same `secret_sha256`, in any case): a caller
+    /// presenting it could not be told apart.
+    #[error(
+        "key `{id}`: its `secret_sha256` is the same as key `{other}`'s; give each key \
+         its own secret"
+    )]
+    DuplicateSecret {
+        /// The later key.
+        id: String,
+        /// The earlier key with the same secret.
+        other: String,
+    },
+    /// A key's `models` names a model the catalog does not have.
+    #[error(
+        "key `{id}`: model `{model}` in its `models` is not in the catalog; remove it or \
+         add it to the catalog"
+    )]
+    UnknownModel {
+        /// The key's id.
+        id: String,
+        /// The model it names.
+        model: String,
+    },
+    /// A key has a daily budget, and a model it may call (or that model's fallback) has
+    /// no price: its calls would cost nothing against the budget, which would not hold.
+    #[error(
+        "key `{id}`: it has `budget_usd_per_day`, but model `{model}`, which it may call, \
+         has no `price` in the catalog, so the budget could not count its calls; give the \
+         model a `[models.{model}.price]`, or list only priced models in the key's \
+         `models`, or drop its budget"
+    )]
+    UnpricedBudget {
+        /// The key's id.
+        id: String,
+        /// The model without a price.
+        model: String,
+    },
+    /// A key's own `rpm`/`tpm` buckets could not be built by the gateway's limiter
+    /// factory.
+    #[error("key `{id}`: its rpm/tpm buckets cannot be built: {source}")]
+    Limiter {
+        /// The key's id.
+        id: String,
+        /// What the factory said.
+        #[source]
+        source: Box<tollgate::Error>,
     },
 }
 
@@ -171,8 +222,9 @@ pub struct Keys {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KeysFile {
+    // Each key is read on its own (`KeyLine::read`), so an error in it names the key.
     #[serde(default)]
-    keys: Vec<KeyLine>,
+    keys: Vec<toml::Table>,
 }
 
 #[derive(Deserialize)]
@@ -195,11 +247,17 @@ struct KeyLine {
 }
 
 impl Keys {
-    /// The keys `keys` (ids must be distinct).
+    /// The keys `keys`: their ids must be distinct, and so must their secrets.
     pub fn new(keys: Vec<VirtualKey>) -> Result<Self, KeysError> {
         for (i, key) in keys.iter().enumerate() {
             if keys[..i].iter().any(|k| k.id == key.id) {
                 return Err(invalid(&key.id, "is defined twice"));
+            }
+            if let Some(other) = keys[..i].iter().find(|k| k.hash == key.hash) {
+                return Err(KeysError::DuplicateSecret {
+                    id: key.id.clone(),
+                    other: other.id.clone(),
+                });
             }
         }
         Ok(Keys { keys })
@@ -227,12 +285,17 @@ impl Keys {
     /// tpm = 200000                         #   (omitted: none beyond the models')
     /// budget_usd_per_day = 25.0            # omitted: no budget
     /// ```
+    ///
+    /// A field the format does not know, a malformed value, two keys with one id or one
+    /// secret: each is an error naming the key. The models are checked against the
+    /// catalog when the gateway takes the keys ([`Keys::check_against`]).
     pub fn from_toml_str(text: &str) -> Result<Self, KeysError> {
         let file: KeysFile = toml::from_str(text)?;
         let keys = file
             .keys
             .into_iter()
-            .map(KeyLine::into_key)
+            .enumerate()
+            .map(|(i, table)| KeyLine::read(i, table)?.into_key(i))
             .collect::<Result<Vec<_>, _>>()?;
         Self::new(keys)
     }
@@ -267,9 +330,22 @@ impl Keys {
 }
 
 impl KeyLine {
-    fn into_key(self) -> Result<VirtualKey, KeysError> {
+    /// The `i`th key of the file (from 0), its errors naming it by its id, else by its
+    /// place (`#1` for the first).
+    fn read(i: usize, table: toml::Table) -> Result<KeyLine, KeysError> {
+        let name = match table.get("id").and_then(toml::Value::as_str) {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => place(i),
+        };
+        KeyLine::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let reason = e.message().trim_end().to_owned();
+            KeysError::Invalid { id: name, reason }
+        })
+    }
+
+    fn into_key(self, i: usize) -> Result<VirtualKey, KeysError> {
         if self.id.is_empty() {
-            return Err(invalid("", "`id` must not be empty"));
+            return Err(invalid(&place(i), "`id` must not be empty"));
         }
         let mut hash = [0u8; 32];
         hex::decode_to_slice(self.secret_sha256.trim(), &mut hash).map_err(|_| {
@@ -310,6 +386,11 @@ impl KeyLine {
         }
         Ok(key)
     }
+}
+
+/// How a key without an id is named: its place in the file, from `#1`.
+fn place(i: usize) -> String {
+    format!("#{}", i + 1)
 }
 
 fn invalid(id: &str, reason: &str) -> KeysError {
@@ -397,6 +478,61 @@ mod tests {
             matches!(e, KeysError::Invalid { ref id, ref reason } if id == "n" && reason.contains("budget_usd_per_day")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn keys_file_refuses_two_keys_with_one_secret_in_any_case_naming_both() {
+        let h = hash_secret("shared");
+        let text = format!(
+            "[[keys]]\nid = \"first\"\nsecret_sha256 = \"{h}\"\n\
+             [[keys]]\nid = \"second\"\nsecret_sha256 = \"{}\"\n",
+            h.to_uppercase()
+        );
+        let e = Keys::from_toml_str(&text).unwrap_err();
+        assert!(
+            matches!(&e, KeysError::DuplicateSecret { id, other } if id == "second" && other == "first"),
+            "{e}"
+        );
+        // Neither the hash nor the secret is shown.
+        let shown = format!("{e} {e:?}");
+        assert!(
+            !shown.contains(&h) && !shown.contains(&h.to_uppercase()),
+            "{shown}"
+        );
+        // Built in code, too.
+        let e = Keys::new(vec![
+            VirtualKey::new("a", [3; 32]),
+            VirtualKey::new("b", [3; 32]),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, KeysError::DuplicateSecret { .. }), "{e}");
+    }
+
+    #[test]
+    fn keys_file_refuses_an_unknown_field_naming_the_key_and_the_field() {
+        let h = hash_secret("x");
+        let text = format!(
+            "[[keys]]\nid = \"fine\"\nsecret_sha256 = \"{}\"\n\
+             [[keys]]\nid = \"typo\"\nsecret_sha256 = \"{h}\"\nbudget_usd_per_dya = 5.0\n",
+            hash_secret("y")
+        );
+        let e = Keys::from_toml_str(&text).unwrap_err();
+        assert!(
+            matches!(&e, KeysError::Invalid { id, reason } if id == "typo" && reason.contains("budget_usd_per_dya")),
+            "{e}"
+        );
+        assert!(e.to_string().starts_with("key `typo`:"), "{e}");
+        // A key without an id is named by its place; a stray top-level field is refused.
+        let e = Keys::from_toml_str(&format!(
+            "[[keys]]\nid = \"a\"\nsecret_sha256 = \"{h}\"\n[[keys]]\nsecret_sha256 = \"{h}\"\n"
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&e, KeysError::Invalid { id, reason } if id == "#2" && reason.contains("id")),
+            "{e}"
+        );
+        let e = Keys::from_toml_str("budget = 1\n").unwrap_err();
+        assert!(matches!(e, KeysError::Parse(_)), "{e}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Each virtual key's own limits: its `rpm`/`tpm` caps, as buckets built by the same
 //! [`LimiterFactory`] as the models' (so `--redis` shares them across replicas), and its
 //! spend budget per UTC day, as a pipeline [`SpendCap`] renewed when the day changes,
-//! its account in a shared [`SpendLedger`] (Redis) when one is given.
+//! its account in a [`SpendLedger`] when one is given (Redis, shared by replicas; or a
+//! [`FileSpendLedger`](crate::FileSpendLedger), kept across restarts).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -12,7 +13,7 @@ use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory, TokenBucket
 use tollgate::pipeline::SpendLedger;
 use tollgate::{JobContext, SpendCap};
 
-use crate::keys::{Keys, VirtualKey};
+use crate::keys::{Keys, KeysError, VirtualKey};
 
 /// A day, in seconds.
 const DAY: u64 = 24 * 60 * 60;
@@ -31,18 +32,25 @@ struct KeyQuota {
 
 impl KeyQuotas {
     /// The caps and budgets of `keys`, the caps' buckets built by `factory`, the budgets'
-    /// accounts in `ledger` (else in this process).
+    /// accounts in `ledger` (else in this process). Fails naming the key whose buckets
+    /// the factory cannot build.
     pub(crate) fn build(
         keys: &Keys,
         factory: &dyn LimiterFactory,
         ledger: Option<&Arc<dyn SpendLedger>>,
-    ) -> tollgate::Result<Self> {
-        Self::build_with(keys, |config| factory.build(config), ledger)
+    ) -> Result<Self, KeysError> {
+        let make = |key: &VirtualKey, config: &LimiterConfig| {
+            factory.build(config).map_err(|e| KeysError::Limiter {
+                id: key.id().to_owned(),
+                source: Box::new(e),
+            })
+        };
+        Self::build_with(keys, make, ledger)
     }
 
     /// The caps and budgets of `keys`, all in this process (which cannot fail).
     pub(crate) fn in_process(keys: &Keys) -> Self {
-        let in_process = |config: &LimiterConfig| {
+        let in_process = |_: &VirtualKey, config: &LimiterConfig| {
             Ok::<_, Infallible>(Arc::new(TokenBucketRateLimiter::new(config.clone())) as _)
         };
         let Ok(quotas) = Self::build_with(keys, in_process, None);
@@ -51,7 +59,7 @@ impl KeyQuotas {
 
     fn build_with<E>(
         keys: &Keys,
-        mut make: impl FnMut(&LimiterConfig) -> Result<Arc<dyn LimiterBackend>, E>,
+        mut make: impl FnMut(&VirtualKey, &LimiterConfig) -> Result<Arc<dyn LimiterBackend>, E>,
         ledger: Option<&Arc<dyn SpendLedger>>,
     ) -> Result<Self, E> {
         let mut by_id = HashMap::new();
@@ -64,7 +72,7 @@ impl KeyQuotas {
                     let config = LimiterConfig::new(limiter_id(key), caps)
                         .with_adaptive(false)
                         .with_arrival_allowance(Duration::ZERO);
-                    Some(make(&config)?)
+                    Some(make(key, &config)?)
                 }
             };
             let budget = key
@@ -107,7 +115,7 @@ fn limiter_id(key: &VirtualKey) -> String {
 }
 
 /// Days since the Unix epoch, UTC.
-fn today() -> u64 {
+pub(crate) fn today() -> u64 {
     tollgate::clock::wall_now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() / DAY)
@@ -210,5 +218,33 @@ mod tests {
         let free = keys.iter().find(|k| k.id() == "free").unwrap();
         let job = quotas.apply(free, JobContext::new("j", 0));
         assert!(job.spend_cap().is_some() && job.limiter().is_none());
+    }
+
+    /// A factory that cannot build anything (a backend that refuses its config).
+    #[derive(Debug)]
+    struct Refusing;
+
+    impl LimiterFactory for Refusing {
+        fn build(&self, config: &LimiterConfig) -> tollgate::Result<Arc<dyn LimiterBackend>> {
+            Err(tollgate::Error::LimiterUnavailable {
+                backend: "refusing".into(),
+                model_id: config.model_id.clone(),
+                source: "no".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn key_quotas_name_the_key_whose_buckets_the_factory_cannot_build() {
+        let keys = Keys::new(vec![
+            VirtualKey::new("uncapped", [1; 32]),
+            VirtualKey::new("capped", [2; 32]).with_caps(60, 0),
+        ])
+        .unwrap();
+        let e = KeyQuotas::build(&keys, &Refusing, None).unwrap_err();
+        assert!(
+            matches!(&e, KeysError::Limiter { id, .. } if id == "capped"),
+            "{e}"
+        );
     }
 }

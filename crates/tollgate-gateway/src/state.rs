@@ -8,7 +8,7 @@ use tollgate::Models;
 use tollgate::limit::{LimiterBackend, LimiterFactory};
 use tollgate::pipeline::{RetryPolicy, SpendLedger};
 
-use crate::keys::Keys;
+use crate::keys::{Keys, KeysError};
 use crate::metrics::GatewayMetrics;
 use crate::quota::KeyQuotas;
 use crate::timing::BodyTiming;
@@ -53,24 +53,34 @@ impl Gateway {
     }
 
     /// Accepts only these virtual keys (without, the gateway is open to any caller).
-    /// Their `rpm`/`tpm` caps are buckets in this process; for replicas that share them,
-    /// use [`Gateway::with_keys_on`].
-    pub fn with_keys(mut self, keys: Keys) -> Self {
+    /// Their `rpm`/`tpm` caps are buckets in this process and their daily budgets are
+    /// counted in it (forgotten by a restart); to keep budgets across restarts, or share
+    /// caps and budgets among replicas, use [`Gateway::with_keys_on`].
+    ///
+    /// Fails, naming the key, when the keys do not fit the models' catalog
+    /// ([`Keys::check_against`]: a model the catalog lacks, a budget over an unpriced
+    /// model).
+    pub fn with_keys(mut self, keys: Keys) -> Result<Self, KeysError> {
+        keys.check_against(self.models.catalog())?;
         self.quotas = Arc::new(KeyQuotas::in_process(&keys));
         self.keys = Some(Arc::new(keys));
-        self
+        Ok(self)
     }
 
     /// [`Gateway::with_keys`], the keys' `rpm`/`tpm` buckets built by `factory` and
     /// their daily budgets' accounts in `ledger`: the models' factory and a ledger on the
     /// same Redis (`tollgate_redis::RedisLimiters` and its `spend()`) share both among
-    /// every gateway on it. Fails when the factory cannot build them.
+    /// every gateway on it; a [`FileSpendLedger`](crate::FileSpendLedger) (with
+    /// [`InProcessLimiters`](tollgate::limit::InProcessLimiters)) keeps the budgets
+    /// across restarts of one gateway. Fails as [`Gateway::with_keys`] does, and when the
+    /// factory cannot build a key's buckets ([`KeysError::Limiter`]).
     pub fn with_keys_on(
         mut self,
         keys: Keys,
         factory: &dyn LimiterFactory,
         ledger: Option<Arc<dyn SpendLedger>>,
-    ) -> tollgate::Result<Self> {
+    ) -> Result<Self, KeysError> {
+        keys.check_against(self.models.catalog())?;
         self.quotas = Arc::new(KeyQuotas::build(&keys, factory, ledger.as_ref())?);
         self.keys = Some(Arc::new(keys));
         Ok(self)

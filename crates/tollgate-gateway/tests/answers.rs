@@ -186,7 +186,7 @@ async fn the_bearer_scheme_is_accepted_in_any_case() {
     for _ in 0..3 {
         fake.reply_any(tollgate_fake::FakeReply::text("hi"));
     }
-    let gateway = Gateway::new(models(&fake)).with_keys(keys());
+    let gateway = Gateway::new(models(&fake)).with_keys(keys()).unwrap();
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let auth = format!("{scheme} {SECRET}");
         let r = call(

@@ -28,6 +28,7 @@ async fn keyed(options: ServeOptions, timing: BodyTiming, answers: usize) -> Soc
     }
     let gateway = Gateway::new(models(&fake))
         .with_keys(keys())
+        .unwrap()
         .with_body_timing(timing);
     let listener = bind("127.0.0.1:0".parse().unwrap(), 8192).unwrap();
     let address = listener.local_addr().unwrap();

@@ -29,7 +29,7 @@ async fn send(
 #[tokio::test]
 async fn wrong_or_missing_key_is_401_in_each_dialect_before_any_upstream_work() {
     let fake = FakeProvider::new();
-    let gw = start(Gateway::new(models(&fake)).with_keys(keys())).await;
+    let gw = start(Gateway::new(models(&fake)).with_keys(keys()).unwrap()).await;
     let cases: [&[(&str, &str)]; 3] = [
         &[],
         &[("authorization", "Bearer not-the-secret")],
@@ -65,7 +65,7 @@ async fn a_valid_key_answers_by_bearer_or_x_api_key_and_its_calls_are_recorded_a
         .recorder(recorder.clone())
         .build()
         .unwrap();
-    let gw = start(Gateway::new(models).with_keys(keys())).await;
+    let gw = start(Gateway::new(models).with_keys(keys()).unwrap()).await;
     let bearer = format!("Bearer {SECRET}");
     let (status, _, v) = send(
         gw.at("/v1/chat/completions"),
@@ -94,7 +94,7 @@ async fn a_valid_key_answers_by_bearer_or_x_api_key_and_its_calls_are_recorded_a
 #[tokio::test]
 async fn a_key_may_use_only_its_models_and_lists_only_them() {
     let fake = FakeProvider::new();
-    let gw = start(Gateway::new(models(&fake)).with_keys(keys())).await;
+    let gw = start(Gateway::new(models(&fake)).with_keys(keys()).unwrap()).await;
     let bearer = format!("Bearer {SECRET}");
     let body = json!({"model": "embed", "input": "x"});
     let (status, _, v) = send(
@@ -144,7 +144,7 @@ async fn a_body_over_the_cap_is_413_in_each_dialect() {
 #[tokio::test]
 async fn every_answer_carries_the_clients_request_id_or_a_generated_one() {
     let fake = FakeProvider::new();
-    let gw = start(Gateway::new(models(&fake)).with_keys(keys())).await;
+    let gw = start(Gateway::new(models(&fake)).with_keys(keys()).unwrap()).await;
     let echoed = client()
         .get(gw.at("/health"))
         .header("x-request-id", "trace-42")
@@ -164,7 +164,7 @@ async fn every_answer_carries_the_clients_request_id_or_a_generated_one() {
 #[tokio::test]
 async fn health_and_ready_answer_200_and_ready_turns_503_while_draining() {
     let fake = FakeProvider::new();
-    let gateway = Gateway::new(models(&fake)).with_keys(keys());
+    let gateway = Gateway::new(models(&fake)).with_keys(keys()).unwrap();
     let gw = start(gateway.clone()).await;
     // Probes need no key.
     for path in ["/health", "/ready"] {

@@ -60,7 +60,10 @@ async fn metrics_count_requests_calls_tokens_cost_waits_and_upstream_429s_per_mo
         hash_secret("nb-secret")
     ))
     .unwrap();
-    let gateway = Gateway::new(models).with_keys(keys).with_metrics(metrics);
+    let gateway = Gateway::new(models)
+        .with_keys(keys)
+        .unwrap()
+        .with_metrics(metrics);
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
     let ok = call(
         &gateway,

@@ -72,7 +72,7 @@ async fn a_keys_max_wait_bounds_its_requests_when_no_header_is_sent() {
         hash_secret("batch-secret")
     ))
     .unwrap();
-    let gateway = Gateway::new(models(&fake)).with_keys(keys);
+    let gateway = Gateway::new(models(&fake)).with_keys(keys).unwrap();
     let auth = [("authorization", "Bearer batch-secret")];
     let first = call(
         &gateway,
@@ -147,7 +147,7 @@ async fn until(mut check: impl AsyncFnMut() -> bool) {
 async fn a_client_that_disconnects_while_queued_gives_its_reservation_back() {
     let fake = FakeProvider::new();
     answers(&fake, 3);
-    let gateway = Gateway::new(models(&fake)).with_keys(keys());
+    let gateway = Gateway::new(models(&fake)).with_keys(keys()).unwrap();
     let gw = start(gateway.clone()).await;
     let auth = format!("Bearer {SECRET}");
     let first = client()

@@ -40,7 +40,9 @@ async fn a_keys_rpm_cap_paces_its_requests_below_the_models_limit() {
         fake.reply_any(FakeReply::text("ok"));
     }
     // `chat` allows 6,000 a minute; the key `capped` one.
-    let gateway = Gateway::new(models(&fake)).with_keys(capped_keys());
+    let gateway = Gateway::new(models(&fake))
+        .with_keys(capped_keys())
+        .unwrap();
     let (name, value) = bearer("capped-secret");
     let auth = [(name, value.as_str())];
     let first = call(&gateway, post("/v1/chat/completions", &chat(), &auth)).await;
@@ -86,7 +88,7 @@ async fn a_keys_tpm_cap_larger_than_a_request_can_ever_fit_is_refused_naming_the
         hash_secret("tiny-secret")
     ))
     .unwrap();
-    let gateway = Gateway::new(models(&fake)).with_keys(keys);
+    let gateway = Gateway::new(models(&fake)).with_keys(keys).unwrap();
     let (name, value) = bearer("tiny-secret");
     // 64 output tokens reserved at least: more than the key's whole bucket of 10.
     let r = call(
@@ -115,7 +117,7 @@ async fn a_keys_daily_budget_refuses_with_402_before_sending_once_the_worst_case
         hash_secret("thrifty-secret")
     ))
     .unwrap();
-    let gateway = Gateway::new(models).with_keys(keys);
+    let gateway = Gateway::new(models).with_keys(keys).unwrap();
     let (name, value) = bearer("thrifty-secret");
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
     let auth = [(name, value.as_str())];

@@ -11,6 +11,8 @@ pub struct Serving {
     pub child: Child,
     pub url: String,
     pub stdout: BufReader<std::process::ChildStdout>,
+    /// What it printed up to and including the line saying where it listens.
+    pub banner: String,
 }
 
 impl Drop for Serving {
@@ -48,6 +50,7 @@ pub fn spawn_serve(args: &[&str]) -> Serving {
         child,
         url: String::new(),
         stdout,
+        banner: String::new(),
     };
     let mut line = String::new();
     while serving.url.is_empty() {
@@ -56,6 +59,7 @@ pub fn spawn_serve(args: &[&str]) -> Serving {
             serving.stdout.read_line(&mut line).unwrap() > 0,
             "serve exited early"
         );
+        serving.banner.push_str(&line);
         if let Some(rest) = line.split("listening on ").nth(1) {
             serving.url = rest.split_whitespace().next().unwrap().to_owned();
         }

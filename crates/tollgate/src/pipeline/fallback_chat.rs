@@ -9,7 +9,6 @@
 //! [`FallbackOptions::on_context_overflow`], a call too large for a model's context window
 //! moves to the next model with a larger one.
 
-
 use super::call::Deadline;
 use super::chat::PipelineChat;
 use super::verdict::{FailureContext, verdict};
