@@ -2,7 +2,8 @@
 //!
 //! - `tidy`: the repository's rules, checked as code ([`tidy`]): module docs, file
 //!   lengths, `mod.rs` contents, one clock module, provider crate dependencies, no product
-//!   crate on the benchmarks, one `rustfmt.toml`, no circle of imports between the files
+//!   crate on the benchmarks, one `rustfmt.toml`, the `tollgate` binary without tokio's
+//!   `test-util` ([`release`]), no circle of imports between the files
 //!   of any crate ([`imports`]) nor among the core's modules.
 //! - `core-graph`: the core crate's module graph in Graphviz DOT (the drawing of the core;
 //!   `tidy` fails if it has a circle).
@@ -47,6 +48,7 @@ mod circles;
 mod imports;
 mod loom;
 mod paths;
+mod release;
 mod reliability;
 mod summary;
 mod tidy;

@@ -17,6 +17,9 @@
 //!   in `benches/` and depends on the product, not the other way round.
 //! - **No `rustfmt.toml` but the root's**: one formatting for the whole workspace, so
 //!   `cargo fmt --all` means the same in every crate.
+//! - **The `tollgate` binary is built without tokio's `test-util`** ([`release`]): test
+//!   machinery that steps the clock stays out of production; `tollgate simulate`'s
+//!   paused clock is the `tollgate-simulate` binary's.
 //! - **No circle of imports between files, in any crate** ([`imports`]): a file reads
 //!   from the files below it, never from one that reads from it, so each can be read (and
 //!   moved) on its own; the failure names the files and the names that tie them. A file
@@ -30,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::{circles, imports};
+use crate::{circles, imports, release};
 
 /// The longest a non-test source file may be, in lines.
 pub(crate) const MAX_LINES: usize = 600;
@@ -83,6 +86,7 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
     check_provider_dependencies(root, &mut problems);
     check_bench_dependents(root, &mut problems);
     check_rustfmt_files(root, &mut problems);
+    release::check(root, &mut problems);
     let graph = imports::workspace_graph(root);
     problems.extend(
         graph

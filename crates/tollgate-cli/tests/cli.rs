@@ -408,7 +408,6 @@ fn help_on_every_subcommand_shows_examples() {
         &["models"],
         &["catalog", "check"],
         &["usage"],
-        &["simulate"],
     ] {
         let result = tollgate().args(sub).arg("--help").output().unwrap();
         assert!(result.status.success(), "{sub:?}");
@@ -451,46 +450,66 @@ fn usage_summarizes_recorded_calls_per_model_and_day_with_a_tokens_per_minute_ch
     );
 }
 
+/// A directory holding a link to the `tollgate` binary (its own path is that link, so
+/// it looks for `tollgate-simulate` there) and, when `simulate` is given, an executable
+/// `tollgate-simulate` of that text.
+#[cfg(unix)]
+fn tollgate_beside(simulate: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    // In cargo's target directory, so that the link is on the binary's file system.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let exe = dir.path().join("tollgate");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_tollgate"), &exe).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_tollgate"), &exe).unwrap();
+    }
+    if let Some(script) = simulate {
+        let path = dir.path().join("tollgate-simulate");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, exe)
+}
+
+#[cfg(unix)]
 #[test]
-fn simulate_writes_an_svg_chart_and_a_table_where_tollgate_gets_no_429s() {
-    let dir = tempfile::tempdir().unwrap();
-    let svg = dir.path().join("sim.svg");
-    let result = tollgate()
+fn simulate_without_tollgate_simulate_beside_it_says_where_it_looked_and_how_to_install_it() {
+    let (dir, exe) = tollgate_beside(None);
+    let result = Command::new(&exe)
+        .args(["simulate", "-m", "demo"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    let expected = dir.path().join("tollgate-simulate");
+    assert!(stderr.contains(&expected.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("cargo install --path crates/tollgate-simulate"),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn simulate_runs_tollgate_simulate_beside_it_with_the_catalog_and_every_argument() {
+    // Prints each argument on a line and ends with its own status.
+    let (dir, exe) = tollgate_beside(Some("#!/bin/sh\nprintf '%s\\n' \"$@\"\nexit 7\n"));
+    let result = Command::new(&exe)
         .args([
+            "--catalog",
+            "models.toml",
             "simulate",
             "-m",
             "demo",
-            "--callers",
-            "16",
-            "--duration",
-            "60",
-            "-o",
+            "--help",
         ])
-        .arg(&svg)
+        .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert_eq!(result.status.code(), Some(7), "{}", text(&result.stderr));
     let stdout = text(&result.stdout);
-    let row = |name: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no row {name}: {stdout}"))
-            .replace("naive retry", "naive")
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect()
-    };
-    assert_eq!(row("tollgate")[3], "0", "tollgate: no 429s: {stdout}");
-    assert_ne!(
-        row("naive")[3],
-        "0",
-        "the naive client meets 429s: {stdout}"
-    );
-    row("cookbook");
-    let chart = std::fs::read_to_string(&svg).unwrap();
-    assert!(chart.starts_with("<svg"));
-    assert!(chart.contains("queue depth"));
+    let args: Vec<&str> = stdout.lines().collect();
+    assert_eq!(args, ["--catalog", "models.toml", "-m", "demo", "--help"]);
 }
 
 #[test]

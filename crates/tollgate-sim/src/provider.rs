@@ -1,6 +1,12 @@
 //! The `sim` provider key: chat models answered by a [`SimProvider`] sized from the
 //! catalog entry.
 //!
+//! An answer is generated text; a structured-output request gets the minimal instance of
+//! its schema ([`example_of`]); a request that declares tools, whose last turn is the
+//! user's (no tool result), gets a call of its first tool with the minimal instance of
+//! that tool's schema as arguments and the tool-use stop, so that a client's tool loop
+//! runs against the demo (after the tool's result, text again).
+//!
 //! Options (`[models.ID.options]`), all optional:
 //!
 //! | option | default | meaning |
@@ -35,8 +41,8 @@ use tollgate::provider::{
     ChatTransport, ModelOptions, Provider, ProviderContext, ProviderTransports, Signals,
 };
 use tollgate::{
-    Block, Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseBody,
-    ResponseStream, Result, StopReason, StreamEvent, Usage,
+    Block, Dimension, Error, Json, LlmRequest, LlmResponse, ModelEntry, ProviderError,
+    ResponseBody, ResponseStream, Result, Role, StopReason, StreamEvent, Usage,
 };
 
 /// The provider key.
@@ -311,18 +317,23 @@ impl SimChat {
         self.signal(&headers, signals);
         match outcome {
             Ok(answer) => {
-                let text = match request.sampling_params().response_shape() {
-                    Some(shape) => example_of(shape.schema.value()).to_string(),
-                    None => generated_text(request, answer.output_tokens),
-                };
-                let stop_reason = if answer.output_tokens >= max_output {
-                    StopReason::MaxTokens
+                let (content, stop_reason) = if let Some(call) = tool_call(request) {
+                    (vec![call], StopReason::ToolUse)
                 } else {
-                    StopReason::EndTurn
+                    let text = match request.sampling_params().response_shape() {
+                        Some(shape) => example_of(shape.schema.value()).to_string(),
+                        None => generated_text(request, answer.output_tokens),
+                    };
+                    let stop_reason = if answer.output_tokens >= max_output {
+                        StopReason::MaxTokens
+                    } else {
+                        StopReason::EndTurn
+                    };
+                    (vec![Block::text(text)], stop_reason)
                 };
                 LlmResponse::new(ResponseBody {
                     model: self.model.name.clone(),
-                    content: vec![Block::text(text)],
+                    content,
                     stop_reason,
                     usage: Usage {
                         input_tokens: answer.input_tokens,
@@ -355,6 +366,26 @@ impl ChatTransport for SimChat {
             ..response.usage()
         };
         let mut events = vec![Ok(StreamEvent::Usage(started))];
+        if let Some(Block::ToolUse {
+            id, name, input, ..
+        }) = response.blocks().first()
+        {
+            // The arguments in two fragments, as providers stream them.
+            let json = input.value().to_string();
+            let half = json.len() / 2;
+            events.push(Ok(StreamEvent::ToolUseDelta {
+                index: 0,
+                id: Some(id.clone()),
+                name: Some(name.clone()),
+                input_json: json[..half].to_owned(),
+            }));
+            events.push(Ok(StreamEvent::ToolUseDelta {
+                index: 0,
+                id: None,
+                name: None,
+                input_json: json[half..].to_owned(),
+            }));
+        }
         let text = response.text();
         let mut rest = text.as_str();
         while !rest.is_empty() {
@@ -377,6 +408,28 @@ const WORDS: &[&str] = &[
     "request", "is", "sent", "before", "its", "share", "of", "the", "limit", "has", "been",
     "reserved", "first",
 ];
+
+/// The call a model makes when the request declares tools and the user spoke last (not
+/// a tool result): the first declared tool, its arguments the minimal instance of its
+/// schema ([`example_of`]), its id numbered by the turn, so that a client's tool loop
+/// runs against the demo; after a tool result the model answers text.
+fn tool_call(request: &LlmRequest) -> Option<Block> {
+    let tool = request.tools_schema().first()?;
+    let last = request.turns().last()?;
+    let answered = last
+        .content
+        .iter()
+        .any(|b| matches!(b, Block::ToolResult { .. }));
+    if last.role != Role::User || answered {
+        return None;
+    }
+    Some(Block::ToolUse {
+        id: format!("call_sim_{}", request.turns().len()),
+        name: tool.name.clone(),
+        input: Json::new(example_of(tool.input_schema.value())),
+        cache: None,
+    })
+}
 
 /// A deterministic answer of `tokens` words, opening with the prompt's last words.
 fn generated_text(request: &LlmRequest, tokens: u64) -> String {

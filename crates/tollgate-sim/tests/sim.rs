@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use tollgate::{Catalog, Conversation, Error, JobContext, Models, ProviderError, SamplingParams};
+use futures::StreamExt;
+use tollgate::{
+    Block, Catalog, Conversation, Error, JobContext, Message, Models, ProviderError, Role,
+    SamplingParams, StopReason, StreamEvent,
+};
 use tollgate_sim::http::serve;
 use tollgate_sim::{SimClientProvider, SimConfig, SimDelay, SimLatency, SimLimits, SimProvider};
 
@@ -289,4 +293,103 @@ fn sim_options_refuse_a_malformed_distribution() {
             "{bad}: {error}"
         );
     }
+}
+
+/// A request declaring the `weather` tool (the city required), the user asking.
+fn weather_request() -> tollgate::LlmRequest {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    });
+    Conversation::new()
+        .with_tool(tollgate::ToolDefinition {
+            name: "weather".into(),
+            description: "The weather in a city".into(),
+            input_schema: tollgate::Json::new(schema),
+        })
+        .user("Weather in Paris?")
+        .request("m", SamplingParams::new())
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_model_given_tools_calls_the_first_with_arguments_valid_for_its_schema() {
+    let models = Models::builder().catalog(catalog("")).build().unwrap();
+    let chat = models.chat("m").await.unwrap();
+    let answer = chat.single_response(&weather_request()).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::ToolUse);
+    let [
+        Block::ToolUse {
+            id, name, input, ..
+        },
+    ] = answer.blocks()
+    else {
+        panic!("one tool call: {:?}", answer.blocks());
+    };
+    assert_eq!((id.as_str(), name.as_str()), ("call_sim_1", "weather"));
+    assert_eq!(input.value(), &serde_json::json!({"city": "sim"}));
+    let again = chat.single_response(&weather_request()).await.unwrap();
+    assert_eq!(again.blocks(), answer.blocks(), "the same call every time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_model_answers_text_after_a_tool_result() {
+    let models = Models::builder().catalog(catalog("")).build().unwrap();
+    let chat = models.chat("m").await.unwrap();
+    let request = weather_request();
+    let call = chat.single_response(&request).await.unwrap();
+    let result = Message {
+        role: Role::User,
+        content: vec![Block::ToolResult {
+            tool_use_id: "call_sim_1".into(),
+            content: vec![Block::text("18C, sunny")],
+            is_error: false,
+            cache: None,
+        }],
+    };
+    let assistant = Message {
+        role: Role::Assistant,
+        content: call.blocks().to_vec(),
+    };
+    let answered = request.with_appended([assistant, result]).unwrap();
+    let answer = chat.single_response(&answered).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::EndTurn);
+    assert!(!answer.text().is_empty());
+    assert!(
+        answer
+            .blocks()
+            .iter()
+            .all(|b| !matches!(b, Block::ToolUse { .. }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sim_model_streams_its_tool_call_in_deltas_with_the_id_and_name_first() {
+    let models = Models::builder().catalog(catalog("")).build().unwrap();
+    let chat = models.chat("m").await.unwrap();
+    let mut stream = chat.stream_response(&weather_request()).await.unwrap();
+    let (mut deltas, mut completed) = (Vec::new(), None);
+    while let Some(event) = stream.next().await {
+        match event.unwrap() {
+            StreamEvent::ToolUseDelta {
+                index,
+                id,
+                name,
+                input_json,
+            } => deltas.push((index, id, name, input_json)),
+            StreamEvent::Completed(response) => completed = Some(response),
+            _ => {}
+        }
+    }
+    assert!(deltas.len() >= 2, "{deltas:?}");
+    assert!(deltas.iter().all(|d| d.0 == 0));
+    assert_eq!(deltas[0].1.as_deref(), Some("call_sim_1"));
+    assert_eq!(deltas[0].2.as_deref(), Some("weather"));
+    assert!(deltas[1..].iter().all(|d| d.1.is_none() && d.2.is_none()));
+    let json: String = deltas.iter().map(|d| d.3.as_str()).collect();
+    let input: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(input, serde_json::json!({"city": "sim"}));
+    let completed = completed.expect("the completed answer");
+    assert_eq!(completed.stop_reason(), StopReason::ToolUse);
 }

@@ -5,6 +5,8 @@ virtual key's secret) set; every check asserts, so a failure exits non-zero with
 traceback. Each check prints its name when it passes.
 """
 
+import json
+
 import anthropic
 import openai
 
@@ -36,14 +38,48 @@ def openai_stream_with_usage():
     passed("openai_stream_with_usage")
 
 
-def openai_tools_are_accepted():
-    r = oa.chat.completions.create(
-        model="chat",
-        messages=[{"role": "user", "content": "Weather in Paris?"}],
-        tools=[{"type": "function", "function": WEATHER}],
-    )
-    assert r.choices[0].finish_reason in ("stop", "tool_calls"), r
-    passed("openai_tools_are_accepted")
+# What the simulated model calls: the first declared tool, with the minimal instance of
+# its schema (the required `city`, a string: "sim"); after the tool's result, it answers.
+CALL_ARGUMENTS = {"city": "sim"}
+
+
+def openai_tool_call_whole_and_streamed():
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    tools = [{"type": "function", "function": WEATHER}]
+    r = oa.chat.completions.create(model="chat", messages=messages, tools=tools)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", r
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id, call
+    assert call.function.name == "weather", call
+    assert json.loads(call.function.arguments) == CALL_ARGUMENTS, call
+
+    ids, names, arguments, finish = set(), set(), "", None
+    for chunk in oa.chat.completions.create(
+        model="chat", messages=messages, tools=tools, stream=True
+    ):
+        if not chunk.choices:
+            continue
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            assert delta.index == 0, delta
+            if delta.id:
+                ids.add(delta.id)
+            if delta.function and delta.function.name:
+                names.add(delta.function.name)
+            arguments += (delta.function and delta.function.arguments) or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert ids == {call.id} and names == {"weather"}, (ids, names)
+    assert json.loads(arguments) == CALL_ARGUMENTS, arguments
+    assert finish == "tool_calls", finish
+
+    answered = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude_none=True)]},
+        {"role": "tool", "tool_call_id": call.id, "content": "18C, sunny"},
+    ]
+    r = oa.chat.completions.create(model="chat", messages=answered, tools=tools)
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].message.content, r
+    assert not r.choices[0].message.tool_calls, r
+    passed("openai_tool_call_whole_and_streamed")
 
 
 def openai_embeddings():
@@ -57,16 +93,39 @@ def anthropic_messages_whole_and_streamed():
     passed("anthropic_messages_whole_and_streamed")
 
 
-def anthropic_tools_are_accepted():
-    m = an.messages.create(
-        model="chat",
-        max_tokens=64,
-        tools=[{"name": WEATHER["name"], "description": WEATHER["description"],
-                "input_schema": WEATHER["parameters"]}],
-        messages=[{"role": "user", "content": "Weather in Paris?"}],
-    )
-    assert m.stop_reason in ("end_turn", "tool_use"), m
-    passed("anthropic_tools_are_accepted")
+def anthropic_tool_use_whole_and_streamed():
+    tools = [{"name": WEATHER["name"], "description": WEATHER["description"],
+              "input_schema": WEATHER["parameters"]}]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    m = an.messages.create(model="chat", max_tokens=64, tools=tools, messages=messages)
+    assert m.stop_reason == "tool_use", m
+    [use] = [b for b in m.content if b.type == "tool_use"]
+    assert use.id and use.name == "weather", use
+    assert use.input == CALL_ARGUMENTS, use
+
+    with an.messages.stream(
+        model="chat", max_tokens=64, tools=tools, messages=messages
+    ) as stream:
+        partial = "".join(
+            e.delta.partial_json
+            for e in stream
+            if e.type == "content_block_delta" and e.delta.type == "input_json_delta"
+        )
+        final = stream.get_final_message()
+    assert json.loads(partial) == CALL_ARGUMENTS, partial
+    assert final.stop_reason == "tool_use", final
+    [streamed] = [b for b in final.content if b.type == "tool_use"]
+    assert (streamed.id, streamed.name) == (use.id, "weather"), streamed
+    assert streamed.input == CALL_ARGUMENTS, streamed
+
+    answered = messages + [
+        {"role": "assistant", "content": [use.model_dump(exclude_none=True)]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": use.id, "content": "18C, sunny"}]},
+    ]
+    m = an.messages.create(model="chat", max_tokens=64, tools=tools, messages=answered)
+    assert m.stop_reason == "end_turn" and m.content[0].type == "text", m
+    passed("anthropic_tool_use_whole_and_streamed")
 
 
 def a_wrong_key_is_each_sdks_authentication_error():
@@ -127,10 +186,10 @@ def a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after():
 for check in (
     openai_chat,
     openai_stream_with_usage,
-    openai_tools_are_accepted,
+    openai_tool_call_whole_and_streamed,
     openai_embeddings,
     anthropic_messages_whole_and_streamed,
-    anthropic_tools_are_accepted,
+    anthropic_tool_use_whole_and_streamed,
     a_wrong_key_is_each_sdks_authentication_error,
     a_body_over_the_cap_is_a_413,
     a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after,

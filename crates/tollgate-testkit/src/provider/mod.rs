@@ -26,6 +26,6 @@ pub use harness::{
     PRICE, RPM, SECRET, Tweak, USAGE, assert_no_task_left, embeddings_entry, models, request,
     streamed_text,
 };
-pub use outcome::Checked;
+pub use outcome::{Checked, Declared};
 pub use script::{EmbeddingsWire, StreamScript, WireScript, WireToolCall, WireUsage};
 pub use server::{Body, End, Recorded, RefusingPort, Reply, Responder, ScriptServer};
