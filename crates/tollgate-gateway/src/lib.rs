@@ -1,14 +1,17 @@
 //! `tollgate-gateway`: an OpenAI- and Anthropic-compatible HTTP gateway over tollgate's
 //! [`Models`](tollgate::Models), so programs in any language get tollgate's pacing.
 //!
-//! How a request flows: the virtual key is checked ([`Keys`], 401 before any other
-//! work), the body decoded from the route's dialect into tollgate's neutral request, and
-//! the call made through `Models` as one job (`key:<id>`, at the key's priority): it
-//! reserves on the model's limiter and waits there holding nothing, then is sent,
-//! retried by type and recorded. A request whose wait would pass its bound
-//! (`x-tollgate-max-wait-ms`, else the key's `max_wait_ms`) is answered at once with
-//! 429 and the limiter's own `retry-after`. The answer (or failure) is encoded back in
-//! the client's dialect, whatever the model's provider.
+//! How a request flows: the virtual key is checked from the headers ([`Keys`], 401
+//! before a byte of the body is read), the body read within its deadline and decoded
+//! from the route's dialect into tollgate's neutral request, and the call made through
+//! `Models` as one job (`key:<id>`, at the key's priority): it reserves on the key's and
+//! the model's limiters and waits there holding nothing, then is sent, retried by type
+//! and recorded. A request whose wait (every bucket, the queue and the retry sleeps
+//! together) would pass its bound (`x-tollgate-max-wait-ms`, else the key's
+//! `max_wait_ms`) is answered at once with 429 and the wait as `retry-after` (the
+//! limiter's estimate, or the provider's own `retry-after`). The answer (or failure) is
+//! encoded back in the client's dialect, whatever the model's provider; an upstream or
+//! internal failure as a stable message naming the request id.
 //!
 //! ```no_run
 //! use std::path::Path;
