@@ -16,6 +16,7 @@ use tollgate::{Dimension, Error};
 
 use crate::config::{FailurePolicy, RedisClock, RedisLimiterError, key_for};
 use crate::conn::Conn;
+use crate::epochs::EpochCell;
 use crate::script::{SCRIPT, ScriptArgs};
 
 /// A throttle factor of 1, in millionths.
@@ -54,6 +55,8 @@ pub(crate) struct Buckets {
     pub(crate) failures: AtomicU64,
     /// The throttle factor (millionths) in the last reserve's answer.
     pub(crate) factor_micro: AtomicU64,
+    /// The model's latest epoch this process has seen (`epochs.rs`).
+    pub(crate) epoch: Arc<EpochCell>,
 }
 
 impl fmt::Debug for Buckets {
@@ -115,8 +118,10 @@ impl Buckets {
                 Some(TokenBucketRateLimiter::new(local))
             }
         };
+        let key = key_for(&conn.config.key_prefix, &config.model_id);
         Buckets {
-            key: key_for(&conn.config.key_prefix, &config.model_id),
+            epoch: conn.epochs.cell(&key),
+            key,
             model_id: config.model_id.clone(),
             dims,
             adaptive: config.adaptive,

@@ -5,7 +5,9 @@
 //! - a 429 ([`Feedback::RateLimited`]) slows the shared throttle factor (adaptive models),
 //!   leaves nothing on requests (the dimension every call spends) and pauses the model for
 //!   its `retry-after`;
-//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) pauses: it is no new signal;
+//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) pauses: it is no new signal; with or
+//!   without a `retry-after`, it is the model's last refusal (as in process), which the
+//!   next 429 reads to tell whether its call was alone;
 //! - either, with a `retry-after`, when nothing but the refused call's own attempt has
 //!   been granted (by any process) since the last refusal, sets the requests bucket so
 //!   that one unit has refilled exactly at the end of the pause, at the throttled rate:
@@ -100,9 +102,8 @@ impl Buckets {
             }
             // Empties the requests bucket whether or not the throttle is on.
             Feedback::RateLimited { retry_after } => call("429", pause(retry_after)),
-            Feedback::RateLimitedAgain { retry_after } => {
-                retry_after.and_then(|d| call("again", pause(Some(d))))
-            }
+            // Sent without a retry-after too: it marks the last refusal.
+            Feedback::RateLimitedAgain { retry_after } => call("again", pause(retry_after)),
             Feedback::Overloaded { retry_after } => {
                 if self.adaptive {
                     call("529", pause(retry_after))

@@ -6,16 +6,22 @@
 --          per dimension hold:<name> (µs before which it does not refill: the arrival
 --          allowance after a grant out of a full bucket), per dimension limit:<name> and
 --          cap:<name> (a provider's limit below the catalog's, learned from its headers, and
---          the capacity that goes with it), grants, waited, grefuse (grants at the last 429).
+--          the capacity that goes with it), grants, waited, grefuse (grants at the last 429),
+--          per dimension tk:<name> (tokens booked by reservations so far, less those given
+--          back unsent: a booking's place in line is this count just after it), ep (the
+--          epoch: bumped, to a µs reading of the clock, whenever feedback slows the model,
+--          and published on the channel KEYS[1]..':ep', so that a waiter holding a booked
+--          slot knows to ask again at its start).
 -- KEYS[2]  settle only: the operation's id key (same hash tag) so that a retried settle is
 --          applied once; equal to KEYS[1] when there is none.
--- ARGV[1]  op: reserve | settle | feedback | snapshot
+-- ARGV[1]  op: reserve | check | settle | feedback | snapshot
 -- ARGV[2]  now in µs ("" = Redis TIME, the production clock)
 -- ARGV[3]  reserve: the longest wait in µs the caller accepts (-1 = any); settle: the id
 --          key's TTL in ms
 -- ARGV[4]  reserve: the arrival allowance in µs (a grant out of a full bucket holds the
 --          refill that long, as the in-process bucket does); feedback: the kind,
---          ok | 429 | again (a repeated 429) | 529 | pause | report
+--          ok | 429 | again (a repeated 429) | 529 | pause | report; settle: 1 if it gives
+--          back a reservation that was never sent (it leaves the line: tk:<name> drops too)
 -- ARGV[5]  feedback: a pause in µs from now ("" = none), for any kind
 -- ARGV[6]  report: the dimension's index (1-based)
 -- ARGV[7]  report: the limit per minute the bucket is to have (the catalog's, or the
@@ -25,15 +31,18 @@
 -- ARGV[10] report: µs since the answer's request was sent (what was left is as of then)
 -- ARGV[11] 1 if the adaptive throttle is on
 -- ARGV[12] n, the number of dimensions; then n × (name, catalog capacity, catalog limit per
---          minute, amount)
+--          minute, amount); for check, the amount is the booking's tk:<name> just after it
 --
 -- A level is kept in units of 1/60_000_000 token, so that the refill per µs is exactly the
 -- per-minute limit times the throttle factor: at full rate the arithmetic is exact integer
 -- arithmetic on doubles (exact below 2^53).
 --
--- Replies: reserve → {1, wait_us, now_us, factor in millionths} granted (start after wait_us),
--- {0, wait_us, now_us, factor} not within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
--- settle/feedback → {1, 0, now_us} ({2, 0, now_us}: a settle already applied);
+-- Replies: reserve → {1, wait_us, now_us, factor in millionths, epoch, tk_1, …, tk_n} granted
+-- (start after wait_us; tk_i: the booking's place in line), {0, wait_us, now_us, factor} not
+-- within max_wait (nothing taken), {-1, i, capacity} dimension i can never fit;
+-- check → {1, wait_us, now_us, factor, epoch}: a booking whose place in line is the tk_i
+-- given may start after wait_us (0: now), by the buckets as they are now (nothing written);
+-- settle → {1, 0, now_us} ({2, 0, now_us}: already applied); feedback → {1, 0, now_us, epoch};
 -- snapshot → {level_1, …, level_n (strings, tokens), factor (string), grants, waited,
 -- capacity_1, …, capacity_n (tokens)}.
 if redis.replicate_commands then redis.replicate_commands() end
@@ -79,6 +88,8 @@ for i = 1, n do
   levels[i] = lvl
 end
 local pause = tonumber(h['pause'] or '0')
+local ep = tonumber(h['ep'] or '0')
+local factor_micro = math.floor(f * 1000000 + 0.5)
 
 if op == 'snapshot' then
   local out = {}
@@ -88,6 +99,25 @@ if op == 'snapshot' then
   out[n + 3] = tonumber(h['waited'] or '0')
   for i = 1, n do out[n + 3 + i] = caps[i] / UNITS end
   return out
+end
+
+if op == 'check' then
+  -- A booking's turn comes when the level, less only the bookings made after it, is back
+  -- to zero: its place in line does not move, whatever slowed the refill or paused the
+  -- model since it booked. An absent hash is full buckets.
+  local wait = 0
+  if h['ts'] then
+    for i = 1, n do
+      local later = tonumber(h['tk:' .. names[i]] or '0') - tonumber(ARGV[H + (i - 1) * 4 + 4])
+      local e = levels[i] + later * UNITS
+      if e < -1 then -- within a unit (1/60e6 token) of zero: rounding, not a wait
+        local w = math.ceil(-e / rates[i]) + math.max(0, holds[i] - now)
+        if w > wait then wait = w end
+      end
+    end
+    if pause - now > wait then wait = pause - now end
+  end
+  return {1, wait, now, factor_micro, ep}
 end
 
 -- The provider has seen a request: its bucket drains and refills from now on.
@@ -109,7 +139,7 @@ if op == 'reserve' then
   end
   if pause - now > wait then wait = pause - now end
   local max_wait = tonumber(ARGV[3])
-  if max_wait >= 0 and wait > max_wait then return {0, wait, now, math.floor(f * 1000000 + 0.5)} end
+  if max_wait >= 0 and wait > max_wait then return {0, wait, now, factor_micro} end
   local allowance = tonumber(ARGV[4]) or 0
   for i = 1, n do
     -- Within the allowance's refill of full (as the in-process bucket): the provider's
@@ -122,15 +152,23 @@ if op == 'reserve' then
   end
   redis.call('HINCRBY', key, 'grants', 1)
   if wait > 0 then redis.call('HINCRBY', key, 'waited', 1) end
-  reply = {1, wait, now, math.floor(f * 1000000 + 0.5)}
+  reply = {1, wait, now, factor_micro, ep}
+  for i = 1, n do
+    reply[5 + i] = redis.call('HINCRBY', key, 'tk:' .. names[i], ARGV[H + (i - 1) * 4 + 4])
+  end
 elseif op == 'settle' then
   if KEYS[2] ~= key then
     if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', tonumber(ARGV[3])) then return {2, 0, now} end
   end
   -- amount > 0 takes more (debt), < 0 gives back, capped at capacity
   for i = 1, n do levels[i] = math.min(caps[i], levels[i] - amts[i]) end
+  if ARGV[4] == '1' then
+    for i = 1, n do redis.call('HINCRBY', key, 'tk:' .. names[i], ARGV[H + (i - 1) * 4 + 4]) end
+  end
 elseif op == 'feedback' then
   local kind = ARGV[4]
+  local before_levels, before_rates, before_pause = {}, {}, pause
+  for i = 1, n do before_levels[i], before_rates[i] = levels[i], rates[i] end
   if kind == 'report' then
     local i = tonumber(ARGV[6])
     -- "" = the report named no limit: the one in force is kept
@@ -160,14 +198,16 @@ elseif op == 'feedback' then
   elseif kind == '429' or kind == 'again' then
     -- A lone call (nothing but its own attempt granted since the last refusal): the
     -- provider's retry-after is exact, applied after the throttle below. Otherwise a first
-    -- 429 leaves nothing on requests, the dimension every call spends.
+    -- 429 leaves nothing on requests, the dimension every call spends. Either marks the
+    -- last refusal, with or without a retry-after (as in process).
     local grants = tonumber(h['grants'] or '0')
     lone = ARGV[5] ~= '' and grants - tonumber(h['grefuse'] or '0') <= 1
     redis.call('HSET', key, 'grefuse', tostring(grants))
     for i = 1, n do
       if names[i] == 'rpm' then
         if kind == '429' and not lone and levels[i] > 0 then levels[i] = 0 end
-        end_hold(i)
+        -- the provider has seen a request (a repeated 429 that is not exact changes nothing)
+        if kind == '429' or lone then end_hold(i) end
       end
     end
   end
@@ -201,6 +241,19 @@ elseif op == 'feedback' then
       if names[i] == 'rpm' then levels[i] = UNITS - tonumber(ARGV[5]) * math.max(limits[i] * f, 1e-9) end
     end
   end
+  -- Slower than before (a later pause, a lower level, a slower refill): the slots booked
+  -- so far were reckoned on what no longer holds. A new epoch tells their waiters to ask
+  -- again at their start (`check`); published, so that other processes learn it too.
+  local slowed = pause > before_pause
+  for i = 1, n do
+    if levels[i] < before_levels[i] or math.max(limits[i] * f, 1e-9) < before_rates[i] then slowed = true end
+  end
+  if slowed then
+    ep = math.max(ep + 1, now)
+    redis.call('HSET', key, 'ep', str(ep))
+    redis.call('PUBLISH', key .. ':ep', str(ep))
+  end
+  reply = {1, 0, now, ep}
 end
 
 local ttl = 1000

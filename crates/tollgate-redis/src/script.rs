@@ -65,10 +65,14 @@ impl ScriptArgs {
         args
     }
 
-    /// A settle whose id is kept `id_ttl_ms`.
-    pub(crate) fn settle(id_ttl_ms: u64) -> Self {
+    /// A settle whose id is kept `id_ttl_ms`; `unsent`: it gives back a reservation that
+    /// was never sent (which leaves the line of bookings too).
+    pub(crate) fn settle(id_ttl_ms: u64, unsent: bool) -> Self {
         let mut args = ScriptArgs::default();
         args.0[0] = id_ttl_ms.to_string();
+        if unsent {
+            args.0[1] = "1".into();
+        }
         args
     }
 

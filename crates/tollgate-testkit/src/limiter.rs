@@ -25,8 +25,10 @@ use tollgate::limit::{
 };
 use tollgate::{Dimension, Error, Usage};
 
+mod booked;
 mod feedback;
 
+pub use booked::*;
 pub use feedback::*;
 
 /// What the suite needs from a backend.
@@ -85,6 +87,9 @@ macro_rules! limiter_acceptance_tests {
             a_lone_calls_retry_goes_at_each_retry_after_even_throttled,
             a_429_while_others_are_in_flight_empties_the_requests_bucket,
             an_overload_with_retry_after_pauses_the_model,
+            a_repeated_429_without_retry_after_is_still_the_last_refusal,
+            a_pause_learned_after_waiters_asked_holds_them_all,
+            a_lower_limit_learned_after_waiters_asked_spaces_them_at_it,
         );
     };
     (@each $backends:expr; $($name:ident),+ $(,)?) => {
@@ -144,7 +149,7 @@ pub(crate) async fn drain(backend: &Arc<dyn LimiterBackend>, n: usize) {
 }
 
 /// Spawns a waiter for one request that records when it is granted.
-fn waiter(
+pub(crate) fn waiter(
     backend: &Arc<dyn LimiterBackend>,
     start: Instant,
     log: &Arc<Mutex<Vec<(usize, Duration)>>>,
