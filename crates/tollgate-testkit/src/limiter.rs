@@ -94,6 +94,8 @@ macro_rules! limiter_acceptance_tests {
             a_lower_limit_learned_after_waiters_asked_spaces_them_at_it,
             a_fixed_windows_reported_turn_holds_it_until_then_and_fills_it,
             a_fixed_windows_429_measures_its_allowance_from_the_successes_since_the_last,
+            a_fixed_windows_turn_learned_after_waiters_asked_holds_them_until_it,
+            a_fixed_windows_other_429s_measure_nothing_new,
         );
     };
     (@each $backends:expr; $($name:ident),+ $(,)?) => {
