@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tollgate::limit::{BucketLedger, CostDelta};
+use tollgate::limit::{BucketLedger, Cost, CostDelta};
 
 use crate::buckets::Buckets;
 use crate::config::RedisLimiterError;
@@ -39,7 +39,12 @@ impl Drop for InFlight {
 
 /// What a background call sends.
 pub(crate) enum Sent {
-    Settle(CostDelta),
+    /// A correction; `unsent`: it gives back a reservation that was never sent, which
+    /// also leaves the line of bookings (`tk:<name>` in the script).
+    Settle {
+        delta: CostDelta,
+        unsent: bool,
+    },
     Feedback(FeedbackCall),
 }
 
@@ -52,7 +57,7 @@ impl Buckets {
         for attempt in 1..=SETTLE_ATTEMPTS {
             // A settle carries an id (its process's, from Redis, then a counter), so that
             // a retry after a lost answer is applied once.
-            if matches!(sent, Sent::Settle(_)) && settle_id.is_none() {
+            if matches!(sent, Sent::Settle { .. }) && settle_id.is_none() {
                 match self.conn.instance().await {
                     Ok(instance) => {
                         settle_id = Some(format!(
@@ -72,18 +77,24 @@ impl Buckets {
             // Made again on each attempt: a report's age is counted to the call's `now`.
             let at = tollgate::clock::now();
             let inv = match &sent {
-                Sent::Settle(delta) => self.invocation(
+                Sent::Settle { delta, unsent } => self.invocation(
                     at,
                     "settle",
                     settle_id.as_deref(),
-                    ScriptArgs::settle(SETTLE_ID_TTL_MS),
+                    ScriptArgs::settle(SETTLE_ID_TTL_MS, *unsent),
                     |d| delta.on(d),
                 ),
                 Sent::Feedback(call) => self.invocation(at, "feedback", None, call.args(at), |_| 0),
             };
             self.round_trips.fetch_add(1, Ordering::Relaxed);
             match self.conn.invoke::<Vec<i64>>(&inv).await {
-                Ok(_) => return,
+                Ok(reply) => {
+                    // A feedback's answer carries the epoch it left.
+                    if let [1, _, _, epoch] = reply.as_slice() {
+                        self.epoch.saw(u64::try_from(*epoch).unwrap_or(0));
+                    }
+                    return;
+                }
                 Err(e) => {
                     if !self.back_off(what, attempt, &mut delay, &e).await {
                         return;
@@ -133,7 +144,18 @@ pub(crate) struct Ledger(pub(crate) Arc<Buckets>);
 impl BucketLedger for Ledger {
     fn adjust(&self, delta: CostDelta) {
         if !delta.is_zero() {
-            self.0.spawn("settle", Sent::Settle(delta));
+            let unsent = false;
+            self.0.spawn("settle", Sent::Settle { delta, unsent });
+        }
+    }
+
+    /// Gives back a reservation that was never sent: its booking leaves the line too, so
+    /// that the bookings behind it keep their place (`check`).
+    fn refund(&self, cost: &Cost) {
+        let delta = CostDelta::refund(cost);
+        if !delta.is_zero() {
+            let unsent = true;
+            self.0.spawn("settle", Sent::Settle { delta, unsent });
         }
     }
 }

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tollgate::catalog::RateWindow;
 use tollgate::limit::{Burst, LimiterConfig, TokenBucketRateLimiter};
 use tollgate::{Dimension, Error};
 
 use crate::config::{FailurePolicy, RedisClock, RedisLimiterError, key_for};
 use crate::conn::Conn;
+use crate::epochs::EpochCell;
 use crate::script::{SCRIPT, ScriptArgs};
 
 /// A throttle factor of 1, in millionths.
@@ -36,6 +38,9 @@ pub(crate) struct Buckets {
     pub(crate) key: String,
     pub(crate) dims: Vec<Dim>,
     pub(crate) adaptive: bool,
+    /// The limits are fixed windows (`window = "fixed"`): a turn learned from a report's
+    /// reset or a 429's `retry-after` is kept in the hash, and successes are counted there.
+    pub(crate) fixed_window: bool,
     /// How a limit learned from a provider's headers sizes its bucket.
     pub(crate) burst: Burst,
     /// [`LimiterConfig::arrival_allowance`] in µs, for the script's reserve.
@@ -54,6 +59,8 @@ pub(crate) struct Buckets {
     pub(crate) failures: AtomicU64,
     /// The throttle factor (millionths) in the last reserve's answer.
     pub(crate) factor_micro: AtomicU64,
+    /// The model's latest epoch this process has seen (`epochs.rs`).
+    pub(crate) epoch: Arc<EpochCell>,
 }
 
 impl fmt::Debug for Buckets {
@@ -115,11 +122,14 @@ impl Buckets {
                 Some(TokenBucketRateLimiter::new(local))
             }
         };
+        let key = key_for(&conn.config.key_prefix, &config.model_id);
         Buckets {
-            key: key_for(&conn.config.key_prefix, &config.model_id),
+            epoch: conn.epochs.cell(&key),
+            key,
             model_id: config.model_id.clone(),
             dims,
             adaptive: config.adaptive,
+            fixed_window: config.window == RateWindow::Fixed,
             burst: config.burst,
             arrival_allowance_us: micros(config.arrival_allowance),
             aging: config.aging,
@@ -167,7 +177,13 @@ impl Buckets {
         for x in args.0 {
             inv.arg(x);
         }
+        let burst_s = match self.burst {
+            Burst::FullMinute => 60,
+            Burst::Seconds(s) => s.min(60),
+        };
         inv.arg(if self.adaptive { "1" } else { "0" })
+            .arg(if self.fixed_window { "1" } else { "0" })
+            .arg(burst_s)
             .arg(self.dims.len());
         for d in &self.dims {
             inv.arg(d.name)

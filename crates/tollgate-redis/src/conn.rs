@@ -1,13 +1,19 @@
 //! The connection to Redis that every model of one [`RedisLimiters`](crate::RedisLimiters)
 //! shares: connected lazily, reconnecting on its own, each script call bounded by the call
-//! timeout on the server clock.
+//! timeout on the server clock. Beside it, one subscription to the models' epoch channels
+//! (`epochs.rs`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::sync::{Arc, Weak};
+
+use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
+
+use crate::epochs::Epochs;
 
 use crate::config::{RedisClock, RedisConfig, RedisLimiterError, shown};
 
@@ -20,6 +26,8 @@ pub(crate) struct Conn {
     /// Ids for idempotent settles: `<instance>:<n>`; the instance is a Redis `INCR`.
     instance: OnceCell<u64>,
     next_op: AtomicU64,
+    /// What this process knows of each model's epoch, kept current by a subscription.
+    pub(crate) epochs: Epochs,
 }
 
 impl fmt::Debug for Conn {
@@ -38,6 +46,7 @@ impl Conn {
             manager: OnceCell::new(),
             instance: OnceCell::new(),
             next_op: AtomicU64::new(0),
+            epochs: Epochs::default(),
         }
     }
 
@@ -110,5 +119,73 @@ impl Conn {
             })
             .await
             .copied()
+    }
+}
+
+/// How long the epoch subscriber waits before connecting again after a failure.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(200);
+
+impl Conn {
+    /// Starts the epoch subscription if it is not running, and waits for its first
+    /// attempt to subscribe (done or failed): reservations made after it can rely on it.
+    pub(crate) async fn watch_epochs(self: &Arc<Self>) {
+        self.epochs
+            .started
+            .get_or_init(|| async {
+                let (ready, subscribed) = tokio::sync::oneshot::channel();
+                tokio::spawn(subscriber(Arc::downgrade(self), ready));
+                let _ = subscribed.await;
+            })
+            .await;
+    }
+}
+
+/// Subscribes to every model's epoch channel under the prefix and records what arrives,
+/// until the [`Conn`] is dropped; reconnects after a failure.
+async fn subscriber(conn: Weak<Conn>, ready: tokio::sync::oneshot::Sender<()>) {
+    let mut ready = Some(ready);
+    loop {
+        let Some(c) = conn.upgrade() else { return };
+        let pattern = format!("{}:*:ep", c.config.key_prefix);
+        let subscribed = async {
+            let client = redis::Client::open(c.config.url.as_str())?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.psubscribe(&pattern).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let subscribed = match c.config.clock {
+            crate::RedisClock::Server => tokio::time::timeout(c.config.call_timeout, subscribed)
+                .await
+                .ok()
+                .and_then(Result::ok),
+            crate::RedisClock::Tokio { .. } => subscribed.await.ok(),
+        };
+        let Some(pubsub) = subscribed else {
+            ready.take().map(|r| r.send(()));
+            drop(c);
+            tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+            continue;
+        };
+        c.epochs.generation.fetch_add(1, Ordering::SeqCst);
+        c.epochs.up.store(true, Ordering::SeqCst);
+        ready.take().map(|r| r.send(()));
+        drop(c);
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            let Some(c) = conn.upgrade() else { return };
+            let channel = message.get_channel_name();
+            let epoch = message
+                .get_payload::<String>()
+                .ok()
+                .and_then(|p| p.parse::<f64>().ok());
+            if let (Some(key), Some(epoch)) = (channel.strip_suffix(":ep"), epoch) {
+                c.epochs.seen(key, epoch as u64);
+            }
+        }
+        // The connection dropped: until it is back, every booking is checked at its start.
+        let Some(c) = conn.upgrade() else { return };
+        c.epochs.up.store(false, Ordering::SeqCst);
+        drop(c);
+        tokio::time::sleep(RESUBSCRIBE_DELAY).await;
     }
 }

@@ -5,7 +5,9 @@
 //! - a 429 ([`Feedback::RateLimited`]) slows the shared throttle factor (adaptive models),
 //!   leaves nothing on requests (the dimension every call spends) and pauses the model for
 //!   its `retry-after`;
-//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) pauses: it is no new signal;
+//! - a repeated 429 ([`Feedback::RateLimitedAgain`]) pauses: it is no new signal; with or
+//!   without a `retry-after`, it is the model's last refusal (as in process), which the
+//!   next 429 reads to tell whether its call was alone;
 //! - either, with a `retry-after`, when nothing but the refused call's own attempt has
 //!   been granted (by any process) since the last refusal, sets the requests bucket so
 //!   that one unit has refilled exactly at the end of the pause, at the throttled rate:
@@ -23,8 +25,12 @@
 //! The request's send instant is on this process's clock; the call carries its age
 //! instead, and the script reads the send time as its own `now` minus that age.
 //!
-//! Fixed windows (`window = "fixed"`) are not modelled on Redis: their buckets refill
-//! continuously, and a report's reset is not a turn of the window.
+//! Fixed windows (`window = "fixed"`), as in process: a report's `remaining` with its
+//! reset, or a 429's `retry-after`, is a turn of the window, kept in the hash: nothing
+//! refills until it, and a window's worth at it and at each turn after it (the bookings
+//! beyond one window are taken from the next). Every success is counted in the hash (one
+//! call each, for these models only), and the first 429 of a window makes the successes
+//! since the previous one the limit, if lower.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,6 +63,8 @@ struct Report {
     remaining: Option<u64>,
     /// When the answer's request was sent; `None`: as of now.
     sent: Option<Instant>,
+    /// When the provider's bucket is full again (a fixed window's turn).
+    reset: Option<Duration>,
 }
 
 impl FeedbackCall {
@@ -69,6 +77,7 @@ impl FeedbackCall {
             sent_ago_us: r
                 .sent
                 .map_or(0, |sent| micros(at.saturating_duration_since(sent))),
+            reset_us: r.reset.map(|d| micros(d.min(MAX_PROVIDER_PAUSE))),
         });
         ScriptArgs::feedback(self.kind, self.pause_us, report)
     }
@@ -90,9 +99,13 @@ impl Buckets {
         };
         match feedback {
             // A success only moves a factor below 1: at full rate (as of the last
-            // reservation's answer) it would cost a round trip for nothing.
+            // reservation's answer) it would cost a round trip for nothing. A fixed
+            // window counts it: its next 429 measures the window by the successes.
             Feedback::Success => {
-                if self.adaptive && self.factor_micro.load(Ordering::Relaxed) < FACTOR_ONE_MICRO {
+                if self.fixed_window
+                    || (self.adaptive
+                        && self.factor_micro.load(Ordering::Relaxed) < FACTOR_ONE_MICRO)
+                {
                     call("ok", None)
                 } else {
                     None
@@ -100,9 +113,8 @@ impl Buckets {
             }
             // Empties the requests bucket whether or not the throttle is on.
             Feedback::RateLimited { retry_after } => call("429", pause(retry_after)),
-            Feedback::RateLimitedAgain { retry_after } => {
-                retry_after.and_then(|d| call("again", pause(Some(d))))
-            }
+            // Sent without a retry-after too: it marks the last refusal.
+            Feedback::RateLimitedAgain { retry_after } => call("again", pause(retry_after)),
             Feedback::Overloaded { retry_after } => {
                 if self.adaptive {
                     call("529", pause(retry_after))
@@ -113,19 +125,24 @@ impl Buckets {
             Feedback::Remaining {
                 dimension,
                 remaining,
-            } => self.report(dimension, None, Some(remaining), None),
+            } => self.report(dimension, None, Some(remaining), None, None),
             // Nothing left: the next request waits for one unit to refill at the
-            // bucket's rate, not for the reset (when the provider's bucket is full).
-            Feedback::Exhausted { dimension, .. } => self.report(dimension, None, Some(0), None),
+            // bucket's rate, not for the reset (when the provider's bucket is full); a
+            // fixed window waits for the reset, its turn.
+            Feedback::Exhausted {
+                dimension,
+                reset_in,
+            } => self.report(dimension, None, Some(0), None, Some(reset_in)),
             // The reset says when the provider's bucket is full again; a continuous bucket
-            // needs no more than the limit and what was left.
+            // needs no more than the limit and what was left (the script reads it only
+            // for a fixed window).
             Feedback::Reported {
                 dimension,
                 limit,
                 remaining,
-                reset_in: _,
+                reset_in,
                 since,
-            } => self.report(dimension, limit, remaining, since.map(|m| m.at())),
+            } => self.report(dimension, limit, remaining, since.map(|m| m.at()), reset_in),
         }
     }
 
@@ -135,6 +152,7 @@ impl Buckets {
         limit: Option<u64>,
         remaining: Option<u64>,
         sent: Option<Instant>,
+        reset: Option<Duration>,
     ) -> Option<FeedbackCall> {
         // Unlimited in the catalog: nothing to pace.
         let i = self.dims.iter().position(|d| d.dimension == dimension)?;
@@ -153,6 +171,7 @@ impl Buckets {
                 limit,
                 remaining,
                 sent,
+                reset,
             }),
         })
     }

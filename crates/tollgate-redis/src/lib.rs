@@ -40,6 +40,7 @@ mod background;
 mod buckets;
 mod config;
 mod conn;
+mod epochs;
 mod factory;
 mod feedback;
 mod limiter;

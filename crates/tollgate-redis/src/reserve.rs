@@ -1,15 +1,18 @@
 //! A reservation on Redis: one script call books a slot in every dimension at once, or
 //! none, and answers when it starts (*reserve-ahead*); the caller sleeps until then,
-//! holding the booked slot and nothing else. A lower priority class asks again while the
-//! slot offered lies beyond its horizon (`priority.rs`). A reserve that Redis cannot
-//! answer goes to the local fallback, or fails closed.
+//! holding the booked slot and nothing else. If the model's epoch moved while it slept
+//! (feedback slowed the model: a 429, a pause, a lower limit), or this process may have
+//! missed a move, it asks again at the start (`check`) and sleeps on if its place in line
+//! now comes later (`epochs.rs`). A lower priority class asks again while the slot
+//! offered lies beyond its horizon (`priority.rs`). A reserve that Redis cannot answer
+//! goes to the local fallback, or fails closed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tollgate::limit::{BucketLedger, Cost, CostDelta, Priority, Reservation, TryReserveError};
+use tollgate::limit::{BucketLedger, Cost, Priority, Reservation, TryReserveError};
 use tollgate::{Dimension, Error, Result};
 
 use crate::background::{InFlight, Ledger};
@@ -20,12 +23,30 @@ use crate::script::ScriptArgs;
 
 /// What the script answered to a reserve.
 enum ReserveAnswer {
-    /// Granted: start `wait_us` after `now_us` (the limiter's clock).
-    Granted { wait_us: u64, now_us: u64 },
+    /// Granted: start `wait_us` after `now_us` (the limiter's clock); booked at `epoch`,
+    /// its place in line on each dimension is `tickets`.
+    Granted {
+        wait_us: u64,
+        now_us: u64,
+        epoch: u64,
+        tickets: Vec<i64>,
+    },
     /// Not within the caller's longest wait; nothing taken.
     Later { wait_us: u64 },
     /// Dimension `index` (0-based) can never hold the cost.
     TooLarge { index: usize, capacity: u64 },
+}
+
+/// A booked slot being waited for: answered at `at` (this process's clock), to start
+/// `wait_us` after `now_us` (the limiter's clock), as of `epoch`; `watched`: the epoch
+/// subscription's generation when it was asked, if it was up.
+struct Turn {
+    at: Instant,
+    wait_us: u64,
+    now_us: u64,
+    epoch: u64,
+    watched: Option<u64>,
+    tickets: Vec<i64>,
 }
 
 /// The slot a reservation booked in the shared buckets, as
@@ -39,6 +60,9 @@ pub struct BookedSlot {
     pub wait: Duration,
     /// How long the booking call took (request to answer).
     pub round_trip: Duration,
+    /// How many times the slot was checked again at its start, the model's epoch having
+    /// moved (0 in the common case: one round trip per reservation).
+    pub checks: u32,
 }
 
 impl Buckets {
@@ -52,11 +76,18 @@ impl Buckets {
         if self.dims.is_empty() {
             return Ok((Reservation::unlimited(cost), None));
         }
+        // Before the first booking: its waiter can then rely on the epochs arriving.
+        // Counted in flight, as the booking is, for `flush`.
+        let flight = InFlight::new(self);
+        self.conn.watch_epochs().await;
+        drop(flight);
         let started = tollgate::clock::now();
         let mut sent_at = started;
         let mut horizon = priority::horizon(priority, Duration::ZERO, self.aging);
         loop {
             let max_wait = horizon.map_or(-1, |h| i64::try_from(micros(h)).unwrap_or(i64::MAX));
+            // Read before booking: a move after this is in the answer's epoch, or arrives.
+            let watched = self.conn.epochs.live();
             match self.book(sent_at, cost, max_wait).await {
                 // A lower class asked for a slot beyond its horizon: nothing was taken;
                 // ask again when the slot is within it (or the reservation has aged).
@@ -75,7 +106,11 @@ impl Buckets {
                     sent_at = tollgate::clock::now();
                     horizon = priority::horizon(priority, sent_at - started, self.aging);
                 }
-                answer => return self.granted_or_not(answer, sent_at, cost, priority).await,
+                answer => {
+                    return self
+                        .granted_or_not(answer, (sent_at, watched), cost, priority)
+                        .await;
+                }
             }
         }
     }
@@ -109,30 +144,30 @@ impl Buckets {
     async fn granted_or_not(
         self: &Arc<Self>,
         answer: Result<ReserveAnswer, RedisLimiterError>,
-        sent_at: Instant,
+        (sent_at, watched): (Instant, Option<u64>),
         cost: Cost,
         priority: Priority,
     ) -> Result<(Reservation, Option<BookedSlot>)> {
         match answer {
-            Ok(ReserveAnswer::Granted { wait_us, now_us }) => {
-                let slot = BookedSlot {
-                    start_us: now_us.saturating_add(wait_us),
-                    wait: Duration::from_micros(wait_us),
-                    round_trip: sent_at.elapsed(),
-                };
+            Ok(ReserveAnswer::Granted {
+                wait_us,
+                now_us,
+                epoch,
+                tickets,
+            }) => {
                 // Held while sleeping: dropping the future gives the booked slot back.
                 let reservation = self.reservation(cost);
-                if wait_us > 0 {
-                    match self.conn.config.clock {
-                        // The booking was made at `sent_at` on this clock.
-                        RedisClock::Tokio { .. } => {
-                            tokio::time::sleep_until(sent_at + slot.wait).await;
-                        }
-                        // Measured from the answer: at worst late by the trip back.
-                        RedisClock::Server => tokio::time::sleep(slot.wait).await,
-                    }
-                }
-                Ok((reservation, Some(slot)))
+                let round_trip = sent_at.elapsed();
+                let turn = Turn {
+                    at: sent_at,
+                    wait_us,
+                    now_us,
+                    epoch,
+                    watched,
+                    tickets,
+                };
+                let slot = self.wait_for_turn(turn).await;
+                Ok((reservation, Some(BookedSlot { round_trip, ..slot })))
             }
             Ok(ReserveAnswer::TooLarge { index, capacity }) => {
                 Err(self.too_large(&cost, index, capacity))
@@ -164,7 +199,7 @@ impl Buckets {
             let answer = buckets.reserve_call(at, cost, max_wait_us).await;
             if let Err(Ok(ReserveAnswer::Granted { .. })) = tx.send(answer) {
                 // The caller is gone: nothing will be sent.
-                Ledger(buckets.clone()).adjust(CostDelta::refund(&cost));
+                Ledger(buckets.clone()).refund(&cost);
             }
             drop(flight);
         });
@@ -173,6 +208,110 @@ impl Buckets {
                 url: self.conn.shown_url.clone(),
                 reply: "the reserve task ended without an answer".into(),
             })
+        })
+    }
+
+    /// Sleeps until the booked slot starts. If the model's epoch moves meanwhile (feedback
+    /// slowed it), asks at once where its place in line stands now and sleeps on as told;
+    /// at the start, asks if a move may have been missed (the subscription was down).
+    async fn wait_for_turn(self: &Arc<Self>, mut turn: Turn) -> BookedSlot {
+        let booked_at = turn.at;
+        let mut checks = 0;
+        while turn.wait_us > 0 {
+            let wait = Duration::from_micros(turn.wait_us);
+            let deadline = match self.conn.config.clock {
+                // The answer was given at `turn.at` on this clock.
+                RedisClock::Tokio { .. } => turn.at + wait,
+                // Measured from the answer: at worst late by the trip back.
+                RedisClock::Server => tollgate::clock::now() + wait,
+            };
+            let start = tokio::time::sleep_until(deadline);
+            let moved = self.epoch.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.epoch.get() <= turn.epoch {
+                tokio::select! {
+                    () = start => {
+                        let missed = turn.watched.is_none() || self.conn.epochs.live() != turn.watched;
+                        if !missed && self.epoch.get() <= turn.epoch {
+                            break;
+                        }
+                    }
+                    () = moved => {}
+                }
+            }
+            // Read before asking: a move after this is in the answer's epoch, or arrives.
+            let watched = self.conn.epochs.live();
+            let at = tollgate::clock::now();
+            let flight = InFlight::new(self);
+            let answer = self.check_call(at, &turn.tickets).await;
+            drop(flight);
+            match answer {
+                Ok((wait_us, now_us, epoch)) => {
+                    checks += 1;
+                    turn = Turn {
+                        at,
+                        wait_us,
+                        now_us,
+                        epoch,
+                        watched,
+                        tickets: turn.tickets,
+                    };
+                }
+                // Redis unreachable: the slot it booked stands (nothing new is known).
+                Err(_) => {
+                    tokio::time::sleep_until(deadline).await;
+                    break;
+                }
+            }
+        }
+        BookedSlot {
+            start_us: turn.now_us.saturating_add(turn.wait_us),
+            wait: turn.at.saturating_duration_since(booked_at)
+                + Duration::from_micros(turn.wait_us),
+            round_trip: Duration::ZERO,
+            checks,
+        }
+    }
+
+    /// Asks where a booking stands now: how long until its place in line (`tickets`)
+    /// comes, the clock's `now`, and the epoch.
+    async fn check_call(
+        &self,
+        at: Instant,
+        tickets: &[i64],
+    ) -> Result<(u64, u64, u64), RedisLimiterError> {
+        let ticket = |d: Dimension| {
+            self.dims
+                .iter()
+                .position(|x| x.dimension == d)
+                .and_then(|i| tickets.get(i).copied())
+                .unwrap_or(0)
+        };
+        let inv = self.invocation(at, "check", None, ScriptArgs::default(), ticket);
+        let reply = self.counted_call(&inv).await?;
+        let u = |x: i64| u64::try_from(x).unwrap_or(0);
+        match reply.as_slice() {
+            [1, wait, now, factor, epoch] => {
+                self.factor_micro.store(u(*factor), Ordering::Relaxed);
+                self.epoch.saw(u(*epoch));
+                Ok((u(*wait), u(*now), u(*epoch)))
+            }
+            other => Err(RedisLimiterError::Reply {
+                url: self.conn.shown_url.clone(),
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// One script call answered by integers, counted (and its failure too).
+    async fn counted_call(
+        &self,
+        inv: &redis::ScriptInvocation<'static>,
+    ) -> Result<Vec<i64>, RedisLimiterError> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        self.conn.invoke(inv).await.inspect_err(|_| {
+            self.failures.fetch_add(1, Ordering::Relaxed);
         })
     }
 
@@ -186,18 +325,18 @@ impl Buckets {
         let inv = self.invocation(at, "reserve", None, args, |d| {
             i64::try_from(cost.on(d)).unwrap_or(i64::MAX)
         });
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
         self.reserve_round_trips.fetch_add(1, Ordering::Relaxed);
-        let reply: Vec<i64> = self.conn.invoke(&inv).await.inspect_err(|_| {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-        })?;
+        let reply = self.counted_call(&inv).await?;
         let u = |x: i64| u64::try_from(x).unwrap_or(0);
         match reply.as_slice() {
-            [1, wait, now, factor] => {
+            [1, wait, now, factor, epoch, tickets @ ..] if tickets.len() == self.dims.len() => {
                 self.factor_micro.store(u(*factor), Ordering::Relaxed);
+                self.epoch.saw(u(*epoch));
                 Ok(ReserveAnswer::Granted {
                     wait_us: u(*wait),
                     now_us: u(*now),
+                    epoch: u(*epoch),
+                    tickets: tickets.to_vec(),
                 })
             }
             [0, wait, _now, factor] => {

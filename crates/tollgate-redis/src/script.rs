@@ -36,12 +36,12 @@ pub(crate) static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(&src)
 });
 
-/// `ARGV[3]` to `ARGV[10]` of a script call, whose meaning depends on the operation (see
+/// `ARGV[3]` to `ARGV[11]` of a script call, whose meaning depends on the operation (see
 /// the head of `limiter.lua`); empty where unused.
 #[derive(Debug, Default)]
-pub(crate) struct ScriptArgs(pub(crate) [String; 8]);
+pub(crate) struct ScriptArgs(pub(crate) [String; 9]);
 
-/// A header report's arguments (`ARGV[6]` to `ARGV[10]` of a `report` feedback).
+/// A header report's arguments (`ARGV[6]` to `ARGV[11]` of a `report` feedback).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReportArgs {
     /// The dimension's index among the call's dimensions, from 1.
@@ -53,6 +53,8 @@ pub(crate) struct ReportArgs {
     pub(crate) remaining: Option<u64>,
     /// µs since the answer's request was sent.
     pub(crate) sent_ago_us: u64,
+    /// µs until the provider's bucket is full again, if it said (a fixed window's turn).
+    pub(crate) reset_us: Option<u64>,
 }
 
 impl ScriptArgs {
@@ -65,10 +67,14 @@ impl ScriptArgs {
         args
     }
 
-    /// A settle whose id is kept `id_ttl_ms`.
-    pub(crate) fn settle(id_ttl_ms: u64) -> Self {
+    /// A settle whose id is kept `id_ttl_ms`; `unsent`: it gives back a reservation that
+    /// was never sent (which leaves the line of bookings too).
+    pub(crate) fn settle(id_ttl_ms: u64, unsent: bool) -> Self {
         let mut args = ScriptArgs::default();
         args.0[0] = id_ttl_ms.to_string();
+        if unsent {
+            args.0[1] = "1".into();
+        }
         args
     }
 
@@ -86,6 +92,7 @@ impl ScriptArgs {
             }
             args.0[6] = r.remaining.map(|x| x.to_string()).unwrap_or_default();
             args.0[7] = r.sent_ago_us.to_string();
+            args.0[8] = r.reset_us.map(|x| x.to_string()).unwrap_or_default();
         }
         args
     }

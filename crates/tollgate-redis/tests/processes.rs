@@ -4,13 +4,11 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{fresh_prefix, redis_url};
-use tollgate::catalog::Limits;
-use tollgate::limit::{Burst, Cost, LimiterConfig, Priority};
+use common::{fresh_prefix, redis_url, rpm_with_one_second_burst, spawn_child};
+use tollgate::limit::{Cost, LimiterConfig, Priority};
 use tollgate_redis::{RedisConfig, RedisLimiters};
 
 const CHILD_PREFIX_ENV: &str = "TOLLGATE_REDIS_CHILD_PREFIX";
@@ -22,17 +20,10 @@ const CAPACITY: usize = 20;
 const RUN: Duration = Duration::from_secs(2);
 
 fn config() -> LimiterConfig {
-    LimiterConfig::new(
-        "shared",
-        Limits {
-            rpm: RPM,
-            ..Limits::default()
-        },
-    )
-    .with_burst(Burst::Seconds(1))
-    .with_adaptive(false)
-    // The bound checked is the bucket's arithmetic alone: no arrival allowance.
-    .with_arrival_allowance(Duration::ZERO)
+    rpm_with_one_second_burst("shared", RPM)
+        .with_adaptive(false)
+        // The bound checked is the bucket's arithmetic alone: no arrival allowance.
+        .with_arrival_allowance(Duration::ZERO)
 }
 
 /// The child's side: runs only when spawned by the parent test below.
@@ -74,23 +65,12 @@ async fn child_books_greedily() {
 fn several_processes_share_one_limit_and_no_window_exceeds_capacity_plus_refill() {
     let Some(url) = redis_url() else { return };
     let prefix = fresh_prefix();
-    let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "child_books_greedily",
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_PREFIX_ENV, &prefix)
-                .env("TOLLGATE_REDIS_URL", &url)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            spawn_child(
+                "child_books_greedily",
+                &[(CHILD_PREFIX_ENV, &prefix), ("TOLLGATE_REDIS_URL", &url)],
+            )
         })
         .collect();
     let mut starts = Vec::new();

@@ -461,9 +461,10 @@ async fn each_feedback_is_at_most_one_script_call() {
         calls(Feedback::RateLimitedAgain { retry_after: pause }).await,
         1
     );
+    // Without a retry-after too: it marks the last refusal (as in process).
     assert_eq!(
         calls(Feedback::RateLimitedAgain { retry_after: None }).await,
-        0
+        1
     );
     assert_eq!(calls(requests_limit(Some(30))).await, 1);
     // A dimension the catalog does not limit has nothing to report to.

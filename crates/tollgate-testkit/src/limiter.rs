@@ -9,8 +9,8 @@
 //! The properties hold for the in-process limiter (waiters queue, capacity is taken at
 //! the grant) and for a reserve-ahead backend such as Redis (capacity is booked at
 //! arrival and the waiter sleeps until its slot) alike. Those about what a provider's
-//! answers say (rate-limit headers, repeated 429s, 529s) are in `limiter/feedback.rs` and
-//! re-exported here.
+//! answers say (rate-limit headers, repeated 429s, 529s) are in `limiter/feedback.rs`,
+//! those of fixed windows in `limiter/windows.rs`, and re-exported here.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,9 +25,13 @@ use tollgate::limit::{
 };
 use tollgate::{Dimension, Error, Usage};
 
+mod booked;
 mod feedback;
+mod windows;
 
+pub use booked::*;
 pub use feedback::*;
+pub use windows::*;
 
 /// What the suite needs from a backend.
 pub trait Backends: Send + Sync {
@@ -85,6 +89,13 @@ macro_rules! limiter_acceptance_tests {
             a_lone_calls_retry_goes_at_each_retry_after_even_throttled,
             a_429_while_others_are_in_flight_empties_the_requests_bucket,
             an_overload_with_retry_after_pauses_the_model,
+            a_repeated_429_without_retry_after_is_still_the_last_refusal,
+            a_pause_learned_after_waiters_asked_holds_them_all,
+            a_lower_limit_learned_after_waiters_asked_spaces_them_at_it,
+            a_fixed_windows_reported_turn_holds_it_until_then_and_fills_it,
+            a_fixed_windows_429_measures_its_allowance_from_the_successes_since_the_last,
+            a_fixed_windows_turn_learned_after_waiters_asked_holds_them_until_it,
+            a_fixed_windows_other_429s_measure_nothing_new,
         );
     };
     (@each $backends:expr; $($name:ident),+ $(,)?) => {
@@ -144,7 +155,7 @@ pub(crate) async fn drain(backend: &Arc<dyn LimiterBackend>, n: usize) {
 }
 
 /// Spawns a waiter for one request that records when it is granted.
-fn waiter(
+pub(crate) fn waiter(
     backend: &Arc<dyn LimiterBackend>,
     start: Instant,
     log: &Arc<Mutex<Vec<(usize, Duration)>>>,

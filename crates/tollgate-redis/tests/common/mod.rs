@@ -227,3 +227,34 @@ impl Drop for PrivateRedis {
         self.kill();
     }
 }
+
+/// `rpm` requests a minute with a one-second burst, the model named `name`: the limits
+/// the multi-process tests share.
+pub fn rpm_with_one_second_burst(name: &str, rpm: u64) -> LimiterConfig {
+    LimiterConfig::new(
+        name,
+        tollgate::catalog::Limits {
+            rpm,
+            ..tollgate::catalog::Limits::default()
+        },
+    )
+    .with_burst(tollgate::limit::Burst::Seconds(1))
+}
+
+/// This test binary spawned again as a child that runs only the ignored test `test`,
+/// with `envs` set, its stdout piped (what the child prints is what it reports).
+pub fn spawn_child(test: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}

@@ -272,3 +272,29 @@ pub async fn an_overload_with_retry_after_pauses_the_model(b: &impl Backends) {
     let snap = backend.snapshot().await.unwrap();
     assert_level(&snap.levels, Dimension::Requests, 60.0);
 }
+
+/// A repeated 429 without a `retry-after` changes no bucket, yet it is the model's last
+/// refusal: the next 429 asks whether anything but its own call was granted since *it*.
+/// At rpm 30 (a unit every 2 s): a call's 429 empties requests; its retry and another
+/// call go at 2 s and 4 s; the retry is refused again (no `retry-after`) and retried at
+/// 6 s, alone since that refusal; refused once more with `retry-after: 1`, its next retry
+/// goes in exactly 1 s (not after a whole unit's refill, 2 s).
+pub async fn a_repeated_429_without_retry_after_is_still_the_last_refusal(b: &impl Backends) {
+    let backend = b.build(config(rpm(30)));
+    send_one(&backend).await;
+    backend.feedback(Feedback::RateLimited { retry_after: None });
+    b.settled().await;
+    for _ in 0..2 {
+        let mut r = backend.reserve(one(), Priority::default()).await.unwrap();
+        r.mark_sent();
+    }
+    backend.feedback(Feedback::RateLimitedAgain { retry_after: None });
+    b.settled().await;
+    let mut r = backend.reserve(one(), Priority::default()).await.unwrap();
+    r.mark_sent();
+    backend.feedback(Feedback::RateLimitedAgain {
+        retry_after: Some(Duration::from_secs(1)),
+    });
+    b.settled().await;
+    assert_eq!(ready_in(&backend).await, Duration::from_secs(1));
+}
