@@ -46,6 +46,42 @@ async fn start(
     (address, stop, task)
 }
 
+/// Waits until the gateway stops accepting (its listener is closed once shutdown starts,
+/// right before it drains).
+async fn draining(address: std::net::SocketAddr) {
+    tokio::time::timeout(HANG, async {
+        while TcpStream::connect(address).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the gateway stopped accepting");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// Waits until `/metrics` counts `n` requests in flight.
+async fn in_flight(client: &reqwest::Client, metrics: &str, n: u64) {
+    let series = format!("tollgate_gateway_in_flight {n}");
+    tokio::time::timeout(HANG, async {
+        loop {
+            let text = client
+                .get(metrics)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if text.lines().any(|l| l == series) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the requests reached the gateway");
+}
+
 #[tokio::test]
 async fn a_request_on_an_idle_keep_alive_connection_after_the_signal_is_answered_503_not_reset() {
     let options = ServeOptions::DEFAULT.with_drain_linger(Duration::from_secs(20));
@@ -62,7 +98,7 @@ async fn a_request_on_an_idle_keep_alive_connection_after_the_signal_is_answered
         .unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     stop.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    draining(address).await;
     let body = r#"{"model":"talk","messages":[{"role":"user","content":"Hi"}]}"#;
     let request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -108,7 +144,8 @@ async fn requests_in_flight_when_the_grace_ends_are_answered_503_in_their_dialec
     );
     let openai = tokio::spawn(whole_openai);
     let anthropic = tokio::spawn(whole_anthropic);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // All three are in flight (the stream and both whole requests) before the signal.
+    in_flight(&client, &url("/metrics"), 3).await;
     stop.send(()).unwrap();
     let openai = tokio::time::timeout(HANG, openai).await.unwrap().unwrap();
     let anthropic = tokio::time::timeout(HANG, anthropic)
