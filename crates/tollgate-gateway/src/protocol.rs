@@ -45,6 +45,26 @@ impl<T: Read + Unpin> Read for JsonErrors<T> {
     }
 }
 
+impl<T: Write + Unpin> JsonErrors<T> {
+    /// Writes the rewritten answer out; once all of it is, reports the replaced write's
+    /// length as written.
+    fn drive_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let Some((bytes, written, replaced)) = &mut self.pending else {
+            return Poll::Ready(Ok(0));
+        };
+        while *written < bytes.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n;
+        }
+        let replaced = *replaced;
+        self.pending = None;
+        Poll::Ready(Ok(replaced))
+    }
+}
+
 impl<T: Write + Unpin> Write for JsonErrors<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -58,19 +78,29 @@ impl<T: Write + Unpin> Write for JsonErrors<T> {
                 None => return Pin::new(&mut this.inner).poll_write(cx, buf),
             }
         }
-        let Some((bytes, written, replaced)) = &mut this.pending else {
-            return Poll::Ready(Ok(0));
-        };
-        while *written < bytes.len() {
-            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &bytes[*written..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        this.drive_pending(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.pending.is_none() {
+            // hyper writes an automatic answer's head as one buffer, the last one: only
+            // then are the slices joined and looked at (the bodies pass as they are).
+            let last = bufs.iter().rev().find(|b| !b.is_empty());
+            if !last.is_some_and(|b| ends_like_an_answer(b)) {
+                return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
             }
-            *written += n;
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            match rewritten(&joined) {
+                Some(bytes) => this.pending = Some((bytes, 0, joined.len())),
+                None => return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+            }
         }
-        let replaced = *replaced;
-        this.pending = None;
-        Poll::Ready(Ok(replaced))
+        this.drive_pending(cx)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -81,15 +111,23 @@ impl<T: Write + Unpin> Write for JsonErrors<T> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    // One contiguous buffer per write, so an automatic answer is seen whole.
     fn is_write_vectored(&self) -> bool {
-        false
+        self.inner.is_write_vectored()
     }
+}
+
+/// Whether `buf` could end with an automatic answer: a head's blank line (a cheap
+/// first look, so a body's bytes are scanned no further).
+fn ends_like_an_answer(buf: &[u8]) -> bool {
+    buf.ends_with(b"\r\n\r\n")
 }
 
 /// `buf` with hyper's automatic answer at its end replaced by one with a JSON body, or
 /// `None` when it ends with no such answer.
 fn rewritten(buf: &[u8]) -> Option<Vec<u8>> {
+    if !ends_like_an_answer(buf) {
+        return None;
+    }
     // The answer is short: look only at the tail.
     let from = buf.len().saturating_sub(160);
     let tail = &buf[from..];
