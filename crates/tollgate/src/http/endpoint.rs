@@ -41,6 +41,11 @@ pub const MAX_BODY_BYTES: usize = 256 << 20;
 /// The most bytes of an error body read; the rest is dropped (messages are short).
 pub const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 
+/// The most bytes one byte of a key can take when a server quotes it escaped or encoded
+/// (`\\\\\\\\u0073`), for reading an error body past its cap far enough to redact a key
+/// that straddles the cap.
+const LONGEST_FORM_PER_BYTE: usize = 13;
+
 /// How the API key is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -247,13 +252,15 @@ impl Endpoint {
             return Ok((response, secret));
         }
         let retry_after = retry_after(response.headers());
-        // A key's length past the cap, so that a key cut by the cap is still whole when
-        // it is redacted; the cap applies after.
+        // The longest spelling of the key past the cap, so that a key the cap cuts is
+        // still whole when it is redacted (an escaped form is up to 13 bytes a key byte:
+        // eight backslashes, `u` and four digits; `%2525` and two digits is 9); the cap
+        // applies after.
         let key_len = secret.as_ref().map_or(0, |s| s.expose_secret().len());
         let bytes = self
             .read(
                 response,
-                MAX_ERROR_BODY_BYTES + key_len,
+                MAX_ERROR_BODY_BYTES + LONGEST_FORM_PER_BYTE * key_len,
                 false,
                 secret.as_ref(),
             )

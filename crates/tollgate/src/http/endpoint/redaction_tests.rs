@@ -97,6 +97,33 @@ async fn a_key_cut_by_the_error_body_cap_is_redacted_whole_before_the_cap() {
 }
 
 #[tokio::test]
+async fn a_unicode_escaped_key_cut_by_the_error_body_cap_is_redacted_whole_before_the_cap() {
+    // Escaped, the key is six times its length: it starts before the cap and ends far
+    // past the raw key's length beyond it.
+    let escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let mut body = "x".repeat(MAX_ERROR_BODY_BYTES - 12);
+    body.push_str(&escaped);
+    body.push_str(" and more");
+    // A 400 keeps the body as its message.
+    let server = answering(400, body).await;
+    let err = post(&server, KEY).await.expect_err("400");
+    let Error::ProviderRequest(e) = &err else {
+        panic!("a rejection: {err:?}");
+    };
+    assert!(
+        !e.message.contains(&escaped[..12]),
+        "the escaped key's start leaked"
+    );
+    assert!(
+        !err.to_string().contains(&escaped[..12]),
+        "the escaped key's start leaked"
+    );
+}
+
+#[tokio::test]
 async fn a_whole_answer_read_raw_has_the_key_cut_out_so_a_malformed_error_cannot_keep_it() {
     let server = answering(200, format!("{{not json, echoing {KEY} twice: {KEY}")).await;
     let bytes = post(&server, KEY).await.expect("a 200");

@@ -15,8 +15,9 @@ pub(super) fn occurrences(text: &[u8], secret: &str) -> Vec<(usize, usize)> {
     let Some(&first) = chars.first() else {
         return Vec::new();
     };
-    let mut lead = [0u8; 4];
-    let lead = first.encode_utf8(&mut lead).as_bytes()[0];
+    let lead = lead_byte(first);
+    // What the second character's spelling can start with (see below).
+    let second = chars.get(1).map(|&c| (lead_byte(c), c == ' '));
     let mut found = Vec::new();
     // Scratch sets of positions, reused: a large body has many candidate starts.
     let (mut ends, mut next) = (Vec::new(), Vec::new());
@@ -24,8 +25,20 @@ pub(super) fn occurrences(text: &[u8], secret: &str) -> Vec<(usize, usize)> {
     while at < text.len() {
         let b = text[at];
         // Every form of a character starts with its own first byte or one of these.
-        let may_start =
-            b == lead || matches!(b, b'\\' | b'%' | b'&') || (b == b'+' && first == ' ');
+        let escape = matches!(b, b'\\' | b'%' | b'&') || (b == b'+' && first == ' ');
+        let may_start = if b == lead && !escape && first.len_utf8() == 1 {
+            // Only the raw form starts with a plain byte, and it is one byte long: the
+            // second character's spelling must start right after it. A cheap look at
+            // that byte skips most places where the first letter merely occurs.
+            match second {
+                None => true,
+                Some((lead2, space)) => text.get(at + 1).is_some_and(|&n| {
+                    n == lead2 || matches!(n, b'\\' | b'%' | b'&') || (n == b'+' && space)
+                }),
+            }
+        } else {
+            b == lead || escape
+        };
         match may_start
             .then(|| spelled_at(text, at, &chars, &mut ends, &mut next))
             .flatten()
@@ -38,6 +51,12 @@ pub(super) fn occurrences(text: &[u8], secret: &str) -> Vec<(usize, usize)> {
         }
     }
     found
+}
+
+/// The first byte of `c`'s UTF-8.
+fn lead_byte(c: char) -> u8 {
+    let mut buf = [0u8; 4];
+    c.encode_utf8(&mut buf).as_bytes()[0]
 }
 
 /// The most backslashes an escape may start with: a text escaped three times over.
