@@ -65,6 +65,8 @@ fn a_tool_whose_parameters_are_not_an_object_schema_is_refused_naming_the_tool()
         name: "lookup".into(),
         description: String::new(),
         input_schema: tollgate::Json::new(schema),
+        strict: None,
+        native: None,
     };
     let build = |schema| {
         LlmRequest::new(

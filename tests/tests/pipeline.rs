@@ -533,6 +533,7 @@ fn shaped() -> LlmRequest {
         name: "count".into(),
         schema: json!({"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}})
             .into(),
+        strict: Some(true),
     };
     Conversation::new()
         .user("count")

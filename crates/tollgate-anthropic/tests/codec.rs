@@ -107,6 +107,8 @@ fn tools_and_tool_choice_are_encoded() {
         name: "lookup".into(),
         description: "Looks up".into(),
         input_schema: Json::new(json!({"type": "object", "properties": {}})),
+        strict: None,
+        native: None,
     };
     let request = LlmRequest::new(
         "m",
@@ -152,6 +154,7 @@ fn a_response_shape_becomes_output_config_json_schema() {
     let sampling = SamplingParams::new().with_response_shape(ResponseShape {
         name: "answer".into(),
         schema: Json::new(schema.clone()),
+        strict: Some(true),
     });
     let request = LlmRequest::new("m", vec![Message::user("x")], vec![], sampling).unwrap();
     let body = encode_request(&request, &options()).unwrap();
@@ -234,6 +237,7 @@ fn a_cache_mark_on_a_thinking_block_is_rejected() {
     let thinking = Block::Thinking {
         text: "hmm".into(),
         signature: Some("sig".into()),
+        origin: None,
         cache: Some(CacheMark::FiveMinutes),
     };
     let messages = vec![
@@ -407,14 +411,29 @@ fn usage_cache_writes_split_by_lifetime_keep_five_minutes_and_one_hour_apart() {
 }
 
 #[test]
-fn block_types_without_a_neutral_form_are_left_out() {
+fn redacted_thinking_and_server_tool_blocks_are_kept_for_the_history() {
     let content = json!([
         {"type": "redacted_thinking", "data": "opaque"},
         {"type": "text", "text": "kept"},
         {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}},
+        {"type": "container_upload", "file_id": "f"},
     ]);
     let decoded = decode_response(&response(content, "end_turn", plain_usage())).unwrap();
-    assert_eq!(decoded.blocks(), &[Block::text("kept")]);
+    assert_eq!(
+        decoded.blocks().len(),
+        3,
+        "an unknown block type is still left out"
+    );
+    assert_eq!(
+        decoded.blocks()[0],
+        Block::RedactedThinking {
+            data: "opaque".into(),
+            origin: Some("anthropic".into())
+        }
+    );
+    assert!(
+        matches!(&decoded.blocks()[2], Block::Native { provider, value } if provider == "anthropic" && value.value()["id"] == "s")
+    );
 }
 
 // ---- errors ----
@@ -589,6 +608,14 @@ fn every_stream_event_type_decodes_into_deltas_usage_stop_and_the_completed_answ
                 index: 0,
                 text: "Hmm.".into()
             },
+            StreamEvent::SignatureDelta {
+                index: 0,
+                signature: "sig-".into()
+            },
+            StreamEvent::SignatureDelta {
+                index: 0,
+                signature: "2".into()
+            },
             StreamEvent::TextDelta {
                 index: 1,
                 text: "Hel".into()
@@ -630,6 +657,7 @@ fn every_stream_event_type_decodes_into_deltas_usage_stop_and_the_completed_answ
             Block::Thinking {
                 text: "Hmm.".into(),
                 signature: Some("sig-2".into()),
+                origin: Some("anthropic".into()),
                 cache: None
             },
             Block::text("Hello"),

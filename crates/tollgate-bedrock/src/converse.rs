@@ -45,6 +45,8 @@ impl ConverseChat {
 #[tollgate::provider::async_trait]
 impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
+        // Converse writes none of the newer request settings yet: refused, never dropped.
+        tollgate::provider::refuse_unwritten(request, "bedrock", &self.aws.model().name, &[])?;
         let encoded = codec::encode(request, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
         let (output, secrets) = send_once!(self.aws, |client| client
@@ -72,6 +74,8 @@ impl ChatTransport for ConverseChat {
         request: &LlmRequest,
         _signals: &Signals,
     ) -> Result<ResponseStream> {
+        // Converse writes none of the newer request settings yet: refused, never dropped.
+        tollgate::provider::refuse_unwritten(request, "bedrock", &self.aws.model().name, &[])?;
         let encoded = codec::encode(request, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: streaming");
         let (output, secrets) = send_once!(self.aws, |client| client

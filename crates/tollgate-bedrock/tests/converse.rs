@@ -109,6 +109,8 @@ async fn converse_encodes_system_messages_images_tools_cache_points_and_inferenc
             input_schema: Json::new(
                 json!({"type": "object", "properties": {"q": {"type": "string"}}}),
             ),
+            strict: None,
+            native: None,
         }],
         SamplingParams::new()
             .with_temperature(0.5)
@@ -119,6 +121,7 @@ async fn converse_encodes_system_messages_images_tools_cache_points_and_inferenc
             .with_response_shape(ResponseShape {
                 name: "reply".into(),
                 schema: Json::new(json!({"type": "object"})),
+                strict: Some(true),
             }),
     )
     .unwrap();

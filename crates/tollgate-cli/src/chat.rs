@@ -82,6 +82,7 @@ pub(crate) async fn chat(source: &Source, args: ChatArgs) -> CliResult {
         params = params.with_response_shape(ResponseShape {
             name: "response".into(),
             schema: Json::new(schema),
+            strict: Some(true),
         });
     }
     let mut conversation = Conversation::new();

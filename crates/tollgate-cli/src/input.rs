@@ -20,7 +20,7 @@ use tollgate::{LlmRequest, Message, ResponseShape, Role, SamplingParams};
 #[derive(Debug, Clone)]
 pub(crate) enum Body {
     /// A chat completion.
-    Chat(LlmRequest),
+    Chat(Box<LlmRequest>),
     /// Embeddings of these texts.
     Embed(Vec<String>),
 }
@@ -209,11 +209,12 @@ fn chat(model_id: &str, messages: &[Value], params: Option<&Value>) -> Result<Bo
             sampling = sampling.with_response_shape(ResponseShape {
                 name: spec["name"].as_str().unwrap_or("response").to_owned(),
                 schema: tollgate::Json::new(schema),
+                strict: Some(true),
             });
         }
     }
     LlmRequest::new(model_id, out, Vec::new(), sampling)
-        .map(Body::Chat)
+        .map(|r| Body::Chat(Box::new(r)))
         .map_err(|e| e.to_string())
 }
 

@@ -72,6 +72,7 @@ pub(crate) fn retry_on_rerun(error: &Error) -> bool {
         | Error::UnknownModel { .. }
         | Error::WrongModelKind { .. }
         | Error::Unsupported { .. }
+        | Error::UnsupportedSetting { .. }
         | Error::InvalidRequest { .. }
         | Error::EmbeddingShape { .. }
         | Error::Decode { .. } => false,

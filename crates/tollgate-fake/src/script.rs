@@ -216,11 +216,25 @@ pub(crate) fn deltas(response: &LlmResponse) -> Vec<StreamEvent> {
                     text: w.to_owned(),
                 }));
             }
-            Block::Thinking { text, .. } => {
+            Block::Thinking {
+                text, signature, ..
+            } => {
                 events.extend(words(text).map(|w| StreamEvent::ThinkingDelta {
                     index,
                     text: w.to_owned(),
                 }));
+                if let Some(signature) = signature {
+                    events.push(StreamEvent::SignatureDelta {
+                        index,
+                        signature: signature.clone(),
+                    });
+                }
+            }
+            Block::RedactedThinking { .. } | Block::Native { .. } => {
+                events.push(StreamEvent::WholeBlock {
+                    index,
+                    block: block.clone(),
+                })
             }
             Block::ToolUse {
                 id, name, input, ..
@@ -230,7 +244,7 @@ pub(crate) fn deltas(response: &LlmResponse) -> Vec<StreamEvent> {
                 name: Some(name.clone()),
                 input_json: input.canonical(),
             }),
-            Block::Image { .. } | Block::ToolResult { .. } => {}
+            Block::Image { .. } | Block::ToolResult { .. } | Block::Document { .. } => {}
         }
     }
     events

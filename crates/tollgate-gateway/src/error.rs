@@ -394,6 +394,7 @@ fn classify(error: &Error) -> Answer {
         | Error::OutputTruncated { .. }
         | Error::ProviderRefusal { .. }
         | Error::WrongModelKind { .. }
+        | Error::UnsupportedSetting { .. }
         | Error::Unsupported { .. } => Answer::text(Class::BadRequest, None),
         Error::ShapeInvalid { .. }
         | Error::StreamInterrupted { .. }

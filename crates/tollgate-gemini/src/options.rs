@@ -332,6 +332,7 @@ impl GeminiModel {
     pub(crate) fn encode_options(&self) -> EncodeOptions {
         let o = &self.options;
         EncodeOptions {
+            model: self.name.clone(),
             max_output_tokens: self.entry.output_limit(None),
             tool_choice: o.tool_choice.clone(),
             top_k: o.top_k,

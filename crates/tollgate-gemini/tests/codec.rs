@@ -23,6 +23,8 @@ fn tool() -> ToolDefinition {
         input_schema: Json::new(
             json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         ),
+        strict: None,
+        native: None,
     }
 }
 
@@ -60,6 +62,7 @@ fn signature(s: &str) -> Block {
     Block::Thinking {
         text: String::new(),
         signature: Some(s.into()),
+        origin: None,
         cache: None,
     }
 }
@@ -196,6 +199,7 @@ fn sampling_the_output_limit_a_shape_and_thinking_go_in_generation_config() {
         .with_response_shape(ResponseShape {
             name: "answer".into(),
             schema: Json::new(json!({"type": "object"})),
+            strict: Some(true),
         });
     let options = EncodeOptions {
         max_output_tokens: Some(99),
@@ -313,6 +317,7 @@ fn thought_signatures_are_carried_opaquely_into_the_next_request() {
             Block::Thinking {
                 text: "Thinking about weather.".into(),
                 signature: Some("U0lHLTE=".into()),
+                origin: None,
                 cache: None
             },
             signature("U0lHLTI="),

@@ -379,6 +379,8 @@ async fn thought_signatures_reach_the_next_request_through_the_pipeline() {
                 name: "get_weather".into(),
                 description: "d".into(),
                 input_schema: tollgate::Json::new(json!({"type": "object"})),
+                strict: None,
+                native: None,
             });
     let answer = chat
         .single_response(

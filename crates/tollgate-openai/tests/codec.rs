@@ -125,6 +125,7 @@ fn every_block_type_is_encoded() {
                 Block::Thinking {
                     text: "hmm".into(),
                     signature: None,
+                    origin: None,
                     cache: None,
                 },
                 Block::text("calling"),

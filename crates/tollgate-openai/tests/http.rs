@@ -452,6 +452,7 @@ async fn tools_tool_choice_sampling_and_a_response_shape_are_sent() {
         .with_response_shape(ResponseShape {
             name: "answer shape".into(),
             schema: Json::new(json!({"type": "object"})),
+            strict: Some(true),
         });
     let request = Conversation::new()
         .with_system("Be brief.")
@@ -459,6 +460,8 @@ async fn tools_tool_choice_sampling_and_a_response_shape_are_sent() {
             name: "weather".into(),
             description: "The weather in a city".into(),
             input_schema: Json::new(json!({"type": "object"})),
+            strict: None,
+            native: None,
         })
         .user("Weather?")
         .request("gpt", sampling)

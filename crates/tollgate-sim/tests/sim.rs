@@ -307,6 +307,8 @@ fn weather_request() -> tollgate::LlmRequest {
             name: "weather".into(),
             description: "The weather in a city".into(),
             input_schema: tollgate::Json::new(schema),
+            strict: None,
+            native: None,
         })
         .user("Weather in Paris?")
         .request("m", SamplingParams::new())

@@ -101,9 +101,66 @@ pub enum Block {
         /// The provider's signature, which must be sent back unchanged.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// The provider key whose model signed it (`anthropic`, `bedrock`, `openai`,
+        /// `gemini`); a codec sends a signature only back to its own provider, and drops
+        /// a thinking block signed elsewhere. `None`: unknown, sent as it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
         /// Prompt-cache breakpoint.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache: Option<CacheMark>,
+    },
+    /// Reasoning the provider returned encrypted (Anthropic's `redacted_thinking`), which
+    /// must be sent back unchanged within a tool cycle.
+    RedactedThinking {
+        /// The opaque data.
+        data: String,
+        /// The provider key that produced it, as for [`Block::Thinking`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
+    },
+    /// A document for the model to read: a PDF (inline or by URL) or plain text.
+    Document {
+        /// Where the document is.
+        source: DocumentSource,
+        /// A file name or title, where the provider takes one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Prompt-cache breakpoint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache: Option<CacheMark>,
+    },
+    /// A block only one provider understands, kept as its wire JSON (e.g. Anthropic's
+    /// `server_tool_use` and `web_search_tool_result`): sent back as it is to that
+    /// provider, refused with [`crate::Error::Unsupported`] by every other.
+    Native {
+        /// The provider key the block belongs to, e.g. `anthropic`.
+        provider: String,
+        /// The block as the provider writes it.
+        value: Json,
+    },
+}
+
+/// Where a document's content is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DocumentSource {
+    /// Inline, base64-encoded (a PDF: `application/pdf`).
+    Base64 {
+        /// MIME type, e.g. `application/pdf`.
+        media_type: String,
+        /// The base64 text.
+        data: String,
+    },
+    /// A URL the provider fetches.
+    Url {
+        /// The address.
+        url: String,
+    },
+    /// Plain text.
+    Text {
+        /// The document's text.
+        text: String,
     },
 }
 
@@ -123,7 +180,10 @@ impl Block {
             | Block::Image { cache, .. }
             | Block::ToolUse { cache, .. }
             | Block::ToolResult { cache, .. }
-            | Block::Thinking { cache, .. } => *cache = Some(mark),
+            | Block::Thinking { cache, .. }
+            | Block::Document { cache, .. } => *cache = Some(mark),
+            // Opaque blocks carry their provider's own marks, if any.
+            Block::RedactedThinking { .. } | Block::Native { .. } => {}
         }
         self
     }
@@ -185,6 +245,47 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON Schema of its arguments.
     pub input_schema: Json,
+    /// Whether the provider must hold the arguments to the schema (OpenAI's and
+    /// Anthropic's `strict`); `None` leaves it to the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+    /// A tool the provider runs itself (e.g. Anthropic's web search), as that provider
+    /// defines it; `input_schema` is then unused. Refused by every other provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeTool>,
+}
+
+impl ToolDefinition {
+    /// A function tool: its name, what it does, and the JSON Schema of its arguments.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Json,
+    ) -> Self {
+        ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            strict: None,
+            native: None,
+        }
+    }
+
+    /// This tool with `strict` as given.
+    pub fn with_strict(mut self, strict: Option<bool>) -> Self {
+        self.strict = strict;
+        self
+    }
+}
+
+/// A provider's own tool (a server tool), kept as the provider's wire JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NativeTool {
+    /// The provider key it belongs to, e.g. `anthropic`.
+    pub provider: String,
+    /// The definition as the provider writes it (e.g. `{"type": "web_search_20250305",
+    /// "name": "web_search", "max_uses": 3}`).
+    pub definition: Json,
 }
 
 /// A conversation being built up turn by turn: system text, messages and tools.

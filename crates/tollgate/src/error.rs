@@ -334,6 +334,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// The request asks for something the model's provider cannot do (a forced tool
+    /// choice on a provider without one, JSON mode without a schema, a PDF by URL, a
+    /// provider's own tool elsewhere): refused before anything is sent, never dropped.
+    #[error(
+        "`{feature}` is not supported by provider `{provider}` (model `{model}`); remove it \
+         from the request or choose a model whose provider supports it"
+    )]
+    UnsupportedSetting {
+        /// The setting or input, as the request says it (e.g. `tool_choice: none`).
+        feature: String,
+        /// The provider key, e.g. `bedrock`.
+        provider: String,
+        /// The model, as the provider names it.
+        model: String,
+    },
+
     /// A provider returned an embedding that cannot be made into the deployment's width.
     #[error(
         "model `{model_id}` returned an embedding of width {got} that cannot be made into the \
@@ -381,6 +397,19 @@ impl From<UnknownModel> for Error {
 }
 
 impl Error {
+    /// [`Error::UnsupportedSetting`]: `feature` cannot be sent to `provider`'s `model`.
+    pub fn unsupported_setting(
+        feature: impl Into<String>,
+        provider: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        Error::UnsupportedSetting {
+            feature: feature.into(),
+            provider: provider.into(),
+            model: model.into(),
+        }
+    }
+
     /// A stable snake_case name for the error's kind, for records, spans and metrics
     /// (`error.type`): one per variant, and per [`ProviderError`] variant.
     pub fn kind(&self) -> &'static str {
@@ -408,6 +437,7 @@ impl Error {
             Error::ProviderNotLinked { .. } => "provider_not_linked",
             Error::WrongModelKind { .. } => "wrong_model_kind",
             Error::Unsupported { .. } => "unsupported",
+            Error::UnsupportedSetting { .. } => "unsupported_setting",
             Error::DuplicateProvider { .. } => "duplicate_provider",
             Error::InvalidRequest { .. } => "invalid_request",
             Error::EmbeddingShape { .. } => "embedding_shape",

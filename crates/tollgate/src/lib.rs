@@ -64,6 +64,7 @@ pub mod pipeline;
 pub mod provider;
 mod request;
 mod response;
+mod settings;
 pub mod sse;
 mod stream;
 mod usage;
@@ -75,10 +76,11 @@ pub use catalog::Dimension;
 pub use catalog::{Catalog, ModelEntry};
 pub use client::{
     Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
-    EmbeddingsClient, LlmClient, Question,
+    EmbeddingsClient, LlmClient, Question, TokenCount, TokenCounter,
 };
 pub use conversation::{
-    Block, CacheMark, Conversation, ImageSource, Message, Role, ToolDefinition,
+    Block, CacheMark, Conversation, DocumentSource, ImageSource, Message, NativeTool, Role,
+    ToolDefinition,
 };
 pub use credentials::{CredentialStore, Secret};
 pub use error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Result};
@@ -88,6 +90,7 @@ pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
 pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
 pub use response::{LlmResponse, ResponseBody, StopReason};
+pub use settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking, ToolChoice};
 pub use stream::{ResponseStream, StreamEvent};
 pub use usage::Usage;
 

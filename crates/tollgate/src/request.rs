@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::conversation::{Conversation, Message, Role, ToolDefinition};
 use crate::error::{Error, Result};
 use crate::json::{Float, Json};
+use crate::settings::{Reasoning, Thinking, ToolChoice};
 
 /// A JSON Schema the answer must satisfy (checked by the call pipeline).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -13,6 +14,27 @@ pub struct ResponseShape {
     pub name: String,
     /// The JSON Schema.
     pub schema: Json,
+    /// Whether the provider must constrain its output to the schema (OpenAI's `strict`):
+    /// `None` leaves it to the provider's default. [`ResponseShape::new`] sets `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl ResponseShape {
+    /// A strict shape: providers that can constrain output to the schema are asked to.
+    pub fn new(name: impl Into<String>, schema: Json) -> Self {
+        ResponseShape {
+            name: name.into(),
+            schema,
+            strict: Some(true),
+        }
+    }
+
+    /// This shape with `strict` as given (`None`: the provider's default).
+    pub fn with_strict(mut self, strict: Option<bool>) -> Self {
+        self.strict = strict;
+        self
+    }
 }
 
 /// How to sample: temperature, top_p, stop sequences, output limit, response shape.
@@ -34,6 +56,20 @@ pub struct SamplingParams {
     response_shape: Option<ResponseShape>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     keep_truncated: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    json_object: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(default, skip_serializing_if = "Reasoning::is_empty")]
+    reasoning: Reasoning,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keep_refusals: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keep_shape_misses: bool,
 }
 
 impl SamplingParams {
@@ -81,6 +117,7 @@ impl SamplingParams {
             });
         }
         self.max_output_tokens = Some(tokens);
+        self.check_reasoning()?;
         Ok(self)
     }
 
@@ -102,6 +139,110 @@ impl SamplingParams {
     /// Whether a cut-off answer is returned as it is ([`SamplingParams::with_truncated_answers`]).
     pub fn keeps_truncated(&self) -> bool {
         self.keep_truncated
+    }
+
+    /// Asks for any JSON object as the answer, with no schema (OpenAI's `json_object`
+    /// mode): distinct from a [`ResponseShape`], and refused with one.
+    pub fn with_json_object(mut self) -> Self {
+        self.json_object = true;
+        self
+    }
+
+    /// Whether the answer must be a JSON object ([`SamplingParams::with_json_object`]).
+    pub fn json_object(&self) -> bool {
+        self.json_object
+    }
+
+    /// How the model may use the tools, overriding the catalog's `tool_choice` option.
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+
+    /// The request's own tool choice, if any (otherwise the catalog's default applies).
+    pub fn tool_choice(&self) -> Option<&ToolChoice> {
+        self.tool_choice.as_ref()
+    }
+
+    /// Whether the model may call several tools in one turn (`false`: at most one).
+    pub fn with_parallel_tool_calls(mut self, parallel: bool) -> Self {
+        self.parallel_tool_calls = Some(parallel);
+        self
+    }
+
+    /// Parallel tool calls, if the request says.
+    pub fn parallel_tool_calls(&self) -> Option<bool> {
+        self.parallel_tool_calls
+    }
+
+    /// How the model reasons (effort, thinking mode or budget, summary). A budget must be
+    /// at least 1 token and below the output limit when one is set.
+    pub fn with_reasoning(mut self, reasoning: Reasoning) -> Result<Self> {
+        self.reasoning = reasoning;
+        self.check_reasoning()?;
+        Ok(self)
+    }
+
+    /// The reasoning settings (empty: the provider's default).
+    pub fn reasoning(&self) -> &Reasoning {
+        &self.reasoning
+    }
+
+    /// A sampling seed, for providers that sample reproducibly on a best-effort basis.
+    pub fn with_seed(mut self, seed: i64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The seed, if set.
+    pub fn seed(&self) -> Option<i64> {
+        self.seed
+    }
+
+    /// Returns a refusal as an answer (stop reason [`crate::StopReason::Refusal`], the
+    /// model's words as text) instead of failing with [`crate::Error::ProviderRefusal`]:
+    /// for a gateway, whose clients expect the provider's 200 with a refusal. Billed alike.
+    pub fn with_refusals_returned(mut self) -> Self {
+        self.keep_refusals = true;
+        self
+    }
+
+    /// Whether a refusal is returned as an answer ([`SamplingParams::with_refusals_returned`]).
+    pub fn keeps_refusals(&self) -> bool {
+        self.keep_refusals
+    }
+
+    /// Returns an answer that misses its [`ResponseShape`] as the provider gave it, with no
+    /// correction round: for a gateway, whose clients check the shape themselves.
+    pub fn with_shape_misses_returned(mut self) -> Self {
+        self.keep_shape_misses = true;
+        self
+    }
+
+    /// Whether an answer that misses its shape is returned as it is.
+    pub fn keeps_shape_misses(&self) -> bool {
+        self.keep_shape_misses
+    }
+
+    fn check_reasoning(&self) -> Result<()> {
+        if let Some(Thinking::Budget { tokens }) = self.reasoning.thinking {
+            if tokens == 0 {
+                return Err(Error::InvalidRequest {
+                    field: "sampling_params.reasoning.thinking.tokens".into(),
+                    reason: "a thinking budget must be at least 1 token".into(),
+                });
+            }
+            if let Some(limit) = self.max_output_tokens.filter(|limit| tokens >= *limit) {
+                return Err(Error::InvalidRequest {
+                    field: "sampling_params.reasoning.thinking.tokens".into(),
+                    reason: format!(
+                        "a thinking budget of {tokens} tokens must be below the output limit \
+                         ({limit}); raise max_output_tokens or lower the budget"
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Temperature, if set.
@@ -142,7 +283,15 @@ impl SamplingParams {
                 reason: "must be at least 1".into(),
             });
         }
-        Ok(())
+        if self.json_object && self.response_shape.is_some() {
+            return Err(Error::InvalidRequest {
+                field: "sampling_params.json_object".into(),
+                reason: "asks for any JSON object, but a response shape is also declared; \
+                         keep one of the two"
+                    .into(),
+            });
+        }
+        self.check_reasoning()
     }
 }
 
@@ -192,9 +341,9 @@ fn check_range(field: &str, value: f64, low: f64, high: f64, low_inclusive: bool
 /// assert_eq!(longer.sampling_params().max_output_tokens(), Some(800));
 /// assert_eq!(request.sampling_params().max_output_tokens(), Some(200));
 ///
-/// // Checked: a system message after the first turn is rejected, naming the field.
-/// let late = LlmRequest::new("assistant", vec![Message::user("hi"), Message::system("late")], vec![], SamplingParams::new());
-/// assert!(matches!(late, Err(Error::InvalidRequest { .. })));
+/// // Checked: a request with nothing but system text is rejected, naming the field.
+/// let empty = LlmRequest::new("assistant", vec![Message::system("Be brief.")], vec![], SamplingParams::new());
+/// assert!(matches!(empty, Err(Error::InvalidRequest { .. })));
 /// # Ok::<(), tollgate::Error>(())
 /// ```
 ///
@@ -238,8 +387,9 @@ impl TryFrom<RawRequest> for LlmRequest {
 
 impl LlmRequest {
     /// Builds a request, checking it: a non-empty model id, at least one non-system
-    /// message, system messages only at the start, no empty message, unique tool names,
-    /// each tool's parameters an object schema.
+    /// message, no empty message, unique tool names, each tool's parameters an object
+    /// schema (provider-native tools excepted). System messages may come anywhere: the
+    /// leading ones are [`LlmRequest::system`], later ones stay in place in the turns.
     pub fn new(
         model_id: impl Into<String>,
         messages: Vec<Message>,
@@ -258,15 +408,11 @@ impl LlmRequest {
                     "must hold at least one block",
                 ));
             }
-            match message.role {
-                Role::System if seen_other => {
-                    return Err(invalid(
-                        &format!("messages[{i}].role"),
-                        "system messages may only open the request",
-                    ));
-                }
-                Role::System => {}
-                _ => seen_other = true,
+            // A system message may also come later (Anthropic's mid-conversation system
+            // messages, OpenAI's in-place system and developer messages); codecs pass it
+            // through where the model takes it and fold it into the turns otherwise.
+            if message.role != Role::System {
+                seen_other = true;
             }
         }
         if !seen_other {
@@ -284,6 +430,17 @@ impl LlmRequest {
             }
             // Every provider takes a tool's parameters as an object schema; anything else
             // would be refused upstream after a reservation (or, worse, ignored).
+            if tool.native.is_some() {
+                // The provider's own tool (e.g. Anthropic's `web_search_20250305`): its
+                // definition is the provider's, checked by the provider.
+                if tools_schema[..i].iter().any(|t| t.name == tool.name) {
+                    return Err(invalid(
+                        &format!("tools_schema[{i}].name"),
+                        &format!("`{}` is defined twice", tool.name),
+                    ));
+                }
+                continue;
+            }
             let schema = tool.input_schema.value();
             let object_type = schema.get("type").is_none_or(|t| t == "object");
             if !schema.is_object() || !object_type {

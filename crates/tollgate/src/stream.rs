@@ -28,6 +28,22 @@ pub enum StreamEvent {
         /// The new text.
         text: String,
     },
+    /// The signature of thinking block `index` (Anthropic's `signature_delta`), which a
+    /// client must send back unchanged with the block.
+    SignatureDelta {
+        /// Content block index.
+        index: usize,
+        /// The signature (or the next part of it).
+        signature: String,
+    },
+    /// A block that arrives whole, not in deltas: redacted thinking, or a provider-native
+    /// block such as Anthropic's `web_search_tool_result`.
+    WholeBlock {
+        /// Content block index.
+        index: usize,
+        /// The block.
+        block: crate::conversation::Block,
+    },
     /// Part of a tool call for content block `index`.
     ToolUseDelta {
         /// Content block index.

@@ -1,8 +1,12 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
-use tollgate::provider::ToolChoice;
-use tollgate::{Block, CacheMark, Error, ImageSource, LlmRequest, Result, Role};
+use tollgate::provider::folded_turns;
+use tollgate::provider::{Setting, ToolChoice, refuse_unwritten};
+use tollgate::{
+    Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, ReasoningEffort, Result,
+    Role, SamplingParams, Thinking,
+};
 
 /// The `anthropic-version` header value this codec speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -23,6 +27,40 @@ fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
         ToolChoice::Required => Some(json!({"type": "any"})),
         ToolChoice::None => Some(json!({"type": "none"})),
         ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
+    }
+}
+
+/// The request settings the Messages API writes; any other (JSON without a schema, a
+/// loose schema, a seed, a summary style) is refused, never dropped.
+const WRITES: &[Setting] = &[
+    Setting::ToolChoice,
+    Setting::ParallelToolCalls,
+    Setting::ReasoningEffort,
+    Setting::ThinkingMode,
+    Setting::ThinkingBudget,
+    Setting::ToolStrict,
+];
+
+/// Signature families a Claude model takes back: its own (`anthropic`) and Claude's on
+/// Bedrock (the same models). Thinking signed by any other provider is left out.
+const CLAUDE_SIGNERS: &[&str] = &["anthropic", "bedrock"];
+
+/// Whether `block` goes to a Claude model: thinking signed elsewhere does not (the
+/// API ignores thinking of finished turns, and refuses a foreign signature).
+fn sendable(block: &Block) -> bool {
+    match block {
+        Block::Thinking {
+            origin, signature, ..
+        } => {
+            signature.is_some()
+                && origin
+                    .as_deref()
+                    .is_none_or(|o| CLAUDE_SIGNERS.contains(&o))
+        }
+        Block::RedactedThinking { origin, .. } => origin
+            .as_deref()
+            .is_none_or(|o| CLAUDE_SIGNERS.contains(&o)),
+        _ => true,
     }
 }
 
@@ -47,6 +85,8 @@ pub struct EncodeOptions {
 /// anything is sent, on more than [`MAX_CACHE_MARKS`] cache marks, a temperature above
 /// [`MAX_TEMPERATURE`], non-text system blocks, or a cache mark on a thinking block.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
+    let model = options.model.as_deref().unwrap_or("(named in the URL)");
+    refuse_unwritten(request, "anthropic", model, WRITES)?;
     let mut marks = 0usize;
     let mut body = Map::new();
     if let Some(model) = &options.model {
@@ -76,15 +116,19 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
 
     let offset = request.system().count();
-    let mut messages = Vec::with_capacity(request.turns().len());
-    for (i, message) in request.turns().iter().enumerate() {
+    // Later system messages folded into the user turns (their positions kept).
+    let turns = folded_turns(request);
+    let mut messages = Vec::with_capacity(turns.len());
+    for (i, message) in turns.iter().enumerate() {
         let role = match message.role {
-            Role::User => "user",
             Role::Assistant => "assistant",
-            Role::System => unreachable!("LlmRequest keeps system messages at the start"),
+            Role::User | Role::System => "user",
         };
         let mut content = Vec::with_capacity(message.content.len());
         for (j, block) in message.content.iter().enumerate() {
+            if !sendable(block) {
+                continue;
+            }
             let field = format!("messages[{}].content[{j}]", i + offset);
             content.push(encode_block(block, &field, &mut marks)?);
         }
@@ -97,18 +141,47 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             .tools_schema()
             .iter()
             .map(|t| {
-                json!({
+                // A server tool goes as Anthropic defines it.
+                if let Some(native) = &t.native {
+                    if native.provider != "anthropic" {
+                        return Err(Error::unsupported_setting(
+                            format!("`{}` tool `{}`", native.provider, t.name),
+                            "anthropic",
+                            model,
+                        ));
+                    }
+                    return Ok(native.definition.value().clone());
+                }
+                let mut tool = json!({
                     "name": t.name,
                     "description": t.description,
                     "input_schema": t.input_schema.value(),
-                })
+                });
+                if let Some(strict) = t.strict {
+                    tool["strict"] = json!(strict);
+                }
+                Ok(tool)
             })
-            .collect();
+            .collect::<Result<Vec<Value>>>()?;
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = tool_choice_json(&options.tool_choice) {
+        let choice = match sampling.tool_choice() {
+            Some(ToolChoice::Auto) => Some(json!({"type": "auto"})),
+            Some(choice) => tool_choice_json(choice),
+            None => tool_choice_json(&options.tool_choice),
+        };
+        let choice = match (choice, sampling.parallel_tool_calls()) {
+            (Some(mut c), Some(false)) if c["type"] != "none" => {
+                c["disable_parallel_tool_use"] = json!(true);
+                Some(c)
+            }
+            (None, Some(false)) => Some(json!({"type": "auto", "disable_parallel_tool_use": true})),
+            (c, _) => c,
+        };
+        if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
         }
     }
+    write_reasoning(&mut body, sampling, max_tokens)?;
     if let Some(t) = sampling.temperature() {
         if t > MAX_TEMPERATURE {
             return Err(Error::invalid_request(
@@ -215,6 +288,7 @@ fn encode_block(block: &Block, field: &str, marks: &mut usize) -> Result<Value> 
             text,
             signature,
             cache,
+            ..
         } => {
             if cache.is_some() {
                 return Err(Error::invalid_request(
@@ -228,7 +302,85 @@ fn encode_block(block: &Block, field: &str, marks: &mut usize) -> Result<Value> 
             }
             (out, None)
         }
+        Block::RedactedThinking { data, .. } => {
+            (json!({"type": "redacted_thinking", "data": data}), None)
+        }
+        Block::Document {
+            source,
+            name,
+            cache,
+        } => {
+            let source = match source {
+                DocumentSource::Base64 { media_type, data } => {
+                    json!({"type": "base64", "media_type": media_type, "data": data})
+                }
+                DocumentSource::Url { url } => json!({"type": "url", "url": url}),
+                DocumentSource::Text { text } => {
+                    json!({"type": "text", "media_type": "text/plain", "data": text})
+                }
+            };
+            let mut out = json!({"type": "document", "source": source});
+            if let Some(name) = name {
+                out["title"] = json!(name);
+            }
+            (out, *cache)
+        }
+        Block::Native { provider, value } => {
+            if provider != "anthropic" {
+                return Err(Error::invalid_request(
+                    field,
+                    format!("is a `{provider}` block, which Anthropic's API cannot take"),
+                ));
+            }
+            (value.value().clone(), None)
+        }
     };
     mark(&mut out, cache, field, marks)?;
     Ok(out)
+}
+
+/// `thinking` and `output_config.effort`: thinking off, adaptive, or with a budget
+/// (at least 1024 tokens, below `max_tokens`); an effort level as Anthropic spells it
+/// (`none` is thinking disabled, `minimal` is `low`).
+fn write_reasoning(
+    body: &mut Map<String, Value>,
+    sampling: &SamplingParams,
+    max_tokens: u64,
+) -> Result<()> {
+    let reasoning = sampling.reasoning();
+    let thinking = match reasoning.thinking {
+        Some(Thinking::Off) => Some(json!({"type": "disabled"})),
+        Some(Thinking::Adaptive) => Some(json!({"type": "adaptive"})),
+        Some(Thinking::Budget { tokens }) => {
+            if tokens < 1024 || tokens >= max_tokens {
+                return Err(Error::invalid_request(
+                    "sampling_params.reasoning.thinking.tokens",
+                    format!(
+                        "is {tokens}; Anthropic takes a thinking budget of at least 1024 tokens \
+                         and below max_tokens ({max_tokens})"
+                    ),
+                ));
+            }
+            Some(json!({"type": "enabled", "budget_tokens": tokens}))
+        }
+        None if reasoning.effort == Some(ReasoningEffort::None) => {
+            Some(json!({"type": "disabled"}))
+        }
+        None => None,
+    };
+    if let Some(thinking) = thinking {
+        body.insert("thinking".into(), thinking);
+    }
+    let effort = match reasoning.effort {
+        None | Some(ReasoningEffort::None) => None,
+        Some(ReasoningEffort::Minimal) => Some("low"),
+        Some(other) => Some(other.as_str()),
+    };
+    if let Some(effort) = effort {
+        body.entry("output_config")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|o| o.insert("effort".into(), json!(effort)));
+    }
+    Ok(())
 }

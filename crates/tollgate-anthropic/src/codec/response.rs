@@ -121,7 +121,24 @@ pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
         "thinking" => Block::Thinking {
             text: get("thinking").unwrap_or_default().to_owned(),
             signature: get("signature").map(str::to_owned),
+            origin: get("signature").map(|_| "anthropic".to_owned()),
             cache: None,
+        },
+        "redacted_thinking" => Block::RedactedThinking {
+            data: get("data").unwrap_or_default().to_owned(),
+            origin: Some("anthropic".to_owned()),
+        },
+        // Server tools' calls and results: kept as they came, for the history that must
+        // send them back unchanged.
+        "server_tool_use"
+        | "web_search_tool_result"
+        | "web_fetch_tool_result"
+        | "code_execution_tool_result"
+        | "bash_code_execution_tool_result"
+        | "text_editor_code_execution_tool_result"
+        | "tool_search_tool_result" => Block::Native {
+            provider: "anthropic".to_owned(),
+            value: Json::new(block.clone()),
         },
         _ => {
             tracing::debug!(block_type = kind, "anthropic: content block type left out");

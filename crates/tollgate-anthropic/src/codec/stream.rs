@@ -66,6 +66,10 @@ impl ChunkDecoder for Chunks {
                         let signature = get("signature");
                         if !signature.is_empty() {
                             self.blocks.signature(index, signature)?;
+                            out.push(StreamEvent::SignatureDelta {
+                                index,
+                                signature: signature.to_owned(),
+                            });
                         }
                     }
                     "tool_use" => {
@@ -92,7 +96,14 @@ impl ChunkDecoder for Chunks {
                 match get("type") {
                     "text_delta" => out.extend(self.blocks.text(index, get("text"))?),
                     "thinking_delta" => out.extend(self.blocks.thinking(index, get("thinking"))?),
-                    "signature_delta" => self.blocks.signature(index, get("signature"))?,
+                    // Kept on the block and passed on, so a client can send the block back.
+                    "signature_delta" => {
+                        self.blocks.signature(index, get("signature"))?;
+                        out.push(StreamEvent::SignatureDelta {
+                            index,
+                            signature: get("signature").to_owned(),
+                        });
+                    }
                     "input_json_delta" => {
                         out.extend(self.blocks.tool_input(index, get("partial_json"))?);
                     }
@@ -145,7 +156,7 @@ impl Chunks {
     fn response(&mut self) -> Result<LlmResponse> {
         finish(
             std::mem::take(&mut self.model),
-            self.blocks.finish()?,
+            self.blocks.finish_signed_by("anthropic")?,
             self.stop.as_deref(),
             self.stop_details.take(),
             self.usage.neutral(),

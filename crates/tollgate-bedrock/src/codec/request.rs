@@ -141,6 +141,7 @@ fn encode_block(block: &Block, field: &str, out: &mut Vec<ContentBlock>) -> Resu
             text,
             signature,
             cache,
+            ..
         } => {
             out.push(ContentBlock::ReasoningContent(
                 ReasoningContentBlock::ReasoningText(built(
@@ -152,6 +153,12 @@ fn encode_block(block: &Block, field: &str, out: &mut Vec<ContentBlock>) -> Resu
                 )?),
             ));
             *cache
+        }
+        Block::RedactedThinking { .. } | Block::Document { .. } | Block::Native { .. } => {
+            return Err(Error::invalid_request(
+                field,
+                "this block is not yet written for Bedrock Converse",
+            ));
         }
     };
     if let Some(mark) = cache {
@@ -181,10 +188,12 @@ pub(crate) fn encode(request: &LlmRequest, default_max_tokens: u64) -> Result<En
         }
     }
     let offset = request.system().count();
-    for (i, message) in request.turns().iter().enumerate() {
+    // Converse has a leading `system` only: later system messages are folded into the
+    // user turns in place.
+    for (i, message) in tollgate::provider::folded_turns(request).iter().enumerate() {
         let role = match message.role {
             Role::Assistant => ConversationRole::Assistant,
-            _ => ConversationRole::User,
+            Role::User | Role::System => ConversationRole::User,
         };
         let mut content = Vec::with_capacity(message.content.len());
         for (j, block) in message.content.iter().enumerate() {

@@ -84,6 +84,7 @@ fn decode_block(block: &ContentBlock) -> Result<Option<Block>> {
             Block::Thinking {
                 text: r.text().to_owned(),
                 signature: r.signature().map(str::to_owned),
+                origin: r.signature().map(|_| "bedrock".to_owned()),
                 cache: None,
             }
         }

@@ -77,7 +77,7 @@ impl ConverseStreamDecoder {
                 let stop = self.stop.ok_or_else(|| {
                     tollgate::provider::undecodable("metadata before messageStop")
                 })?;
-                let content = self.blocks.finish()?;
+                let content = self.blocks.finish_signed_by("bedrock")?;
                 if let Some(category) = self.filter {
                     self.finished = true;
                     return Err(Error::refusal(category, text_of(&content), usage));

@@ -42,6 +42,11 @@ fn content_block(b: &Block) -> Option<Value> {
         Block::Thinking {
             text, signature, ..
         } => Some(json!({"type": "thinking", "thinking": text, "signature": signature})),
+        Block::RedactedThinking { data, .. } => {
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
+        // Server tools' blocks, as the provider wrote them.
+        Block::Native { provider, value } if provider == "anthropic" => Some(value.value().clone()),
         _ => None,
     }
 }
@@ -147,6 +152,17 @@ impl Encoder for EventEncoder {
                 let delta =
                     json!({"index": n, "delta": {"type": "thinking_delta", "thinking": text}});
                 Self::send("content_block_delta", delta, &mut out);
+            }
+            StreamEvent::SignatureDelta { index, signature } => {
+                let start = json!({"type": "thinking", "thinking": ""});
+                let n = self.block(index, start, &mut out);
+                let delta = json!({"index": n, "delta": {"type": "signature_delta", "signature": signature}});
+                Self::send("content_block_delta", delta, &mut out);
+            }
+            StreamEvent::WholeBlock { index, block } => {
+                if let Some(whole) = content_block(&block) {
+                    self.block(index, whole, &mut out);
+                }
             }
             StreamEvent::ToolUseDelta {
                 index,

@@ -1,12 +1,14 @@
 //! OpenAI chat-completion and embeddings requests, decoded into tollgate's neutral
-//! [`LlmRequest`]. Fields tollgate has no place for (`user`, `seed`, `tool_choice`, …)
-//! are accepted and ignored, as a proxy must; `n` above 1 is refused.
+//! [`LlmRequest`]. `tool_choice`, `parallel_tool_calls`, `reasoning_effort`, `seed`, a
+//! tool's and a schema's `strict`, and PDF `file` parts are carried to the provider (or
+//! refused there by type); fields that only tune OpenAI's own service (`user`,
+//! `metadata`, `service_tier`, …) are accepted and ignored; `n` above 1 is refused.
 
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::{
-    Block, ImageSource, Json, LlmRequest, Message, ResponseShape, Role, SamplingParams,
-    ToolDefinition,
+    Block, DocumentSource, ImageSource, Json, LlmRequest, Message, Reasoning, ReasoningEffort,
+    ResponseShape, Role, SamplingParams, ToolChoice, ToolDefinition,
 };
 
 use crate::error::GatewayError;
@@ -36,6 +38,14 @@ pub(crate) struct ChatRequest {
     pub(crate) stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    #[serde(default)]
+    reasoning_effort: Option<String>,
+    #[serde(default)]
+    seed: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +71,17 @@ enum Content {
 enum Part {
     Text { text: String },
     ImageUrl { image_url: ImageUrl },
+    File { file: FilePart },
+}
+
+#[derive(Debug, Deserialize)]
+struct FilePart {
+    #[serde(default)]
+    file_data: Option<String>,
+    #[serde(default)]
+    file_id: Option<String>,
+    #[serde(default)]
+    filename: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,6 +114,8 @@ struct FunctionDef {
     description: String,
     #[serde(default)]
     parameters: Option<Value>,
+    #[serde(default)]
+    strict: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +138,8 @@ struct JsonSchemaFormat {
     name: String,
     #[serde(default)]
     schema: Option<Value>,
+    #[serde(default)]
+    strict: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,15 +198,31 @@ impl ChatRequest {
                 params = params.with_response_shape(ResponseShape {
                     name: json_schema.name.clone(),
                     schema: Json::new(schema),
+                    strict: json_schema.strict,
                 });
             }
-            Some(ResponseFormat::JsonObject) => {
-                params = params.with_response_shape(ResponseShape {
-                    name: "json_object".into(),
-                    schema: Json::new(any_object()),
-                });
-            }
+            // Any JSON object, no schema: never a made-up `{"type": "object"}` schema,
+            // which a strict provider fills with `{}`.
+            Some(ResponseFormat::JsonObject) => params = params.with_json_object(),
             Some(ResponseFormat::Text) | None => {}
+        }
+        if let Some(choice) = &self.tool_choice {
+            params = params.with_tool_choice(tool_choice(choice)?);
+        }
+        if let Some(parallel) = self.parallel_tool_calls {
+            params = params.with_parallel_tool_calls(parallel);
+        }
+        if let Some(effort) = &self.reasoning_effort {
+            let effort = ReasoningEffort::parse(effort).ok_or_else(|| {
+                GatewayError::BadBody(format!(
+                    "reasoning_effort `{effort}` is not one of {}",
+                    ReasoningEffort::ACCEPTED
+                ))
+            })?;
+            params = params.with_reasoning(Reasoning::effort(effort))?;
+        }
+        if let Some(seed) = self.seed {
+            params = params.with_seed(seed);
         }
         let tools = self
             .tools
@@ -190,6 +231,8 @@ impl ChatRequest {
                 name: t.function.name.clone(),
                 description: t.function.description.clone(),
                 input_schema: Json::new(t.function.parameters.clone().unwrap_or_else(any_object)),
+                strict: t.function.strict,
+                native: None,
             })
             .collect();
         Ok(LlmRequest::new(
@@ -198,6 +241,26 @@ impl ChatRequest {
             tools,
             params,
         )?)
+    }
+}
+
+/// Chat's `tool_choice`: `auto`, `none`, `required`, or `{"type": "function",
+/// "function": {"name": …}}`.
+fn tool_choice(value: &Value) -> Result<ToolChoice, GatewayError> {
+    let named = value
+        .get("function")
+        .and_then(|f| f.get("name"))
+        .and_then(Value::as_str)
+        .filter(|_| value.get("type").and_then(Value::as_str) == Some("function"));
+    match (value.as_str(), named) {
+        (Some("auto"), _) => Ok(ToolChoice::Auto),
+        (Some("none"), _) => Ok(ToolChoice::None),
+        (Some("required"), _) => Ok(ToolChoice::Required),
+        (_, Some(name)) => Ok(ToolChoice::Tool(name.to_owned())),
+        _ => Err(GatewayError::BadBody(format!(
+            "tool_choice {value} is not one of \"auto\", \"none\", \"required\" or \
+             {{\"type\": \"function\", \"function\": {{\"name\": …}}}}"
+        ))),
     }
 }
 
@@ -287,9 +350,34 @@ fn blocks(content: &Content, i: usize) -> Result<Vec<Block>, GatewayError> {
                     source: image_source(&image_url.url, i)?,
                     cache: None,
                 }),
+                Part::File { file } => file_block(file, i),
             })
             .collect(),
     }
+}
+
+/// A `file` part: inline data as a document; a provider file id cannot move between
+/// providers, so it is refused.
+fn file_block(file: &FilePart, i: usize) -> Result<Block, GatewayError> {
+    let Some(data) = &file.file_data else {
+        return Err(GatewayError::BadBody(format!(
+            "messages[{i}]: a `file` part needs `file_data` (a data URL); `file_id`{} names a \
+             file stored at one provider, which the gateway cannot send elsewhere",
+            file.file_id
+                .as_deref()
+                .map(|id| format!(" `{id}`"))
+                .unwrap_or_default()
+        )));
+    };
+    let source = match image_source(data, i)? {
+        ImageSource::Base64 { media_type, data } => DocumentSource::Base64 { media_type, data },
+        ImageSource::Url { url } => DocumentSource::Url { url },
+    };
+    Ok(Block::Document {
+        source,
+        name: file.filename.clone(),
+        cache: None,
+    })
 }
 
 /// A `data:<type>;base64,<data>` URL inline, any other URL by reference.
@@ -360,3 +448,7 @@ impl crate::auth::ForModel for EmbeddingsRequest {
         &self.model
     }
 }
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

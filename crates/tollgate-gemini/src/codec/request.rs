@@ -66,9 +66,25 @@ impl ThinkingConfig {
     }
 }
 
+/// The request settings `generateContent` writes; any other (parallel calls off, an
+/// effort level, a summary style, a tool's `strict`) is refused, never dropped.
+const WRITES: &[tollgate::provider::Setting] = {
+    use tollgate::provider::Setting::*;
+    &[
+        ToolChoice,
+        JsonObject,
+        LooseShape,
+        Seed,
+        ThinkingMode,
+        ThinkingBudget,
+    ]
+};
+
 /// What the body needs besides the request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EncodeOptions {
+    /// The provider's model name, for error messages (Gemini names it in the URL).
+    pub model: String,
     /// The output limit when the request has none (the pipeline normally fills it in).
     pub max_output_tokens: Option<u64>,
     /// `toolConfig.functionCallingConfig` (only sent when the request has tools).
@@ -145,8 +161,12 @@ fn wire_id(id: &str) -> Option<&str> {
 /// conversation, an image or tool result in an assistant turn, or a request that
 /// carries a system prompt or tools beside an explicit `cachedContent`.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
+    tollgate::provider::refuse_unwritten(request, "gemini", &options.model, WRITES)?;
     let mut body = Map::new();
-    let messages = request.messages();
+    // `systemInstruction` holds the leading system messages; later ones are folded into
+    // the user turns in place, so the instruction (and a cached prefix) stays the same.
+    let mut messages: Vec<_> = request.system().cloned().collect();
+    messages.extend(tollgate::provider::folded_turns(request));
     let mut system = Vec::new();
     let mut contents = Vec::new();
     for (i, message) in messages.iter().enumerate() {
@@ -209,7 +229,11 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             "tools".into(),
             json!([{ "functionDeclarations": declarations }]),
         );
-        if let Some(config) = tool_config(&options.tool_choice) {
+        let choice = request
+            .sampling_params()
+            .tool_choice()
+            .unwrap_or(&options.tool_choice);
+        if let Some(config) = tool_config(choice) {
             body.insert("toolConfig".into(), config);
         }
     }
@@ -253,8 +277,27 @@ fn generation_config(request: &LlmRequest, options: &EncodeOptions) -> Map<Strin
         config.insert("responseMimeType".into(), json!("application/json"));
         config.insert("responseJsonSchema".into(), shape.schema.value().clone());
     }
-    if let Some(thinking) = options.thinking.to_json() {
+    if sampling.json_object() {
+        // Any JSON, no schema.
+        config.insert("responseMimeType".into(), json!("application/json"));
+    }
+    if let Some(seed) = sampling.seed() {
+        config.insert("seed".into(), json!(seed));
+    }
+    // The request's thinking overrides the catalog's budget: 0 is off, -1 is dynamic.
+    let budget = match sampling.reasoning().thinking {
+        Some(tollgate::Thinking::Off) => Some(0),
+        Some(tollgate::Thinking::Adaptive) => Some(-1),
+        Some(tollgate::Thinking::Budget { tokens }) => Some(tokens as i64),
+        None => None,
+    };
+    if let Some(mut thinking) = options.thinking.to_json() {
+        if let Some(budget) = budget {
+            thinking["thinkingBudget"] = json!(budget);
+        }
         config.insert("thinkingConfig".into(), thinking);
+    } else if let Some(budget) = budget {
+        config.insert("thinkingConfig".into(), json!({ "thinkingBudget": budget }));
     }
     config
 }
@@ -301,10 +344,29 @@ fn encode_user(content: &[Block], earlier: &[Message], field: &str) -> Result<Ve
                     "a tool use belongs in an assistant turn",
                 ));
             }
-            Block::Thinking { .. } => {
+            Block::Document { source, .. } => match source {
+                tollgate::DocumentSource::Base64 { media_type, data } => {
+                    parts.push(json!({"inlineData": {"mimeType": media_type, "data": data}}))
+                }
+                tollgate::DocumentSource::Text { text } => parts.push(json!({ "text": text })),
+                tollgate::DocumentSource::Url { .. } => {
+                    return Err(Error::invalid_request(
+                        field,
+                        "is a document by URL, which Gemini reads only from its File API or \
+                         storage (`fileData`): send the PDF's bytes instead",
+                    ));
+                }
+            },
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => {
                 return Err(Error::invalid_request(
                     field,
                     "a thinking block belongs in an assistant turn",
+                ));
+            }
+            Block::Native { provider, .. } => {
+                return Err(Error::invalid_request(
+                    field,
+                    format!("is a `{provider}` block, which Gemini cannot take"),
                 ));
             }
         }
@@ -352,7 +414,11 @@ fn encode_model(content: &[Block], field: &str, missing: MissingSignature) -> Re
                 }
                 part
             }
-            Block::Image { .. } | Block::ToolResult { .. } => {
+            Block::Image { .. }
+            | Block::ToolResult { .. }
+            | Block::RedactedThinking { .. }
+            | Block::Document { .. }
+            | Block::Native { .. } => {
                 return Err(Error::invalid_request(
                     format!("{field}[{j}]"),
                     "must be text, a tool use or thinking in an assistant turn",

@@ -1,8 +1,8 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
-use tollgate::provider::{ToolChoice, text_only};
-use tollgate::{Block, Error, ImageSource, LlmRequest, Result, Role};
+use tollgate::provider::{Setting, ToolChoice, refuse_unwritten, text_only};
+use tollgate::{Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::options::OutputLimitField;
 
@@ -15,6 +15,17 @@ fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
         ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
     }
 }
+
+/// The request settings Chat Completions writes; any other is refused, never dropped.
+const WRITES: &[Setting] = &[
+    Setting::ToolChoice,
+    Setting::ParallelToolCalls,
+    Setting::ReasoningEffort,
+    Setting::JsonObject,
+    Setting::LooseShape,
+    Setting::ToolStrict,
+    Setting::Seed,
+];
 
 /// What the body needs besides the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +56,7 @@ fn image_url(source: &ImageSource) -> String {
 /// before anything is sent, on non-text system blocks, images in assistant turns, or
 /// non-text tool results.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
+    refuse_unwritten(request, "openai", &options.model, WRITES)?;
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     let mut messages = Vec::new();
@@ -66,19 +78,59 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             .tools_schema()
             .iter()
             .map(|t| {
-                json!({"type": "function", "function": {
+                if t.native.is_some() {
+                    return Err(Error::unsupported_setting(
+                        format!("provider-native tool `{}`", t.name),
+                        "openai",
+                        &options.model,
+                    ));
+                }
+                let mut tool = json!({"type": "function", "function": {
                     "name": t.name,
                     "description": t.description,
                     "parameters": t.input_schema.value(),
-                }})
+                }});
+                if let Some(strict) = t.strict {
+                    tool["function"]["strict"] = json!(strict);
+                }
+                Ok(tool)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = tool_choice_json(&options.tool_choice) {
+        let sampling = request.sampling_params();
+        // The request's own choice wins over the catalog's default; an explicit `auto`
+        // is sent as asked.
+        let choice = match sampling.tool_choice() {
+            Some(ToolChoice::Auto) => Some(json!("auto")),
+            Some(choice) => tool_choice_json(choice),
+            None => tool_choice_json(&options.tool_choice),
+        };
+        if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
+        }
+        if let Some(parallel) = sampling.parallel_tool_calls() {
+            body.insert("parallel_tool_calls".into(), json!(parallel));
+        }
+    } else if let Some(choice) = request.sampling_params().tool_choice() {
+        // `none` with no tools means what it says; a forced tool with none offered is a
+        // request that cannot be answered.
+        if !matches!(choice, ToolChoice::None | ToolChoice::Auto) {
+            return Err(Error::invalid_request(
+                "sampling_params.tool_choice",
+                format!(
+                    "is `{}` but the request offers no tools; add the tool or drop the choice",
+                    choice.describe()
+                ),
+            ));
         }
     }
     let sampling = request.sampling_params();
+    if let Some(effort) = sampling.reasoning().effort {
+        body.insert("reasoning_effort".into(), json!(effort.as_str()));
+    }
+    if let Some(seed) = sampling.seed() {
+        body.insert("seed".into(), json!(seed));
+    }
     if let Some(limit) = sampling.max_output_tokens().or(options.max_tokens) {
         body.insert(options.output_limit_field.field().into(), json!(limit));
     }
@@ -97,9 +149,13 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             json!({"type": "json_schema", "json_schema": {
                 "name": shape_name(&shape.name),
                 "schema": shape.schema.value(),
-                "strict": true,
             }}),
         );
+        if let Some(strict) = shape.strict {
+            body["response_format"]["json_schema"]["strict"] = json!(strict);
+        }
+    } else if sampling.json_object() {
+        body.insert("response_format".into(), json!({"type": "json_object"}));
     }
     if options.stream {
         body.insert("stream".into(), json!(true));
@@ -164,10 +220,33 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                     "a tool use belongs in an assistant turn",
                 ));
             }
-            Block::Thinking { .. } => {
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => {
                 return Err(Error::invalid_request(
                     field,
                     "a thinking block belongs in an assistant turn",
+                ));
+            }
+            Block::Document { source, name, .. } => match source {
+                DocumentSource::Base64 { media_type, data } => parts.push(json!({
+                    "type": "file",
+                    "file": {
+                        "file_data": format!("data:{media_type};base64,{data}"),
+                        "filename": name.as_deref().unwrap_or("document.pdf"),
+                    },
+                })),
+                DocumentSource::Text { text } => parts.push(json!({"type": "text", "text": text})),
+                DocumentSource::Url { .. } => {
+                    return Err(Error::invalid_request(
+                        field,
+                        "is a document by URL, which OpenAI's chat format cannot take \
+                         (`file_data` or `file_id` only): send the PDF's bytes instead",
+                    ));
+                }
+            },
+            Block::Native { provider, .. } => {
+                return Err(Error::invalid_request(
+                    field,
+                    format!("is a `{provider}` block, which OpenAI's chat format cannot take"),
                 ));
             }
         }

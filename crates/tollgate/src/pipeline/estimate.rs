@@ -6,7 +6,7 @@
 //! simply refunded at settle time. Provider crates with a real tokenizer override
 //! [`super::ChatTransport::estimate_input_tokens`].
 
-use crate::conversation::Block;
+use crate::conversation::{Block, DocumentSource};
 use crate::request::LlmRequest;
 
 /// Estimates tokens for text and requests.
@@ -46,6 +46,22 @@ pub trait TokenEstimator: Send + Sync {
                 content.iter().map(|b| self.estimate_block(b)).sum()
             }
             Block::Image { .. } => IMAGE_TOKENS,
+            Block::Document { source, name, .. } => {
+                let named = name.as_deref().map_or(0, |n| self.estimate_text(n));
+                named
+                    + match source {
+                        DocumentSource::Text { text } => self.estimate_text(text),
+                        // A PDF page is read as its text and an image of it (Anthropic:
+                        // 1,500–3,000 tokens a page); its base64 length bounds the pages.
+                        DocumentSource::Base64 { data, .. } => {
+                            (data.len() as u64 / PDF_BASE64_BYTES_PER_PAGE + 1) * PDF_PAGE_TOKENS
+                        }
+                        DocumentSource::Url { .. } => PDF_PAGE_TOKENS,
+                    }
+            }
+            // Opaque to us; their length bounds what they hold.
+            Block::RedactedThinking { data, .. } => self.estimate_text(data) / 2,
+            Block::Native { value, .. } => self.estimate_text(&value.canonical()),
         }
     }
 }
@@ -54,6 +70,10 @@ pub trait TokenEstimator: Send + Sync {
 pub const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
 /// Tokens added per request.
 pub const REQUEST_OVERHEAD_TOKENS: u64 = 8;
+/// Tokens assumed for a document page (Anthropic counts 1,500–3,000 a PDF page).
+pub const PDF_PAGE_TOKENS: u64 = 3_000;
+/// Base64 bytes assumed per PDF page when counting pages (about 75 KB a page).
+const PDF_BASE64_BYTES_PER_PAGE: u64 = 100_000;
 /// Tokens assumed for an image (a large image at Anthropic is about 1,600 tokens).
 pub const IMAGE_TOKENS: u64 = 1_600;
 

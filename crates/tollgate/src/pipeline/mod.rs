@@ -48,7 +48,7 @@ mod verdict;
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use config::{MAX_CORRECTIONS, PipelineConfig};
 pub use estimate::{
-    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS,
+    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, PDF_PAGE_TOKENS,
     REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 #[cfg(feature = "tiktoken")]

@@ -61,6 +61,7 @@ mod tests {
             name: "answer".into(),
             schema: json!({"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}})
                 .into(),
+            strict: Some(true),
         }
     }
 
@@ -83,6 +84,7 @@ mod tests {
         let bad = ResponseShape {
             name: "x".into(),
             schema: json!({"type": 12}).into(),
+            strict: Some(true),
         };
         assert!(matches!(
             check(&bad, "{}"),

@@ -155,6 +155,8 @@ fn settle(error: &Error, cx: &FailureContext) -> Settle {
         Error::ProviderRefusal { usage, .. } => Settle::AtUsage(*usage),
         // Part of the answer reached the reader: the provider did the work.
         _ if cx.delivered => Settle::KeepAll,
+        // A codec refused the request before sending it: nothing reached the provider.
+        Error::UnsupportedSetting { .. } => Settle::KeepRequest,
         Error::Provider(p) => match p {
             // Refused before any work: only the request counts.
             ProviderError::RateLimited { .. } | ProviderError::Overloaded { .. } => {

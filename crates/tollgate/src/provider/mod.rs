@@ -106,6 +106,10 @@ pub use crate::wire::{
     DnsFailure, MALFORMED_RAW_BYTES, REDACTED, WireError, connection_cause, connection_error,
     keep_raw, malformed, parse_json, redact, redact_bytes, redacted_stream, text_only, undecodable,
 };
+/// The no-silent-drop rule: a codec names the settings it writes; the rest are refused.
+pub use crate::wire::{Setting, refuse_unwritten, unwritten};
+/// Later system messages folded into the turns, for wire formats with a leading system only.
+pub use crate::wire::{folded_turns, has_later_system};
 
 // Streams.
 pub use crate::wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
@@ -113,11 +117,14 @@ pub use crate::wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder,
 // The application's vocabulary a codec reads and writes (also at the crate root).
 pub use crate::catalog::{Dimension, ModelEntry};
 pub use crate::client::{DecisionRequest, EmbeddingPurpose};
-pub use crate::conversation::{Block, CacheMark, ImageSource, Message, Role, ToolDefinition};
+pub use crate::conversation::{
+    Block, CacheMark, DocumentSource, ImageSource, Message, NativeTool, Role, ToolDefinition,
+};
 pub use crate::error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Result};
 pub use crate::json::Json;
-pub use crate::request::{LlmRequest, SamplingParams};
+pub use crate::request::{LlmRequest, ResponseShape, SamplingParams};
 pub use crate::response::{LlmResponse, ResponseBody, StopReason};
+pub use crate::settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking};
 pub use crate::stream::{ResponseStream, StreamEvent};
 pub use crate::usage::Usage;
 

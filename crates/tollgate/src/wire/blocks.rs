@@ -57,11 +57,15 @@ enum Building {
 #[derive(Debug, Clone)]
 pub struct BlockAssembler<K = usize> {
     blocks: Vec<(K, Building)>,
+    origin: Option<String>,
 }
 
 impl<K> Default for BlockAssembler<K> {
     fn default() -> Self {
-        BlockAssembler { blocks: Vec::new() }
+        BlockAssembler {
+            blocks: Vec::new(),
+            origin: None,
+        }
     }
 }
 
@@ -69,6 +73,22 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
     /// No blocks yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// [`BlockAssembler::finish`], with each signed thinking block marked as signed by
+    /// `provider` (its [`Block::Thinking`] `origin`).
+    pub fn finish_signed_by(&mut self, provider: &str) -> Result<Vec<Block>> {
+        if self.origin.is_none() {
+            self.origin = Some(provider.to_owned());
+        }
+        self.finish()
+    }
+
+    /// Marks the thinking blocks it assembles as signed by `provider` (their
+    /// [`Block::Thinking`] `origin`), so a signature goes back only to its own provider.
+    pub fn signed_by(mut self, provider: impl Into<String>) -> Self {
+        self.origin = Some(provider.into());
+        self
     }
 
     fn find(&self, key: &K) -> Option<usize> {
@@ -227,6 +247,7 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
                 Building::Text(text) => Block::text(text),
                 Building::Thinking { text, signature } => Block::Thinking {
                     text,
+                    origin: signature.as_ref().and(self.origin.clone()),
                     signature,
                     cache: None,
                 },
@@ -283,6 +304,7 @@ mod tests {
                 Block::Thinking {
                     text: "hmm".into(),
                     signature: Some("sig".into()),
+                    origin: None,
                     cache: None
                 },
                 Block::text("answer"),

@@ -181,36 +181,7 @@ impl<'m> ModelOptions<'m> {
     }
 }
 
-/// `tool_choice`: how the model may use the request's tools. A catalog option read by
-/// [`ModelOptions::tool_choice`]; each codec writes it in its own wire form.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ToolChoice {
-    /// The model decides (the providers' default with tools; nothing is sent).
-    #[default]
-    Auto,
-    /// The model must use some tool (Anthropic's `any`, OpenAI's `required`).
-    Required,
-    /// The model must not use tools.
-    None,
-    /// The model must use this tool.
-    Tool(String),
-}
-
-impl ToolChoice {
-    /// Parses the catalog spelling: `auto`, `none`, `tool:NAME`, or `required`, the
-    /// provider's own word for "some tool" (`any` for Anthropic, `required` for OpenAI).
-    pub fn parse(text: &str, required: &str) -> Option<Self> {
-        match text {
-            "auto" => Some(ToolChoice::Auto),
-            "none" => Some(ToolChoice::None),
-            _ if text == required => Some(ToolChoice::Required),
-            _ => text
-                .strip_prefix("tool:")
-                .filter(|name| !name.is_empty())
-                .map(|name| ToolChoice::Tool(name.to_owned())),
-        }
-    }
-}
+pub use crate::settings::ToolChoice;
 
 #[cfg(test)]
 mod tests {

@@ -38,6 +38,8 @@ fn tool_request() -> LlmRequest {
             name: call().name,
             description: "The weather in a city.".into(),
             input_schema: Json::new(schema),
+            strict: None,
+            native: None,
         })
         .user("What is the weather in Paris?")
         .request(MODEL, SamplingParams::new())
