@@ -204,3 +204,27 @@ fn a_later_system_message_is_folded_into_the_user_turn_not_a_panic() {
     assert!(first.contains("<system-reminder>"), "{first}");
     assert_eq!(b["messages"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn thinking_display_omitted_reaches_the_body_and_a_concise_summary_is_refused() {
+    let params = SamplingParams::new()
+        .with_reasoning(Reasoning {
+            thinking: Some(Thinking::Adaptive),
+            summary: Some(tollgate::ReasoningSummary::Omitted),
+            effort: None,
+        })
+        .unwrap();
+    let b = body(vec![Message::user("hi")], params, vec![]).unwrap();
+    assert_eq!(
+        b["thinking"],
+        json!({"type": "adaptive", "display": "omitted"})
+    );
+    let concise = SamplingParams::new()
+        .with_reasoning(Reasoning {
+            summary: Some(tollgate::ReasoningSummary::Concise),
+            ..Reasoning::default()
+        })
+        .unwrap();
+    let err = body(vec![Message::user("hi")], concise, vec![]).unwrap_err();
+    assert!(err.to_string().contains("reasoning.summary"), "{err}");
+}

@@ -66,10 +66,6 @@ pub struct SamplingParams {
     reasoning: Reasoning,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    keep_refusals: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    keep_shape_misses: bool,
 }
 
 impl SamplingParams {
@@ -197,31 +193,6 @@ impl SamplingParams {
     /// The seed, if set.
     pub fn seed(&self) -> Option<i64> {
         self.seed
-    }
-
-    /// Returns a refusal as an answer (stop reason [`crate::StopReason::Refusal`], the
-    /// model's words as text) instead of failing with [`crate::Error::ProviderRefusal`]:
-    /// for a gateway, whose clients expect the provider's 200 with a refusal. Billed alike.
-    pub fn with_refusals_returned(mut self) -> Self {
-        self.keep_refusals = true;
-        self
-    }
-
-    /// Whether a refusal is returned as an answer ([`SamplingParams::with_refusals_returned`]).
-    pub fn keeps_refusals(&self) -> bool {
-        self.keep_refusals
-    }
-
-    /// Returns an answer that misses its [`ResponseShape`] as the provider gave it, with no
-    /// correction round: for a gateway, whose clients check the shape themselves.
-    pub fn with_shape_misses_returned(mut self) -> Self {
-        self.keep_shape_misses = true;
-        self
-    }
-
-    /// Whether an answer that misses its shape is returned as it is.
-    pub fn keeps_shape_misses(&self) -> bool {
-        self.keep_shape_misses
     }
 
     fn check_reasoning(&self) -> Result<()> {

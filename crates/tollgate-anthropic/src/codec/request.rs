@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 use tollgate::provider::folded_turns;
 use tollgate::provider::{Setting, ToolChoice, refuse_unwritten};
 use tollgate::{
-    Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, ReasoningEffort, Result,
-    Role, SamplingParams, Thinking,
+    Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, ReasoningEffort,
+    ReasoningSummary, Result, Role, SamplingParams, Thinking,
 };
 
 /// The `anthropic-version` header value this codec speaks.
@@ -38,6 +38,7 @@ const WRITES: &[Setting] = &[
     Setting::ReasoningEffort,
     Setting::ThinkingMode,
     Setting::ThinkingBudget,
+    Setting::ReasoningSummary,
     Setting::ToolStrict,
 ];
 
@@ -367,6 +368,28 @@ fn write_reasoning(
             Some(json!({"type": "disabled"}))
         }
         None => None,
+    };
+    // `thinking.display`: summarized (the default) or omitted; OpenAI's other summary
+    // styles have no Anthropic form.
+    let display = match reasoning.summary {
+        None => None,
+        Some(ReasoningSummary::Auto) => Some("summarized"),
+        Some(ReasoningSummary::Omitted) => Some("omitted"),
+        Some(other) => {
+            return Err(Error::invalid_request(
+                "sampling_params.reasoning.summary",
+                format!("is {other:?}; Anthropic shows thinking summarized or omitted only")
+                    .to_lowercase(),
+            ));
+        }
+    };
+    let thinking = match (thinking, display) {
+        (Some(mut t), Some(display)) if t["type"] != "disabled" => {
+            t["display"] = json!(display);
+            Some(t)
+        }
+        (None, Some(display)) => Some(json!({"type": "adaptive", "display": display})),
+        (t, _) => t,
     };
     if let Some(thinking) = thinking {
         body.insert("thinking".into(), thinking);

@@ -15,7 +15,7 @@ use super::runtime::ModelRuntime;
 use super::shape;
 use super::telemetry;
 use super::transport::{ChatTransport, Signals};
-use crate::client::{LlmClient, TokenCount, TokenCounter};
+use crate::client::LlmClient;
 use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, Result};
 use crate::limit::{Cost, Reservation};
@@ -231,20 +231,6 @@ impl LlmClient for PipelineChat {
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
         self.stream_routed(request, None, None).await
-    }
-
-    async fn count_input_tokens(&self, request: &LlmRequest) -> Result<TokenCount> {
-        let (request, _) = self.prepare_request(request)?;
-        Ok(match self.transport.count_input_tokens(&request).await {
-            Some(counted) => TokenCount {
-                input_tokens: counted?,
-                counted_by: TokenCounter::Provider,
-            },
-            None => TokenCount {
-                input_tokens: self.input_estimate(&request),
-                counted_by: TokenCounter::Estimate,
-            },
-        })
     }
 }
 

@@ -141,13 +141,6 @@ pub trait ChatTransport: Send + Sync + Debug {
     fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
         DefaultEstimator.estimate_request(request)
     }
-
-    /// Counts the request's input tokens with the provider's own counter (one request,
-    /// not paced: counting endpoints have their own limits), or `None` where the provider
-    /// has none, and the pipeline answers with [`ChatTransport::estimate_input_tokens`].
-    async fn count_input_tokens(&self, _request: &LlmRequest) -> Option<Result<u64>> {
-        None
-    }
 }
 
 /// What an embeddings transport returns: one raw vector per text, and the usage.

@@ -57,15 +57,11 @@ enum Building {
 #[derive(Debug, Clone)]
 pub struct BlockAssembler<K = usize> {
     blocks: Vec<(K, Building)>,
-    origin: Option<String>,
 }
 
 impl<K> Default for BlockAssembler<K> {
     fn default() -> Self {
-        BlockAssembler {
-            blocks: Vec::new(),
-            origin: None,
-        }
+        BlockAssembler { blocks: Vec::new() }
     }
 }
 
@@ -76,19 +72,20 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
     }
 
     /// [`BlockAssembler::finish`], with each signed thinking block marked as signed by
-    /// `provider` (its [`Block::Thinking`] `origin`).
+    /// `provider` (its [`Block::Thinking`] `origin`), so it goes back only there.
     pub fn finish_signed_by(&mut self, provider: &str) -> Result<Vec<Block>> {
-        if self.origin.is_none() {
-            self.origin = Some(provider.to_owned());
+        let mut content = self.finish()?;
+        for block in &mut content {
+            if let Block::Thinking {
+                signature: Some(_),
+                origin,
+                ..
+            } = block
+            {
+                *origin = Some(provider.to_owned());
+            }
         }
-        self.finish()
-    }
-
-    /// Marks the thinking blocks it assembles as signed by `provider` (their
-    /// [`Block::Thinking`] `origin`), so a signature goes back only to its own provider.
-    pub fn signed_by(mut self, provider: impl Into<String>) -> Self {
-        self.origin = Some(provider.into());
-        self
+        Ok(content)
     }
 
     fn find(&self, key: &K) -> Option<usize> {
@@ -247,7 +244,7 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
                 Building::Text(text) => Block::text(text),
                 Building::Thinking { text, signature } => Block::Thinking {
                     text,
-                    origin: signature.as_ref().and(self.origin.clone()),
+                    origin: None,
                     signature,
                     cache: None,
                 },
