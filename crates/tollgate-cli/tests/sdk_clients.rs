@@ -1,6 +1,7 @@
 //! The official OpenAI and Anthropic Python SDKs (pinned, installed by
 //! `scripts/peers.sh` into `target/peers`) as clients of `tollgate serve`: chat whole and
-//! streamed, a tool call whole and streamed (the simulated model calls a declared tool,
+//! streamed, a tool call whole and streamed, the Responses API (whole, the SDK's stream
+//! helper, a tool loop, a refused `previous_response_id`) (the simulated model calls a declared tool,
 //! then answers the tool's result), embeddings, a wrong key, a body over the cap and a wait past its bound,
 //! in both dialects, each SDK reading the gateway's answers as it reads its provider's
 //! (`tests/sdk/clients.py` holds the checks); and the same SDKs calling models of the
@@ -71,6 +72,7 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
             "openai_stream_with_usage",
             "openai_tool_call_whole_and_streamed",
             "openai_embeddings",
+            "openai_responses_whole_streamed_and_a_tool_loop",
             "anthropic_messages_whole_and_streamed",
             "anthropic_tool_use_whole_and_streamed",
             "a_wrong_key_is_each_sdks_authentication_error",
@@ -143,6 +145,7 @@ fn the_official_node_sdks_speak_to_tollgate_serve_in_both_dialects() {
             "node_openai_chat_and_stream_with_usage",
             "node_anthropic_messages_whole_and_streamed",
             "node_openai_tool_call_whole_and_streamed",
+            "node_openai_responses_whole_streamed_and_a_tool_loop",
             "node_anthropic_tool_use_whole_and_streamed",
             "node_a_wrong_key_is_the_sdks_authentication_error",
             "node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after",

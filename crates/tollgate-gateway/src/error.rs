@@ -73,6 +73,19 @@ pub enum GatewayError {
         path: String,
     },
 
+    /// The request names state the gateway does not keep (a stored response, a
+    /// conversation, a stored item or prompt): it keeps none, so the client sends the
+    /// whole input instead.
+    #[error("{reason}")]
+    NotKept {
+        /// The field that named it (OpenAI's `param`).
+        param: String,
+        /// OpenAI's error `code` for it, e.g. `previous_response_not_found`.
+        code: &'static str,
+        /// What was asked and what to send instead.
+        reason: String,
+    },
+
     /// The gateway is shutting down and the request did not finish within the grace.
     #[error(
         "the gateway is shutting down and this request did not finish within its grace \
@@ -222,6 +235,10 @@ impl GatewayError {
             GatewayError::BodyTooLarge(_) => Answer::text(Class::TooLarge, None),
             GatewayError::BodyTimeout { .. } => Answer::text(Class::ClientTimeout, None),
             GatewayError::NoRoute { .. } => Answer::text(Class::NotFound, None),
+            GatewayError::NotKept {
+                code: "not_found", ..
+            } => Answer::text(Class::NotFound, None),
+            GatewayError::NotKept { .. } => Answer::text(Class::BadRequest, None),
             GatewayError::MethodNotAllowed { .. } => Answer::text(Class::NotAllowed, None),
             GatewayError::ShuttingDown => {
                 Answer::text(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER))
@@ -257,6 +274,7 @@ impl GatewayError {
             GatewayError::BodyTooLarge(_) => "request_too_large",
             GatewayError::BodyTimeout { .. } => "request_timeout",
             GatewayError::NoRoute { .. } => "unknown_route",
+            GatewayError::NotKept { code, .. } => code,
             GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
             GatewayError::ShuttingDown => "shutting_down",
             GatewayError::Tollgate(Error::UnknownModel { .. }) => "model_not_found",
@@ -269,6 +287,14 @@ impl GatewayError {
 
     /// What the client reads: the failure's text, or for a masked one its stable
     /// message with `request_id` (to quote when asking the operator).
+    /// The request field the failure is about (OpenAI's `param`), where one is known.
+    fn param(&self) -> Option<&str> {
+        match self {
+            GatewayError::NotKept { param, .. } => Some(param),
+            _ => None,
+        }
+    }
+
     fn message(&self, request_id: Option<&str>) -> String {
         match (self.answer().shown, request_id) {
             (Shown::Text, _) => self.to_string(),
@@ -294,7 +320,7 @@ impl GatewayError {
             Dialect::OpenAi => json!({"error": {
                 "message": message,
                 "type": class.openai_type(),
-                "param": null,
+                "param": self.param(),
                 "code": self.code(),
             }}),
             Dialect::Anthropic => {

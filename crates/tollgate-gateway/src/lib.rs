@@ -47,6 +47,7 @@ mod openai;
 mod ops;
 mod protocol;
 mod quota;
+mod responses;
 mod router;
 mod serve;
 mod spend_file;

@@ -5,16 +5,16 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 
 use crate::error::{Dialect, GatewayError};
 use crate::ids::RequestId;
 use crate::state::Gateway;
-use crate::{anthropic, openai, ops};
+use crate::{anthropic, openai, ops, responses};
 
 /// What the gateway serves, for the message of a request to anything else.
 pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings, \
-    GET /v1/models, POST /v1/messages, GET /health, GET /ready and GET /metrics";
+    GET /v1/models, POST /v1/messages, POST /v1/responses, GET /health, GET /ready and GET /metrics";
 
 /// The gateway's routes over `state`: both dialects, `/health`, `/ready`, `/metrics`,
 /// with `x-request-id` on every answer; any other path or method is answered 404 or 405
@@ -26,6 +26,8 @@ pub fn router(state: Gateway) -> Router {
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/responses", post(responses::responses))
+        .route("/v1/responses/{*rest}", any(responses::stored_response))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))

@@ -122,7 +122,7 @@ async fn status_and_body(gateway: &Gateway, request: Request<Body>) -> (StatusCo
 async fn unknown_routes_and_methods_are_answered_in_the_dialects_error_shape() {
     let gateway = Gateway::new(models(&FakeProvider::new()));
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
-    let (status, v) = status_and_body(&gateway, get("/v1/responses/nope")).await;
+    let (status, v) = status_and_body(&gateway, get("/v1/assistants/nope")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(v["error"]["code"], "unknown_route", "{v}");
     assert!(

@@ -182,10 +182,53 @@ async function node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retr
   passed("node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after");
 }
 
+async function node_openai_responses_whole_streamed_and_a_tool_loop() {
+  const r = await oa.responses.create({ model: "chat", input: "Why reserve first?" });
+  assert.equal(r.status, "completed");
+  assert.ok(r.output_text, JSON.stringify(r));
+  let text = "";
+  const stream = oa.responses.stream({ model: "chat", input: "Stream, please." });
+  stream.on("response.output_text.delta", (e) => (text += e.delta));
+  const final = await stream.finalResponse();
+  assert.ok(text);
+  assert.equal(final.output_text, text);
+  const tools = [
+    {
+      type: "function",
+      name: "weather",
+      description: "The weather in a city",
+      parameters: {
+        type: "object",
+        properties: { city: { type: "string" } },
+        required: ["city"],
+      },
+    },
+  ];
+  const question = [{ role: "user", content: "Weather in Paris?" }];
+  const called = await oa.responses.create({ model: "chat", input: question, tools });
+  const calls = called.output.filter((i) => i.type === "function_call");
+  assert.equal(calls.length, 1, JSON.stringify(called.output));
+  assert.equal(calls[0].name, "weather");
+  assert.deepEqual(JSON.parse(calls[0].arguments), { city: "sim" });
+  const answered = await oa.responses.create({
+    model: "chat",
+    tools,
+    input: [
+      ...question,
+      ...called.output,
+      { type: "function_call_output", call_id: calls[0].call_id, output: "18C" },
+    ],
+  });
+  assert.equal(answered.status, "completed");
+  assert.ok(answered.output_text);
+  passed("node_openai_responses_whole_streamed_and_a_tool_loop");
+}
+
 (async () => {
   await node_openai_chat_and_stream_with_usage();
   await node_anthropic_messages_whole_and_streamed();
   await node_openai_tool_call_whole_and_streamed();
+  await node_openai_responses_whole_streamed_and_a_tool_loop();
   await node_anthropic_tool_use_whole_and_streamed();
   await node_a_wrong_key_is_the_sdks_authentication_error();
   await node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after();

@@ -183,11 +183,50 @@ def a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after():
     passed("a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after")
 
 
+def openai_responses_whole_streamed_and_a_tool_loop():
+    r = oa.responses.create(model="chat", input="Why reserve first?", instructions="Be brief.")
+    assert r.status == "completed" and r.output_text, r
+    assert r.usage.output_tokens > 0 and r.usage.input_tokens > 0, r.usage
+
+    # The SDK's stream helper insists on `response.created` first and items opened
+    # before their deltas; its final response must hold what the deltas said.
+    with oa.responses.stream(model="chat", input="Stream, please.") as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert text and final.output_text == text, (text, final)
+
+    tools = [{"type": "function", **WEATHER}]
+    question = [{"role": "user", "content": "Weather in Paris?"}]
+    r = oa.responses.create(model="chat", input=question, tools=tools, tool_choice="required")
+    [call] = [i for i in r.output if i.type == "function_call"]
+    assert call.name == "weather" and call.call_id, call
+    assert json.loads(call.arguments) == CALL_ARGUMENTS, call
+    with oa.responses.stream(model="chat", input=question, tools=tools) as stream:
+        final = stream.get_final_response()
+    [streamed] = [i for i in final.output if i.type == "function_call"]
+    assert json.loads(streamed.arguments) == CALL_ARGUMENTS, streamed
+
+    replay = question + [i.model_dump(exclude_none=True) for i in r.output]
+    replay.append({"type": "function_call_output", "call_id": call.call_id, "output": "18C"})
+    r = oa.responses.create(model="chat", input=replay, tools=tools)
+    assert r.status == "completed" and r.output_text, r
+    assert not [i for i in r.output if i.type == "function_call"], r
+
+    try:
+        oa.responses.create(model="chat", input="again", previous_response_id=r.id)
+        raise AssertionError("previous_response_id was not refused")
+    except openai.BadRequestError as e:
+        assert e.code == "previous_response_not_found", e.body
+        assert e.param == "previous_response_id", e.body
+    passed("openai_responses_whole_streamed_and_a_tool_loop")
+
+
 for check in (
     openai_chat,
     openai_stream_with_usage,
     openai_tool_call_whole_and_streamed,
     openai_embeddings,
+    openai_responses_whole_streamed_and_a_tool_loop,
     anthropic_messages_whole_and_streamed,
     anthropic_tool_use_whole_and_streamed,
     a_wrong_key_is_each_sdks_authentication_error,
