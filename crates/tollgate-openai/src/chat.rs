@@ -5,11 +5,14 @@ use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{ChatTransport, Signals, StreamDecoder};
 use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
-use crate::codec::{self, Chunks, EncodeOptions};
-use crate::options::{OpenAiOptions, provisional_limit};
+use crate::codec::{self, Chunks, EncodeOptions, ResponsesEvents, ResponsesOptions};
+use crate::options::{Api, OpenAiOptions, provisional_limit};
 
 /// Where Chat Completions are posted.
 pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
+
+/// Where Responses are posted.
+pub(crate) const RESPONSES_PATH: &str = "/v1/responses";
 
 /// The chat transport of one `openai` or `openai-compatible` model.
 #[derive(Debug)]
@@ -29,6 +32,17 @@ impl OpenAiChat {
     }
 
     fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
+        if self.options.api == Api::Responses {
+            return codec::encode_responses_request(
+                request,
+                &ResponsesOptions {
+                    model: self.model.name.clone(),
+                    max_tokens: self.model.output_limit(None),
+                    stream,
+                    tool_choice: self.options.tool_choice.clone(),
+                },
+            );
+        }
         let quirks = self.options.quirks;
         codec::encode_request(
             request,
@@ -48,13 +62,39 @@ impl OpenAiChat {
 impl ChatTransport for OpenAiChat {
     async fn send(&self, request: &LlmRequest, signals: &Signals) -> Result<LlmResponse> {
         let body = self.encode(request, false)?;
-        self.endpoint
-            .post_decoded(CHAT_PATH, &body, signals, codec::decode_response)
-            .await
+        match self.options.api {
+            Api::Chat => {
+                self.endpoint
+                    .post_decoded(CHAT_PATH, &body, signals, codec::decode_response)
+                    .await
+            }
+            Api::Responses => {
+                self.endpoint
+                    .post_decoded(
+                        RESPONSES_PATH,
+                        &body,
+                        signals,
+                        codec::decode_responses_response,
+                    )
+                    .await
+            }
+        }
     }
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
         let body = self.encode(request, true)?;
+        if self.options.api == Api::Responses {
+            return self
+                .endpoint
+                .stream(
+                    RESPONSES_PATH,
+                    &body,
+                    signals,
+                    Framing::Sse,
+                    StreamDecoder::with(ResponsesEvents::default()),
+                )
+                .await;
+        }
         let chunks = Chunks::default().requiring_done(self.options.quirks.done_required);
         self.endpoint
             .stream(

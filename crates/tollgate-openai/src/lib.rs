@@ -84,7 +84,7 @@ mod provider;
 pub use chat::OpenAiChat;
 pub use decision::{MAX_OPTIONS, OpenAiDecision};
 pub use embeddings::OpenAiEmbeddings;
-pub use options::{OpenAiOptions, OutputLimitField, PROVISIONAL_ESTIMATE_TOKENS, Quirks};
+pub use options::{Api, OpenAiOptions, OutputLimitField, PROVISIONAL_ESTIMATE_TOKENS, Quirks};
 pub use provider::OpenAiProvider;
 
 /// The provider key of OpenAI's own API.

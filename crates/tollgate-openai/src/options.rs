@@ -76,10 +76,22 @@ impl Quirks {
     }
 }
 
+/// The API a model's chat calls go through (catalog option `api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Api {
+    /// `POST /v1/chat/completions` (`api = "chat"`, the default).
+    #[default]
+    Chat,
+    /// `POST /v1/responses`, stateless (`api = "responses"`).
+    Responses,
+}
+
 /// What a catalog entry's `options` table sets for an `openai` or `openai-compatible`
 /// model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenAiOptions {
+    /// Which API chat goes through: Chat Completions (the default) or Responses.
+    pub api: Api,
     /// `base_url`: the API address, without `/v1` (default [`DEFAULT_BASE_URL`] for
     /// `openai`; required for `openai-compatible`).
     pub base_url: String,
@@ -106,6 +118,7 @@ const KNOWN: &[&str] = &[
     "output_limit_field",
     "stream_usage",
     "logprobs",
+    "api",
 ];
 
 fn header_safe(s: &str) -> bool {
@@ -147,7 +160,15 @@ impl OpenAiOptions {
         if let Some(v) = options.flag("logprobs")? {
             quirks.logprobs = v;
         }
+        let api = options
+            .parse("api", "`chat` or `responses`", |v| match v {
+                "chat" => Some(Api::Chat),
+                "responses" => Some(Api::Responses),
+                _ => None,
+            })?
+            .unwrap_or(Api::Chat);
         Ok(OpenAiOptions {
+            api,
             base_url,
             organization: options.text("organization", id, header_safe)?,
             project: options.text("project", id, header_safe)?,

@@ -63,14 +63,7 @@ impl ChunkDecoder for Chunks {
                     "text" => out.extend(self.blocks.text(index, get("text"))?),
                     "thinking" => {
                         out.extend(self.blocks.thinking(index, get("thinking"))?);
-                        let signature = get("signature");
-                        if !signature.is_empty() {
-                            self.blocks.signature(index, signature)?;
-                            out.push(StreamEvent::SignatureDelta {
-                                index,
-                                signature: signature.to_owned(),
-                            });
-                        }
+                        out.extend(self.blocks.signature(index, get("signature"))?);
                     }
                     "tool_use" => {
                         out.push(self.blocks.tool_use(index, get("id"), get("name"), "")?);
@@ -98,11 +91,7 @@ impl ChunkDecoder for Chunks {
                     "thinking_delta" => out.extend(self.blocks.thinking(index, get("thinking"))?),
                     // Kept on the block and passed on, so a client can send the block back.
                     "signature_delta" => {
-                        self.blocks.signature(index, get("signature"))?;
-                        out.push(StreamEvent::SignatureDelta {
-                            index,
-                            signature: get("signature").to_owned(),
-                        });
+                        out.extend(self.blocks.signature(index, get("signature"))?);
                     }
                     "input_json_delta" => {
                         out.extend(self.blocks.tool_input(index, get("partial_json"))?);

@@ -56,7 +56,7 @@ impl ConverseStreamDecoder {
                             out.extend(self.blocks.thinking(index, t)?);
                         }
                         ReasoningContentBlockDelta::Signature(s) => {
-                            self.blocks.signature(index, s)?;
+                            out.extend(self.blocks.signature(index, s)?);
                         }
                         _ => {}
                     },

@@ -486,9 +486,17 @@ fn reasoning_item(item: &Value, path: &str) -> Result<Option<Block>, GatewayErro
              reasoning item as the gateway answered it"
         )));
     }
+    // OpenAI's signature as tollgate-openai's Responses codec keeps it: the item's id and
+    // its encrypted copy, joined by a space (`codec::reasoning_signature`), so both go
+    // back to OpenAI.
+    let signature = match (item.get("id").and_then(Value::as_str), encrypted) {
+        (Some(id), Some(encrypted)) => Some(format!("{id} {encrypted}")),
+        (None, encrypted) => encrypted.map(str::to_owned),
+        (Some(_), None) => None,
+    };
     Ok(Some(Block::Thinking {
         text: summary,
-        signature: encrypted.map(str::to_owned),
+        signature,
         origin: Some("openai".into()),
         cache: None,
     }))

@@ -217,5 +217,5 @@ fn a_reasoning_item_the_gateway_sealed_replays_its_signed_block() {
     ]}))
     .unwrap();
     assert!(matches!(&d.request.messages()[1].content[0],
-        Block::Thinking { origin: Some(o), signature: Some(s), .. } if o == "openai" && s == "gAAAA-openai"));
+        Block::Thinking { origin: Some(o), signature: Some(s), .. } if o == "openai" && s == "rs_2 gAAAA-openai"));
 }

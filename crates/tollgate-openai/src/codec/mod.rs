@@ -1,4 +1,4 @@
-//! The OpenAI Chat Completions and Embeddings wire format: request bodies, response
+//! The OpenAI Chat Completions, Responses and Embeddings wire formats: request bodies, response
 //! bodies, stream chunks, error bodies and rate-limit header values, to and from
 //! tollgate's neutral types. No I/O here.
 //!
@@ -18,6 +18,9 @@
 //!   status, `error.type` and `error.code` (never by message text); the core decides
 //!   what it means.
 //!
+//! - [`encode_responses_request`], [`decode_responses_response`] and [`ResponsesEvents`]
+//!   do the same for the Responses API (`POST /v1/responses`, stateless: `store: false`).
+//!
 //! Wire types sit beside their decoders: a decision answer is read by its own types
 //! ([`decode_decision`]), not through the chat answer's.
 
@@ -26,6 +29,8 @@ mod embeddings;
 mod errors;
 mod request;
 mod response;
+mod responses;
+mod responses_stream;
 mod stream;
 
 pub use decision::{decode_decision, encode_decision};
@@ -33,6 +38,10 @@ pub use embeddings::{decode_embeddings, encode_embeddings};
 pub use errors::{QUOTA_CODES, read_error, read_stream_error};
 pub use request::{EncodeOptions, encode_request};
 pub use response::{WireUsage, decode_response, stop_reason};
+pub use responses::{
+    ResponsesOptions, decode_responses_response, encode_responses_request, reasoning_signature,
+};
+pub use responses_stream::{ResponsesEvents, ResponsesStreamDecoder};
 pub use stream::{Chunks, StreamDecoder};
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
 pub use tollgate::provider::ToolChoice;

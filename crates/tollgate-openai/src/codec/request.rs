@@ -167,7 +167,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
 }
 
 /// OpenAI's schema names allow `a-zA-Z0-9_-`, at most 64 characters.
-fn shape_name(name: &str) -> String {
+pub(super) fn shape_name(name: &str) -> String {
     let clean: String = name
         .chars()
         .map(|c| {

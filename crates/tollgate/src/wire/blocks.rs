@@ -146,8 +146,10 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
         }))
     }
 
-    /// Adds `signature` to the signature of thinking block `key` (started if new).
-    pub fn signature(&mut self, key: K, signature: &str) -> Result<()> {
+    /// Adds `signature` to the signature of thinking block `key` (started if new); the
+    /// [`StreamEvent::SignatureDelta`] that passes it on (none for an empty part or a
+    /// skipped block).
+    pub fn signature(&mut self, key: K, signature: &str) -> Result<Option<StreamEvent>> {
         let index = self.slot(key, || Building::Thinking {
             text: String::new(),
             signature: None,
@@ -155,11 +157,16 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
         match &mut self.blocks[index].1 {
             Building::Thinking { signature: all, .. } => {
                 all.get_or_insert_with(String::new).push_str(signature);
-                Ok(())
             }
-            Building::Skipped => Ok(()),
-            _ => Err(self.mismatch(index, "a signature")),
+            Building::Skipped => return Ok(None),
+            _ => return Err(self.mismatch(index, "a signature")),
         }
+        Ok(
+            (!signature.is_empty()).then(|| StreamEvent::SignatureDelta {
+                index,
+                signature: signature.to_owned(),
+            }),
+        )
     }
 
     /// Starts tool-use block `key` with the tool's `id` and `name` and the first part of
@@ -287,7 +294,11 @@ mod tests {
     fn blocks_keep_their_order_of_first_appearance_whatever_their_keys() {
         let mut blocks = BlockAssembler::new();
         blocks.thinking(7, "hmm").unwrap();
-        blocks.signature(7, "sig").unwrap();
+        let signed = blocks.signature(7, "sig").unwrap();
+        assert!(matches!(
+            signed,
+            Some(StreamEvent::SignatureDelta { index: 0, ref signature }) if signature == "sig"
+        ));
         blocks.skip(3);
         let delta = blocks.text(5, "answer").unwrap();
         assert!(matches!(
