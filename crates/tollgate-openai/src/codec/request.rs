@@ -45,7 +45,8 @@ pub struct EncodeOptions {
     pub tool_choice: ToolChoice,
 }
 
-fn image_url(source: &ImageSource) -> String {
+/// An image as a URL: a `data:` URL for inline bytes.
+pub(super) fn image_url(source: &ImageSource) -> String {
     match source {
         ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
         ImageSource::Url { url } => url.clone(),

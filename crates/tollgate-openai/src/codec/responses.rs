@@ -11,11 +11,11 @@ use tollgate::provider::{
     Setting, ToolChoice, keep_raw, parse_json, refuse_unwritten, undecodable,
 };
 use tollgate::{
-    Block, DocumentSource, Error, ImageSource, Json, LlmRequest, LlmResponse, ResponseBody, Result,
-    Role, StopReason, Usage,
+    Block, DocumentSource, Error, Json, LlmRequest, LlmResponse, ResponseBody, Result, Role,
+    StopReason, Usage,
 };
 
-use super::request::shape_name;
+use super::request::{image_url, shape_name};
 
 /// The provider key thinking is signed under.
 const ORIGIN: &str = "openai";
@@ -201,13 +201,6 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
         body.insert("stream".into(), json!(true));
     }
     Ok(Value::Object(body))
-}
-
-fn image_url(source: &ImageSource) -> String {
-    match source {
-        ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
-        ImageSource::Url { url } => url.clone(),
-    }
 }
 
 /// A user turn: tool results become `function_call_output` items (in order), the rest
