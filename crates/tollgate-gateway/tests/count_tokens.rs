@@ -36,7 +36,7 @@ fn gateway(upstream: &str) -> (Gateway, Arc<GatewayMetrics>) {
             ModelEntry::new("claude", "anthropic-direct", "claude-test")
                 .with_credential("anthropic-key")
                 .with_output_tokens(1000, 100)
-                .with_limits(limits.clone())
+                .with_limits(limits)
                 .with_option("base_url", upstream),
         )
         .model(

@@ -10,6 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use tollgate::{LlmClient, LlmRequest};
 
 use super::request::MessagesRequest;
 use super::response::{EventEncoder, message};
@@ -42,9 +43,7 @@ async fn answer(
     body: Body,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
-    let (req, models) = admitted::<MessagesRequest>(&state, &headers, body, &tags).await?;
-    let request = req.to_llm_request()?;
-    let client = chat_client(&models, &request).await?;
+    let (req, request, client) = prepared(&state, &headers, body, &tags).await?;
     let id = ids::next("msg");
     if req.stream {
         // Queued and sent before the 200: a refusal to wait is still a status answer.
@@ -54,6 +53,20 @@ async fn answer(
     }
     let response = client.single_response(&request).await?;
     Ok(Json(message(&id, &req.model, &response)).into_response())
+}
+
+/// What both routes do first: the caller and the body admitted ([`admitted`]), the body
+/// as a neutral request, and the client of its model.
+async fn prepared(
+    state: &Gateway,
+    headers: &HeaderMap,
+    body: Body,
+    tags: &Tags,
+) -> Result<(MessagesRequest, LlmRequest, Arc<dyn LlmClient>), GatewayError> {
+    let (req, models) = admitted::<MessagesRequest>(state, headers, body, tags).await?;
+    let request = req.to_llm_request()?;
+    let client = chat_client(&models, &request).await?;
+    Ok((req, request, client))
 }
 
 /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, with [`TOKEN_COUNT_HEADER`].
@@ -71,9 +84,7 @@ async fn count(
     body: Body,
     tags: Arc<Tags>,
 ) -> Result<Response, GatewayError> {
-    let (req, models) = admitted::<MessagesRequest>(&state, &headers, body, &tags).await?;
-    let request = req.to_llm_request()?;
-    let client = chat_client(&models, &request).await?;
+    let (_, request, client) = prepared(&state, &headers, body, &tags).await?;
     let counted = client.count_input_tokens(&request).await?;
     Ok((
         [(TOKEN_COUNT_HEADER, counted.counted_by.as_str())],
