@@ -91,7 +91,7 @@ async fn any_other_path_is_answered_in_openais_shape_naming_the_route() {
     for (method, path) in [
         (Method::GET, "/v1/messagesx"),
         (Method::POST, "/v1/messages_batches"),
-        (Method::GET, "/v1/responses/resp_1"),
+        (Method::GET, "/v1/files/file_1"),
         (Method::DELETE, "/nowhere"),
     ] {
         let (status, v) = answer(&gateway, method.clone(), path).await;
