@@ -2,7 +2,8 @@
 //! sends) answer an empty 200; a request no route takes is answered 404 or 405 in the
 //! dialect of its path (Anthropic's for `/v1/messages` and every path under it, OpenAI's
 //! elsewhere) naming the route, and counted under one `unmatched` label however many
-//! paths a client makes up. In process, on tokio's paused clock.
+//! paths a client makes up. In process on tokio's paused clock, and `HEAD /` also over
+//! HTTP on 127.0.0.1.
 
 mod common;
 
@@ -45,6 +46,16 @@ async fn head_and_get_of_the_root_answer_an_empty_200() {
     let r = call(&gateway, request(Method::POST, "/")).await;
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.headers()["allow"], "GET");
+}
+
+#[tokio::test]
+async fn head_of_the_root_over_http_is_an_empty_200() {
+    let (gateway, _) = gateway();
+    let running = common::start(gateway).await;
+    let r = common::client().head(running.at("/")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.text().await.unwrap(), "");
+    running.stop().await.unwrap();
 }
 
 /// The status and JSON body of `method path`.
