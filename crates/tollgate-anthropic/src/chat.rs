@@ -3,7 +3,7 @@
 
 use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{
-    AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals,
+    AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals, TokenCounting,
 };
 use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
@@ -67,6 +67,32 @@ impl ChatTransport for AnthropicChat {
                 StreamDecoder::new(),
             )
             .await
+    }
+
+    /// Anthropic's own counter, `POST /v1/messages/count_tokens`, with the same key and
+    /// headers as the model's messages. Its answer's rate-limit headers are the
+    /// counter's (Anthropic limits counting apart from messages), so they are not passed
+    /// to the model's limiter.
+    async fn count_input_tokens(&self, request: &LlmRequest) -> TokenCounting {
+        let counted = async {
+            let body = codec::encode_count_request(
+                request,
+                &self.model.name,
+                self.options.tool_choice.clone(),
+            )?;
+            self.endpoint
+                .post_decoded(
+                    codec::COUNT_TOKENS_PATH,
+                    &body,
+                    &Signals::default(),
+                    codec::decode_count,
+                )
+                .await
+        };
+        match counted.await {
+            Ok(tokens) => TokenCounting::Counted(tokens),
+            Err(e) => TokenCounting::Failed(e),
+        }
     }
 
     /// Anthropic counts output actually produced against output TPM, and cache reads do

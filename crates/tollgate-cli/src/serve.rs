@@ -22,8 +22,9 @@ use crate::setup::Source;
 /// request paced by the model's limits.
 ///
 /// Routes: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models (OpenAI);
-/// POST /v1/messages (Anthropic); GET /health, GET /ready, GET /metrics. Without --keys the gateway
-/// is open to anyone who can reach it.
+/// POST /v1/messages, POST /v1/messages/count_tokens (Anthropic); GET /health, GET /ready,
+/// GET /metrics, GET and HEAD / (an empty 200). Without --keys the gateway is open to anyone
+/// who can reach it.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     tollgate serve\n  \

@@ -1,8 +1,9 @@
 //! The official OpenAI and Anthropic Python SDKs (pinned, installed by
 //! `scripts/peers.sh` into `target/peers`) as clients of `tollgate serve`: chat whole and
-//! streamed, a tool call whole and streamed, the Responses API (whole, the SDK's stream
-//! helper, a tool loop, a refused `previous_response_id`) (the simulated model calls a declared tool,
-//! then answers the tool's result), embeddings, a wrong key, a body over the cap and a wait past its bound,
+//! streamed, a tool call whole and streamed, Anthropic's `count_tokens`, the Responses API
+//! (whole, the SDK's stream helper, a tool loop, a refused `previous_response_id`) (the
+//! simulated model calls a declared tool, then answers the tool's result), embeddings, a
+//! wrong key, a body over the cap and a wait past its bound,
 //! in both dialects, each SDK reading the gateway's answers as it reads its provider's
 //! (`tests/sdk/clients.py` holds the checks); and the same SDKs calling models of the
 //! other dialect with llmock behind (`tests/sdk/cross.py`). Skipped without
@@ -75,6 +76,7 @@ fn the_official_python_sdks_speak_to_tollgate_serve_in_both_dialects() {
             "openai_responses_whole_streamed_and_a_tool_loop",
             "anthropic_messages_whole_and_streamed",
             "anthropic_tool_use_whole_and_streamed",
+            "anthropic_count_tokens",
             "a_wrong_key_is_each_sdks_authentication_error",
             "a_body_over_the_cap_is_a_413",
             "a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after",
@@ -147,6 +149,7 @@ fn the_official_node_sdks_speak_to_tollgate_serve_in_both_dialects() {
             "node_openai_tool_call_whole_and_streamed",
             "node_openai_responses_whole_streamed_and_a_tool_loop",
             "node_anthropic_tool_use_whole_and_streamed",
+            "node_anthropic_count_tokens",
             "node_a_wrong_key_is_the_sdks_authentication_error",
             "node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after",
         ],

@@ -1,4 +1,5 @@
-//! Operations: `/health`, `/ready`, `/metrics` and the `x-request-id` on every answer.
+//! Operations: `/health`, `/ready`, `/metrics`, the `/` probe and the `x-request-id` on
+//! every answer.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -14,6 +15,12 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// `GET /health`: the process answers.
 pub(crate) async fn health() -> &'static str {
     "ok"
+}
+
+/// `GET /` and `HEAD /`: an empty 200, for the clients that probe the base URL before
+/// using it (Claude Code sends `HEAD /`).
+pub(crate) async fn root() -> StatusCode {
+    StatusCode::OK
 }
 
 /// `GET /metrics`: every counter in the OpenMetrics text format (the queue depths read

@@ -1,8 +1,9 @@
 //! The routes: both dialects, operations, and an answer in the dialect's error shape for
-//! a path or a method the gateway does not serve.
+//! a path or a method the gateway does not serve (counted under one `unmatched` route,
+//! so a flood of made-up paths adds no series).
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use axum::routing::{any, get, post};
@@ -14,7 +15,11 @@ use crate::{anthropic, openai, ops, responses};
 
 /// What the gateway serves, for the message of a request to anything else.
 pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings, \
-    GET /v1/models, POST /v1/messages, POST /v1/responses, GET /health, GET /ready and GET /metrics";
+    GET /v1/models, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, \
+    GET /health, GET /ready, GET /metrics, and GET / and HEAD / (an empty 200)";
+
+/// The `route` label of a request no route took (404 or 405), whatever its path.
+const UNMATCHED: &str = "unmatched";
 
 /// The gateway's routes over `state`: both dialects, `/health`, `/ready`, `/metrics`,
 /// with `x-request-id` on every answer; any other path or method is answered 404 or 405
@@ -26,8 +31,10 @@ pub fn router(state: Gateway) -> Router {
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/responses/{*rest}", any(responses::stored_response))
+        .route("/", get(ops::root))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
@@ -40,9 +47,10 @@ pub fn router(state: Gateway) -> Router {
         .with_state(state)
 }
 
-/// The dialect a path speaks: Anthropic's under `/v1/messages`, else OpenAI's.
+/// The dialect a path speaks: Anthropic's for `/v1/messages` and every path under it
+/// (`/v1/messages/batches`, …), else OpenAI's (`/v1/messagesx` too).
 fn dialect_of(path: &str) -> Dialect {
-    if path.starts_with("/v1/messages") {
+    if path == "/v1/messages" || path.starts_with("/v1/messages/") {
         Dialect::Anthropic
     } else {
         Dialect::OpenAi
@@ -55,14 +63,25 @@ fn described(request: &Request) -> (String, String) {
     (request.method().to_string(), path)
 }
 
-async fn no_route(request: Request) -> Response {
+async fn no_route(State(state): State<Gateway>, request: Request) -> Response {
     let id = RequestId::of(request.extensions());
     let dialect = dialect_of(request.uri().path());
     let (method, path) = described(&request);
-    GatewayError::NoRoute { method, path }.into_response_for(dialect, Some(id.as_str()))
+    let response =
+        GatewayError::NoRoute { method, path }.into_response_for(dialect, Some(id.as_str()));
+    counted_unmatched(&state, response)
 }
 
-async fn method_not_allowed(request: Request) -> Response {
+/// Counts an answer to a request no route took, under [`UNMATCHED`] with no model or key
+/// (its path is never a label).
+fn counted_unmatched(state: &Gateway, response: Response) -> Response {
+    state
+        .metrics
+        .request(UNMATCHED, "", "", response.status().as_u16());
+    response
+}
+
+async fn method_not_allowed(State(state): State<Gateway>, request: Request) -> Response {
     let id = RequestId::of(request.extensions());
     let dialect = dialect_of(request.uri().path());
     let (method, path) = described(&request);
@@ -70,8 +89,10 @@ async fn method_not_allowed(request: Request) -> Response {
         .into_response_for(dialect, Some(id.as_str()));
     debug_assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     let allow = if request.uri().path().starts_with("/v1/models")
-        || matches!(request.uri().path(), "/health" | "/ready" | "/metrics")
-    {
+        || matches!(
+            request.uri().path(),
+            "/" | "/health" | "/ready" | "/metrics"
+        ) {
         Method::GET
     } else {
         Method::POST
@@ -79,5 +100,5 @@ async fn method_not_allowed(request: Request) -> Response {
     if let Ok(value) = allow.as_str().parse() {
         response.headers_mut().insert("allow", value);
     }
-    response
+    counted_unmatched(&state, response)
 }

@@ -96,3 +96,43 @@ async fn a_request_runs_in_a_server_span_that_parents_the_pipelines_call_span() 
             .any(|s| s.0 == "tollgate.attempt" && s.1.as_deref() == Some("gen_ai.call"))
     );
 }
+
+#[tokio::test]
+async fn a_token_count_runs_in_a_server_span_that_parents_the_count_span() {
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let gateway = Gateway::new(models(&FakeProvider::new()));
+    let body = json!({"model": "chat", "messages": [{"role": "user", "content": "Hi"}]});
+    let r = call(&gateway, post("/v1/messages/count_tokens", &body, &[])).await;
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let spans = spans.0.lock().unwrap();
+    let (_, _, fields) = spans
+        .iter()
+        .find(|s| s.0 == "gateway.request")
+        .expect("a gateway.request span");
+    let has = |fields: &[(String, String)], name: &str, value: &str| {
+        fields.iter().any(|(n, v)| n == name && v == value)
+    };
+    assert!(
+        has(fields, "http.route", "/v1/messages/count_tokens"),
+        "{fields:?}"
+    );
+    assert!(
+        has(fields, "http.response.status_code", "200"),
+        "{fields:?}"
+    );
+    let (_, parent, fields) = spans
+        .iter()
+        .find(|s| s.0 == "tollgate.count_tokens")
+        .expect("the pipeline's count span");
+    assert_eq!(parent.as_deref(), Some("gateway.request"));
+    assert!(
+        has(fields, "tollgate.token_counter", "estimate"),
+        "{fields:?}"
+    );
+    assert!(has(fields, "tollgate.model_id", "chat"), "{fields:?}");
+    // Nothing is generated, so no call span.
+    assert!(spans.iter().all(|s| s.0 != "gen_ai.call"));
+}

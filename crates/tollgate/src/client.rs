@@ -49,6 +49,51 @@ pub trait LlmClient: Send + Sync + Debug {
 
     /// Sends the request and streams the answer as it is produced.
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream>;
+
+    /// Counts the request's input tokens without answering it: the provider's own count
+    /// where its transport has a counter ([`crate::provider::ChatTransport::count_input_tokens`],
+    /// e.g. Anthropic's `count_tokens`), else tollgate's estimate (the one each call
+    /// reserves with); [`TokenCount::counted_by`] says which. It reserves nothing on the
+    /// model's limiter: providers limit their counters apart from their answers.
+    ///
+    /// A client of your own that does not override it answers
+    /// [`Error::UnsupportedSetting`] (feature `count_input_tokens`).
+    async fn count_input_tokens(&self, request: &LlmRequest) -> Result<TokenCount> {
+        Err(Error::unsupported_setting(
+            "count_input_tokens",
+            "(a client that does not count tokens)",
+            request.model_id(),
+        ))
+    }
+}
+
+/// A request's input tokens, counted before sending ([`LlmClient::count_input_tokens`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCount {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Who counted them.
+    pub counted_by: TokenCounter,
+}
+
+/// Who counted a [`TokenCount`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenCounter {
+    /// The provider's counting endpoint: what the provider will bill, near enough.
+    Provider,
+    /// Tollgate's estimate (the same one each call reserves with): close, not exact.
+    Estimate,
+}
+
+impl TokenCounter {
+    /// `provider` or `estimate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenCounter::Provider => "provider",
+            TokenCounter::Estimate => "estimate",
+        }
+    }
 }
 
 /// What an embedded text is for; some models embed queries and documents differently.

@@ -76,7 +76,7 @@ pub use catalog::Dimension;
 pub use catalog::{Catalog, ModelEntry};
 pub use client::{
     Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
-    EmbeddingsClient, LlmClient, Question,
+    EmbeddingsClient, LlmClient, Question, TokenCount, TokenCounter,
 };
 pub use conversation::{
     Block, CacheMark, Conversation, DocumentSource, ImageSource, Message, NativeTool, Role,

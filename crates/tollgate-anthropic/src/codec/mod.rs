@@ -14,15 +14,19 @@
 //! - [`StreamDecoder`] (the kit's shell around [`Chunks`]) turns stream events (`message_start` … `message_stop`) into
 //!   [`StreamEvent`](tollgate::StreamEvent)s. Nothing is emitted before the first content, so that an error
 //!   event before it fails the stream before its first event (and the pipeline retries).
+//! - [`encode_count_request`] and [`decode_count`] are the token counter's
+//!   (`count_tokens`) body and answer.
 //! - [`read_error`] reads an error status and body into a neutral [`WireError`](tollgate::provider::WireError) by
 //!   status and `error.type`; the core decides what it means. The one message read is a
 //!   context overflow's, whose only sign is its documented wording ([`OVERFLOW_WORDING`]).
 
+mod count;
 mod errors;
 mod request;
 mod response;
 mod stream;
 
+pub use count::{COUNT_TOKENS_PATH, decode_count, encode_count_request};
 pub use errors::{OVERFLOW_WORDING, is_overflow, read_error, read_stream_error};
 pub use request::{
     ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, EncodeOptions, MAX_CACHE_MARKS, MAX_TEMPERATURE,

@@ -1,8 +1,8 @@
 // The official OpenAI and Anthropic Node SDKs as clients of `tollgate serve` (chat, streams,
-// tool calls whole and streamed, a wrong key, a wait past the bound): run by
-// tests/sdk_clients.rs with NODE_PATH at the SDKs (scripts/peers.sh installs them),
-// TOLLGATE_URL and TOLLGATE_KEY set. Every check asserts, so a failure exits non-zero
-// with its stack; each prints its name when it passes.
+// tool calls whole and streamed, Anthropic's count_tokens, a wrong key, a wait past the
+// bound): run by tests/sdk_clients.rs with NODE_PATH at the SDKs (scripts/peers.sh
+// installs them), TOLLGATE_URL and TOLLGATE_KEY set. Every check asserts, so a failure
+// exits non-zero with its stack; each prints its name when it passes.
 
 const assert = require("node:assert/strict");
 const { OpenAI, AuthenticationError, RateLimitError } = require("openai");
@@ -224,12 +224,35 @@ async function node_openai_responses_whole_streamed_and_a_tool_loop() {
   passed("node_openai_responses_whole_streamed_and_a_tool_loop");
 }
 
+async function node_anthropic_count_tokens() {
+  const messages = [{ role: "user", content: "Weather in Paris?" }];
+  const { data, response } = await an.messages
+    .countTokens({ model: "chat", system: "Be brief.", messages })
+    .withResponse();
+  // A simulated model: tollgate's estimate, said so in the header.
+  assert.equal(response.headers.get("x-tollgate-token-count"), "estimate");
+  const longer = await an.messages.countTokens({
+    model: "chat",
+    system: "Be brief.",
+    messages: messages.concat([
+      { role: "assistant", content: "Which Paris?" },
+      { role: "user", content: "The one in France, please." },
+    ]),
+  });
+  assert.ok(
+    data.input_tokens > 0 && data.input_tokens < longer.input_tokens,
+    JSON.stringify([data, longer]),
+  );
+  passed("node_anthropic_count_tokens");
+}
+
 (async () => {
   await node_openai_chat_and_stream_with_usage();
   await node_anthropic_messages_whole_and_streamed();
   await node_openai_tool_call_whole_and_streamed();
   await node_openai_responses_whole_streamed_and_a_tool_loop();
   await node_anthropic_tool_use_whole_and_streamed();
+  await node_anthropic_count_tokens();
   await node_a_wrong_key_is_the_sdks_authentication_error();
   await node_a_wait_past_the_bound_is_the_sdks_rate_limit_error_with_retry_after();
 })().catch((e) => {

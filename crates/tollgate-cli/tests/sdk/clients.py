@@ -128,6 +128,25 @@ def anthropic_tool_use_whole_and_streamed():
     passed("anthropic_tool_use_whole_and_streamed")
 
 
+def anthropic_count_tokens():
+    tools = [{"name": WEATHER["name"], "description": WEATHER["description"],
+              "input_schema": WEATHER["parameters"]}]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    raw = an.messages.with_raw_response.count_tokens(
+        model="chat", system="Be brief.", tools=tools, messages=messages
+    )
+    # A simulated model: tollgate's estimate, said so in the header.
+    assert raw.headers["x-tollgate-token-count"] == "estimate", raw.headers
+    counted = raw.parse()
+    longer = an.messages.count_tokens(
+        model="chat", system="Be brief.", tools=tools,
+        messages=messages + [{"role": "assistant", "content": "Which Paris?"},
+                             {"role": "user", "content": "The one in France, please."}],
+    )
+    assert 0 < counted.input_tokens < longer.input_tokens, (counted, longer)
+    passed("anthropic_count_tokens")
+
+
 def a_wrong_key_is_each_sdks_authentication_error():
     try:
         openai.OpenAI(base_url=URL + "/v1", api_key="wrong", max_retries=0).models.list()
@@ -229,6 +248,7 @@ for check in (
     openai_responses_whole_streamed_and_a_tool_loop,
     anthropic_messages_whole_and_streamed,
     anthropic_tool_use_whole_and_streamed,
+    anthropic_count_tokens,
     a_wrong_key_is_each_sdks_authentication_error,
     a_body_over_the_cap_is_a_413,
     a_wait_past_the_bound_is_each_sdks_rate_limit_error_with_retry_after,

@@ -1,8 +1,9 @@
-//! The Anthropic dialect: `POST /v1/messages`, whole or streamed. Any catalog model
-//! answers, whatever its provider.
+//! The Anthropic dialect: `POST /v1/messages`, whole or streamed, and
+//! `POST /v1/messages/count_tokens`. Any catalog model answers, whatever its provider.
 
 mod handlers;
 mod request;
 mod response;
 
-pub(crate) use handlers::messages;
+pub use handlers::TOKEN_COUNT_HEADER;
+pub(crate) use handlers::{count_tokens, messages};

@@ -14,8 +14,8 @@ use super::job::JobContext;
 use super::runtime::ModelRuntime;
 use super::shape;
 use super::telemetry;
-use super::transport::{ChatTransport, Signals};
-use crate::client::LlmClient;
+use super::transport::{ChatTransport, Signals, TokenCounting};
+use crate::client::{LlmClient, TokenCount, TokenCounter};
 use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, Result};
 use crate::limit::{Cost, Reservation};
@@ -64,8 +64,8 @@ impl PipelineChat {
         result
     }
 
-    /// Checks the request against the model and fills in the output limit.
-    fn prepare_request(&self, request: &LlmRequest) -> Result<(LlmRequest, u64)> {
+    /// Checks that the request is for this client's model.
+    fn check_model(&self, request: &LlmRequest) -> Result<()> {
         let entry = &self.rt.entry;
         if request.model_id() != entry.id {
             return Err(Error::InvalidRequest {
@@ -78,6 +78,13 @@ impl PipelineChat {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// Checks the request against the model and fills in the output limit.
+    fn prepare_request(&self, request: &LlmRequest) -> Result<(LlmRequest, u64)> {
+        self.check_model(request)?;
+        let entry = &self.rt.entry;
         let ceiling = entry.max_output_tokens.unwrap_or(u64::MAX);
         let limit = entry
             .output_limit(request.sampling_params().max_output_tokens())
@@ -231,6 +238,34 @@ impl LlmClient for PipelineChat {
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
         self.stream_routed(request, None, None).await
+    }
+
+    /// The first deployment's counter (one send with its credential, no reservation, no
+    /// retry), else the input estimate; in a `tollgate.count_tokens` span.
+    async fn count_input_tokens(&self, request: &LlmRequest) -> Result<TokenCount> {
+        self.check_model(request)?;
+        let span = telemetry::count_span(&self.rt);
+        let counted = match self
+            .transport
+            .count_input_tokens(request)
+            .instrument(span.clone())
+            .await
+        {
+            TokenCounting::Counted(input_tokens) => TokenCount {
+                input_tokens,
+                counted_by: TokenCounter::Provider,
+            },
+            TokenCounting::Unsupported => TokenCount {
+                input_tokens: self.input_estimate(request),
+                counted_by: TokenCounter::Estimate,
+            },
+            TokenCounting::Failed(e) => {
+                telemetry::record_count(&span, Err(&e));
+                return Err(e);
+            }
+        };
+        telemetry::record_count(&span, Ok(&counted));
+        Ok(counted)
     }
 }
 

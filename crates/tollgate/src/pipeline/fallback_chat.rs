@@ -13,7 +13,7 @@ use super::call::Deadline;
 use super::chat::PipelineChat;
 use super::verdict::{FailureContext, verdict};
 use crate::catalog::FallbackWait;
-use crate::client::LlmClient;
+use crate::client::{LlmClient, TokenCount};
 use crate::error::{Error, Result};
 use crate::limit::{Reservation, TryReserveError, Waiter};
 use crate::request::LlmRequest;
@@ -199,6 +199,11 @@ impl LlmClient for FallbackChat {
             }
         })
         .await
+    }
+
+    /// The first member's count: the chain answers on it whenever it can.
+    async fn count_input_tokens(&self, request: &LlmRequest) -> Result<TokenCount> {
+        self.members[0].count_input_tokens(request).await
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {

@@ -61,6 +61,7 @@ pub use record::{
 pub use retry::{RetryPolicy, parse_retry_after};
 pub use transport::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+    TokenCounting,
 };
 pub use verdict::{FailureContext, Health, Retry, Settle, Verdict, verdict};
 

@@ -10,6 +10,8 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::runtime::ModelRuntime;
+use crate::client::TokenCount;
+use crate::error::Error;
 use crate::limit::Cost;
 use crate::request::LlmRequest;
 use crate::usage::Usage;
@@ -71,6 +73,40 @@ pub(crate) fn call_span(rt: &ModelRuntime, job_id: Option<&str>, operation: &'st
         tollgate.cost_usd = Empty,
         tollgate.queue_wait = Empty,
     )
+}
+
+/// Opens the span of a token count ([`crate::LlmClient::count_input_tokens`]): not a
+/// GenAI call (nothing is generated, nothing reserved), so tollgate's own name, with the
+/// model and provider as a call span names them.
+pub(crate) fn count_span(rt: &ModelRuntime) -> Span {
+    tracing::info_span!(
+        target: "tollgate",
+        "tollgate.count_tokens",
+        otel.kind = "client",
+        otel.status_code = Empty,
+        gen_ai.provider.name = rt.provider_name,
+        gen_ai.request.model = %rt.entry.name,
+        gen_ai.usage.input_tokens = Empty,
+        error.type = Empty,
+        tollgate.model_id = %rt.entry.id,
+        tollgate.provider = %rt.entry.provider,
+        tollgate.token_counter = Empty,
+    )
+}
+
+/// Records a count's outcome on its [`count_span`]: the tokens and who counted them, or
+/// the error's kind.
+pub(crate) fn record_count(span: &Span, result: Result<&TokenCount, &Error>) {
+    match result {
+        Ok(count) => {
+            span.record("gen_ai.usage.input_tokens", int(count.input_tokens));
+            span.record("tollgate.token_counter", count.counted_by.as_str());
+        }
+        Err(e) => {
+            span.record("error.type", e.kind());
+            span.record("otel.status_code", "error");
+        }
+    }
 }
 
 /// Opens the span of attempt `number`, a child of the call span; `retry_reason` is the

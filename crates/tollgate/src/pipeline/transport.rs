@@ -141,6 +141,28 @@ pub trait ChatTransport: Send + Sync + Debug {
     fn estimate_input_tokens(&self, request: &LlmRequest) -> u64 {
         DefaultEstimator.estimate_request(request)
     }
+
+    /// Counts the request's input tokens with the provider's own counter, sent once with
+    /// the transport's credential and not paced (a provider limits its counter apart
+    /// from its answers; what its answer's rate-limit headers say is not the model's).
+    ///
+    /// The default, [`TokenCounting::Unsupported`], says the provider has no counter:
+    /// the pipeline then answers with [`ChatTransport::estimate_input_tokens`].
+    async fn count_input_tokens(&self, _request: &LlmRequest) -> TokenCounting {
+        TokenCounting::Unsupported
+    }
+}
+
+/// What [`ChatTransport::count_input_tokens`] gives.
+#[derive(Debug)]
+pub enum TokenCounting {
+    /// The provider counted this many input tokens.
+    Counted(u64),
+    /// The provider's counter failed (an error answer, a connection failure, a body
+    /// that does not decode).
+    Failed(crate::Error),
+    /// The provider has no counter.
+    Unsupported,
 }
 
 /// What an embeddings transport returns: one raw vector per text, and the usage.

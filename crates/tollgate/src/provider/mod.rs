@@ -21,7 +21,8 @@
 //! - the transports the pipeline drives: [`ChatTransport`], [`EmbeddingsTransport`] and
 //!   [`EmbeddingsReply`], [`DecisionTransport`] and [`DecisionReply`] (with [`labels`] for
 //!   decisions over logprobs); what an answer said about limits, [`Signals`]; how the
-//!   provider counts tokens against them, [`AccountingRule`];
+//!   provider counts tokens against them, [`AccountingRule`]; what its own token counter
+//!   said, [`TokenCounting`];
 //! - token estimates: [`TokenEstimator`], [`DefaultEstimator`] (and, with the `tiktoken`
 //!   feature, `TiktokenEstimator`);
 //! - a model's catalog options: [`ModelOptions`], [`ToolChoice`], [`CatalogError`];
@@ -86,7 +87,7 @@ pub use crate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
 pub use crate::pipeline::labels;
 pub use crate::pipeline::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
-    parse_retry_after,
+    TokenCounting, parse_retry_after,
 };
 
 // Token estimates.
