@@ -10,7 +10,8 @@ use super::response::{filter_category, redacted, stop_reason, text_of, usage};
 
 /// Turns ConverseStream events into [`StreamEvent`]s and, at `metadata` (the last event,
 /// with usage), the whole answer. Blocks are assembled by the kit's [`BlockAssembler`],
-/// keyed by `contentBlockIndex`.
+/// keyed by `contentBlockIndex`; redacted reasoning comes whole in one delta and is
+/// handed on as a [`StreamEvent::WholeBlock`].
 #[derive(Debug, Default)]
 pub(crate) struct ConverseStreamDecoder {
     model: String,
