@@ -43,6 +43,7 @@ impl AnthropicChat {
                 top_k: self.options.top_k,
                 tool_choice: self.options.tool_choice.clone(),
                 host: codec::Host::Anthropic,
+                mid_conversation_system: self.options.mid_conversation_system,
             },
         )
     }

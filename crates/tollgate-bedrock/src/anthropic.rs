@@ -49,6 +49,8 @@ impl AnthropicBedrockChat {
                 top_k: None,
                 tool_choice: ToolChoice::Auto,
                 host: Host::Bedrock,
+                // Bedrock does not take mid-conversation system messages.
+                mid_conversation_system: false,
             },
         )?;
         if let Some(map) = body.as_object_mut() {

@@ -42,6 +42,7 @@ pub fn encode_count_request(
             top_k: None,
             tool_choice,
             host: Host::Anthropic,
+            mid_conversation_system: false,
         },
     )?;
     if let Value::Object(fields) = &mut body {
