@@ -1,7 +1,11 @@
 //! `anthropic-bedrock` chat: Claude over InvokeModel and InvokeModelWithResponseStream,
 //! with the Anthropic Messages body from `tollgate_anthropic::codec` (`anthropic_version:
 //! bedrock-2023-05-31`, no `model`: Bedrock names the model in the URL), decoded by the
-//! same codec, stream chunks included.
+//! same codec, stream chunks included. The codec's host is [`Host::Bedrock`]: a setting it
+//! refuses is refused for `bedrock` and the model's Bedrock id, and thinking in an answer
+//! is marked as signed by `bedrock`. Claude takes back thinking signed by `anthropic` or
+//! `bedrock` (Anthropic documents its signatures as valid on every platform); thinking
+//! signed by any other provider is left out.
 
 use aws_sdk_bedrockruntime::primitives::Blob;
 use aws_sdk_bedrockruntime::types::ResponseStream as BedrockEvents;
@@ -12,7 +16,7 @@ use tollgate::provider::{
     redacted_stream,
 };
 use tollgate::{Error, LlmRequest, LlmResponse, ResponseStream, Result};
-use tollgate_anthropic::codec::{self, EncodeOptions, StreamDecoder, ToolChoice};
+use tollgate_anthropic::codec::{self, Chunks, EncodeOptions, Host, StreamDecoder, ToolChoice};
 
 use crate::client::{BedrockClient, events, redacted, send_once, stream_failure, without_secrets};
 
@@ -36,13 +40,15 @@ impl AnthropicBedrockChat {
         let mut body = codec::encode_request(
             request,
             &EncodeOptions {
-                model: None,
+                // Named in refusals; Bedrock names the model in the URL, not the body.
+                model: Some(model.name.clone()),
                 max_tokens: model
                     .output_limit(None)
                     .unwrap_or(codec::DEFAULT_MAX_TOKENS),
                 stream: false,
                 top_k: None,
                 tool_choice: ToolChoice::Auto,
+                host: Host::Bedrock,
                 // Bedrock does not take mid-conversation system messages.
                 mid_conversation_system: false,
             },
@@ -86,7 +92,7 @@ impl ChatTransport for AnthropicBedrockChat {
             .accept("application/json")
             .body(body));
         let body = without_secrets(output.body().as_ref(), &secrets);
-        redacted(codec::decode_response(&body), &secrets)
+        redacted(codec::decode_response_from(&body, Host::Bedrock), &secrets)
     }
 
     async fn send_stream(
@@ -122,7 +128,10 @@ impl ChatTransport for AnthropicBedrockChat {
             })
         });
         Ok(redacted_stream(
-            decode_events(chunks, StreamDecoder::new()),
+            decode_events(
+                chunks,
+                StreamDecoder::with(Chunks::from_host(Host::Bedrock)),
+            ),
             secrets,
         ))
     }

@@ -45,9 +45,8 @@ impl ConverseChat {
 #[tollgate::provider::async_trait]
 impl ChatTransport for ConverseChat {
     async fn send(&self, request: &LlmRequest, _signals: &Signals) -> Result<LlmResponse> {
-        // Converse writes none of the newer request settings yet: refused, never dropped.
-        tollgate::provider::refuse_unwritten(request, "bedrock", &self.aws.model().name, &[])?;
-        let encoded = codec::encode(request, self.max_tokens())?;
+        // A setting Converse cannot write is refused by the codec, never dropped.
+        let encoded = codec::encode(request, &self.aws.model().name, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: sending");
         let (output, secrets) = send_once!(self.aws, |client| client
             .converse()
@@ -56,7 +55,8 @@ impl ChatTransport for ConverseChat {
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output));
+            .set_output_config(encoded.output)
+            .set_additional_model_request_fields(encoded.additional));
         let message = output.output().and_then(|o| o.as_message().ok());
         // The SDK decoded the answer: what the codec quotes from it (an unknown stop
         // reason) is cut of the secrets.
@@ -74,9 +74,8 @@ impl ChatTransport for ConverseChat {
         request: &LlmRequest,
         _signals: &Signals,
     ) -> Result<ResponseStream> {
-        // Converse writes none of the newer request settings yet: refused, never dropped.
-        tollgate::provider::refuse_unwritten(request, "bedrock", &self.aws.model().name, &[])?;
-        let encoded = codec::encode(request, self.max_tokens())?;
+        // A setting Converse cannot write is refused by the codec, never dropped.
+        let encoded = codec::encode(request, &self.aws.model().name, self.max_tokens())?;
         tracing::debug!(model = %self.aws.model().name, "bedrock-converse: streaming");
         let (output, secrets) = send_once!(self.aws, |client| client
             .converse_stream()
@@ -85,7 +84,8 @@ impl ChatTransport for ConverseChat {
             .set_system((!encoded.system.is_empty()).then_some(encoded.system))
             .set_tool_config(encoded.tools)
             .set_inference_config(encoded.inference)
-            .set_output_config(encoded.output));
+            .set_output_config(encoded.output)
+            .set_additional_model_request_fields(encoded.additional));
         let failure_secrets = secrets.clone();
         let stream = events(output.stream, move |e| {
             stream_failure(e, &failure_secrets, exception_name)

@@ -1,8 +1,10 @@
 //! Amazon Bedrock providers for tollgate:
 //!
 //! - `bedrock-converse`: any Bedrock chat model over Converse / ConverseStream (text,
-//!   images, tool use and results, system, tools, inference config, structured output,
-//!   `CacheMark` as `cachePoint`); its `kind = "embeddings"` entries are Titan Text
+//!   images, documents, tool use and results, reasoning and redacted reasoning, system,
+//!   tools with tool choice and `strict`, inference config, structured output, effort,
+//!   Claude's thinking, `CacheMark` as `cachePoint`; a setting Converse cannot carry is
+//!   refused, never dropped); its `kind = "embeddings"` entries are Titan Text
 //!   Embeddings or Cohere Embed over InvokeModel ([`BedrockEmbeddings`]);
 //! - `anthropic-bedrock`: Claude over InvokeModel / InvokeModelWithResponseStream, with
 //!   the Anthropic Messages body and decoder of `tollgate_anthropic::codec`.

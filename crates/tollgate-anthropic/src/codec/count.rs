@@ -6,7 +6,7 @@ use serde_json::Value;
 use tollgate::provider::{ToolChoice, parse_json};
 use tollgate::{LlmRequest, Result};
 
-use super::request::{EncodeOptions, encode_request};
+use super::request::{EncodeOptions, Host, encode_request};
 
 /// The path of Anthropic's token counter.
 pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
@@ -41,6 +41,7 @@ pub fn encode_count_request(
             stream: false,
             top_k: None,
             tool_choice,
+            host: Host::Anthropic,
             mid_conversation_system: false,
         },
     )?;

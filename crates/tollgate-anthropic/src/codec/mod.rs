@@ -29,10 +29,10 @@ mod stream;
 pub use count::{COUNT_TOKENS_PATH, decode_count, encode_count_request};
 pub use errors::{OVERFLOW_WORDING, is_overflow, read_error, read_stream_error};
 pub use request::{
-    ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, EncodeOptions, MAX_CACHE_MARKS, MAX_TEMPERATURE,
+    ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, EncodeOptions, Host, MAX_CACHE_MARKS, MAX_TEMPERATURE,
     encode_request,
 };
-pub use response::{decode_response, stop_reason};
+pub use response::{decode_response, decode_response_from, stop_reason};
 pub use stream::{Chunks, StreamDecoder};
 /// `tool_choice`, the core's neutral form (re-exported for [`EncodeOptions`]).
 pub use tollgate::provider::ToolChoice;

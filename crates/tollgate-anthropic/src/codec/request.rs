@@ -42,9 +42,33 @@ const WRITES: &[Setting] = &[
     Setting::ToolStrict,
 ];
 
-/// Signature families a Claude model takes back: its own (`anthropic`) and Claude's on
-/// Bedrock (the same models). Thinking signed by any other provider is left out.
+/// Signature families a Claude model takes back, wherever it runs: Anthropic documents
+/// thinking signatures as valid across its API, Bedrock and Vertex ("values generated on
+/// one platform will be compatible with another"). Thinking signed by any other provider
+/// is left out.
 const CLAUDE_SIGNERS: &[&str] = &["anthropic", "bedrock"];
+
+/// Where a Messages body goes: the provider key a refusal names, and the signer a decoded
+/// answer's thinking is marked with (its [`Block::Thinking`] `origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Host {
+    /// Anthropic's own Messages API (`anthropic`).
+    #[default]
+    Anthropic,
+    /// Claude on Amazon Bedrock over InvokeModel (`bedrock`): the model is named in the
+    /// URL, so the body has no `model` (the options' `model` names it in refusals only).
+    Bedrock,
+}
+
+impl Host {
+    /// The provider key: `anthropic` or `bedrock`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Host::Anthropic => "anthropic",
+            Host::Bedrock => "bedrock",
+        }
+    }
+}
 
 /// Whether `block` goes to a Claude model: thinking signed elsewhere does not (the
 /// API ignores thinking of finished turns, and refuses a foreign signature).
@@ -68,8 +92,8 @@ fn sendable(block: &Block) -> bool {
 /// What the body needs besides the request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EncodeOptions {
-    /// The provider's model name, sent as `model`; `None` leaves the field out (Bedrock
-    /// names the model in the URL).
+    /// The provider's model name, sent as `model` (not to [`Host::Bedrock`], which names
+    /// it in the URL) and named in refusals; `None` leaves the field out.
     pub model: Option<String>,
     /// `max_tokens`: the output limit (the pipeline fills the request's in; this is used
     /// when the request has none).
@@ -80,6 +104,9 @@ pub struct EncodeOptions {
     pub top_k: Option<u64>,
     /// `tool_choice` (only sent when the request has tools).
     pub tool_choice: ToolChoice,
+    /// Where the body goes: refusals name its provider key, and a Bedrock body has no
+    /// `model`.
+    pub host: Host,
     /// Sends a system message after the first turn as `role: "system"` in `messages`, at
     /// its position (the model takes mid-conversation system messages); otherwise it is
     /// folded into the user turn there as a `<system-reminder>`.
@@ -91,10 +118,15 @@ pub struct EncodeOptions {
 /// [`MAX_TEMPERATURE`], non-text system blocks, or a cache mark on a thinking block.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
     let model = options.model.as_deref().unwrap_or("(named in the URL)");
-    refuse_unwritten(request, "anthropic", model, WRITES)?;
+    let provider = options.host.key();
+    refuse_unwritten(request, provider, model, WRITES)?;
     let mut marks = 0usize;
     let mut body = Map::new();
-    if let Some(model) = &options.model {
+    if let Some(model) = options
+        .model
+        .as_ref()
+        .filter(|_| options.host == Host::Anthropic)
+    {
         body.insert("model".into(), json!(model));
     }
     let sampling = request.sampling_params();
@@ -157,7 +189,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                     if native.provider != "anthropic" {
                         return Err(Error::unsupported_setting(
                             format!("`{}` tool `{}`", native.provider, t.name),
-                            "anthropic",
+                            provider,
                             model,
                         ));
                     }

@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
 
+use super::request::Host;
+
 /// The wire `usage` object (response, `message_start` and `message_delta`).
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 pub(super) struct WireUsage {
@@ -105,9 +107,10 @@ pub fn stop_reason(wire: &str) -> Option<StopReason> {
     })
 }
 
-/// Decodes one content block of a response. Block types tollgate has no neutral form
-/// for (`redacted_thinking`, server-tool blocks) are left out.
-pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
+/// Decodes one content block of a response, its thinking marked as signed by `signer`
+/// (`anthropic`, or `bedrock` for Claude on Bedrock). Redacted thinking and server-tool
+/// blocks are kept whole; block types tollgate has no neutral form for are left out.
+pub(super) fn decode_block(block: &Value, signer: &str) -> Result<Option<Block>> {
     let get = |key: &str| block.get(key).and_then(Value::as_str);
     let kind = get("type").ok_or_else(|| undecodable("a content block has no type"))?;
     Ok(Some(match kind {
@@ -121,22 +124,16 @@ pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
         "thinking" => Block::Thinking {
             text: get("thinking").unwrap_or_default().to_owned(),
             signature: get("signature").map(str::to_owned),
-            origin: get("signature").map(|_| "anthropic".to_owned()),
+            origin: get("signature").map(|_| signer.to_owned()),
             cache: None,
         },
         "redacted_thinking" => Block::RedactedThinking {
             data: get("data").unwrap_or_default().to_owned(),
-            origin: Some("anthropic".to_owned()),
+            origin: Some(signer.to_owned()),
         },
         // Server tools' calls and results: kept as they came, for the history that must
         // send them back unchanged.
-        "server_tool_use"
-        | "web_search_tool_result"
-        | "web_fetch_tool_result"
-        | "code_execution_tool_result"
-        | "bash_code_execution_tool_result"
-        | "text_editor_code_execution_tool_result"
-        | "tool_search_tool_result" => Block::Native {
+        kind if is_server_tool_block(kind) => Block::Native {
             provider: "anthropic".to_owned(),
             value: Json::new(block.clone()),
         },
@@ -145,6 +142,13 @@ pub(super) fn decode_block(block: &Value) -> Result<Option<Block>> {
             return Ok(None);
         }
     }))
+}
+
+/// Whether `kind` is a server tool's call or result block (`server_tool_use`,
+/// `mcp_tool_use`, `web_search_tool_result`, any other `*_tool_result`), kept as a
+/// [`Block::Native`].
+pub(super) fn is_server_tool_block(kind: &str) -> bool {
+    matches!(kind, "server_tool_use" | "mcp_tool_use") || kind.ends_with("_tool_result")
 }
 
 pub(super) fn finish(
@@ -174,14 +178,19 @@ pub(super) fn finish(
 /// `ProviderError::Malformed` (retried) with its first bytes; a `refusal` stop with
 /// `stop_details` is `Error::ProviderRefusal` with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
-    decode_body(body).map_err(|e| keep_raw(e, body))
+    decode_response_from(body, Host::Anthropic)
 }
 
-fn decode_body(body: &[u8]) -> Result<LlmResponse> {
+/// [`decode_response`] for an answer from `host`: its thinking is marked as signed there.
+pub fn decode_response_from(body: &[u8], host: Host) -> Result<LlmResponse> {
+    decode_body(body, host.key()).map_err(|e| keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8], signer: &str) -> Result<LlmResponse> {
     let message: WireMessage = parse_json(body)?;
     let mut content = Vec::with_capacity(message.content.len());
     for block in &message.content {
-        content.extend(decode_block(block)?);
+        content.extend(decode_block(block, signer)?);
     }
     finish(
         message.model,

@@ -1,7 +1,10 @@
 //! Stream events: [`Chunks`], run in the kit's shell ([`StreamDecoder`]).
 
 use super::errors::read_stream_error;
-use super::response::{StopDetails, WireMessage, WireUsage, finish, stop_reason};
+use super::request::Host;
+use super::response::{
+    StopDetails, WireMessage, WireUsage, decode_block, finish, is_server_tool_block, stop_reason,
+};
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
@@ -18,9 +21,15 @@ pub type StreamDecoder = tollgate::provider::StreamDecoder<Chunks>;
 /// [`StreamDecoder::event`](tollgate::provider::StreamDecoder::event). Nothing is emitted
 /// for `message_start`, `ping` or a text block's start, so the first event comes with the
 /// first content. Blocks are assembled by the kit's [`BlockAssembler`], keyed by the
-/// wire's `index`; a block type tollgate has no neutral form for is left out.
+/// wire's `index`. Redacted thinking and server-tool results arrive whole in their
+/// `content_block_start` and are handed on as [`StreamEvent::WholeBlock`]s; a server
+/// tool's call (`server_tool_use`) streams its input as `input_json_delta`s and is handed
+/// on whole at its `content_block_stop`. A block type tollgate has no neutral form for is
+/// left out.
 #[derive(Debug, Default)]
 pub struct Chunks {
+    /// Where the stream comes from: its thinking is marked as signed there.
+    host: Host,
     model: String,
     blocks: BlockAssembler,
     usage: WireUsage,
@@ -68,6 +77,16 @@ impl ChunkDecoder for Chunks {
                     "tool_use" => {
                         out.push(self.blocks.tool_use(index, get("id"), get("name"), "")?);
                     }
+                    // A server tool's call: its input follows as `input_json_delta`s.
+                    "server_tool_use" | "mcp_tool_use" => {
+                        self.blocks
+                            .native_input(index, "anthropic", block.clone())?;
+                    }
+                    kind if kind == "redacted_thinking" || is_server_tool_block(kind) => {
+                        if let Some(whole) = decode_block(&block, self.host.key())? {
+                            out.push(self.blocks.whole(index, whole)?);
+                        }
+                    }
                     other => {
                         tracing::debug!(
                             block_type = other,
@@ -101,7 +120,7 @@ impl ChunkDecoder for Chunks {
                 }
             }
             // Tool input is parsed once, when its block is complete.
-            "content_block_stop" => self.blocks.close(&event.index)?,
+            "content_block_stop" => out.extend(self.blocks.complete(&event.index)?),
             "message_delta" => {
                 let delta = event.delta.unwrap_or_default();
                 if let Some(stop) = delta.get("stop_reason").and_then(Value::as_str) {
@@ -142,10 +161,18 @@ impl ChunkDecoder for Chunks {
 }
 
 impl Chunks {
+    /// A decoder for a stream from `host` (its thinking marked as signed there).
+    pub fn from_host(host: Host) -> Self {
+        Chunks {
+            host,
+            ..Chunks::default()
+        }
+    }
+
     fn response(&mut self) -> Result<LlmResponse> {
         finish(
             std::mem::take(&mut self.model),
-            self.blocks.finish_signed_by("anthropic")?,
+            self.blocks.finish_signed_by(self.host.key())?,
             self.stop.as_deref(),
             self.stop_details.take(),
             self.usage.neutral(),

@@ -3,7 +3,7 @@
 //! `tollgate_anthropic::codec` instead.
 //!
 //! - [`encode`]: a request as Converse's messages, system blocks, tools, inference and
-//!   output config ([`request`]);
+//!   output config ([`request`]), and the settings beyond sampling ([`settings`]);
 //! - [`decode`]: a Converse answer, with its stop reason and usage ([`response`]);
 //! - [`ConverseStreamDecoder`]: ConverseStream's events, its blocks from the kit's
 //!   [`BlockAssembler`](tollgate::provider::BlockAssembler) ([`stream`]);
@@ -12,6 +12,7 @@
 mod document;
 mod request;
 mod response;
+mod settings;
 mod stream;
 
 pub(crate) use request::encode;

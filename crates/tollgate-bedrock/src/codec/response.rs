@@ -68,6 +68,15 @@ pub(crate) fn usage(wire: Option<&TokenUsage>) -> Usage {
     )
 }
 
+/// Converse's redacted reasoning: its bytes, kept as base64 (as the wire carries them),
+/// marked as Bedrock's so it goes back only there.
+pub(super) fn redacted(bytes: &aws_smithy_types::Blob) -> Block {
+    Block::RedactedThinking {
+        data: aws_smithy_types::base64::encode(bytes.as_ref()),
+        origin: Some("bedrock".to_owned()),
+    }
+}
+
 fn decode_block(block: &ContentBlock) -> Result<Option<Block>> {
     Ok(Some(match block {
         ContentBlock::Text(text) => Block::Text {
@@ -88,7 +97,10 @@ fn decode_block(block: &ContentBlock) -> Result<Option<Block>> {
                 cache: None,
             }
         }
-        // Kinds tollgate has no neutral form for (citations, redacted reasoning, …).
+        ContentBlock::ReasoningContent(ReasoningContentBlock::RedactedContent(bytes)) => {
+            redacted(bytes)
+        }
+        // Kinds tollgate has no neutral form for (citations, …).
         _ => return Ok(None),
     }))
 }

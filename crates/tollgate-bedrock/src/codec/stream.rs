@@ -6,11 +6,12 @@ use aws_sdk_bedrockruntime::types::{
 use tollgate::provider::{BlockAssembler, EventDecoder};
 use tollgate::{Error, LlmResponse, ResponseBody, Result, StopReason, StreamEvent};
 
-use super::response::{filter_category, stop_reason, text_of, usage};
+use super::response::{filter_category, redacted, stop_reason, text_of, usage};
 
 /// Turns ConverseStream events into [`StreamEvent`]s and, at `metadata` (the last event,
 /// with usage), the whole answer. Blocks are assembled by the kit's [`BlockAssembler`],
-/// keyed by `contentBlockIndex`.
+/// keyed by `contentBlockIndex`; redacted reasoning comes whole in one delta and is
+/// handed on as a [`StreamEvent::WholeBlock`].
 #[derive(Debug, Default)]
 pub(crate) struct ConverseStreamDecoder {
     model: String,
@@ -57,6 +58,10 @@ impl ConverseStreamDecoder {
                         }
                         ReasoningContentBlockDelta::Signature(s) => {
                             out.extend(self.blocks.signature(index, s)?);
+                        }
+                        // Arrives whole, in one delta.
+                        ReasoningContentBlockDelta::RedactedContent(bytes) => {
+                            out.push(self.blocks.whole(index, redacted(bytes))?);
                         }
                         _ => {}
                     },

@@ -26,6 +26,15 @@ enum Building {
         name: String,
         json: String,
     },
+    /// A block that arrived whole (redacted thinking, a provider's own block).
+    Whole(Block),
+    /// A provider's own block whose `input` streams as JSON text, as a tool use's does
+    /// (Anthropic's `server_tool_use`): the block as it started, and the input so far.
+    NativeInput {
+        provider: String,
+        value: Value,
+        json: String,
+    },
     /// A block kind tollgate has no neutral form for: left out of the answer, its
     /// deltas ignored.
     Skipped,
@@ -37,7 +46,10 @@ enum Building {
 /// Each method that adds content returns the [`StreamEvent`] to hand on (none for an
 /// empty delta); its `index` is the block's place in that order, which is also its
 /// place in the answer [`finish`](Self::finish) makes. A delta of another kind than its
-/// block is malformed; deltas of a [skipped](Self::skip) block are ignored.
+/// block is malformed; deltas of a [skipped](Self::skip) block are ignored. A block that
+/// arrives whole is added by [`whole`](Self::whole); a provider's own block whose input
+/// streams, by [`native_input`](Self::native_input), handed on whole once
+/// [`complete`](Self::complete).
 ///
 /// ```
 /// use tollgate::wire::BlockAssembler;
@@ -206,6 +218,11 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
         };
         match &mut self.blocks[index].1 {
             Building::ToolUse { json: all, .. } => all.push_str(json),
+            // Handed on whole when complete, not in parts.
+            Building::NativeInput { json: all, .. } => {
+                all.push_str(json);
+                return Ok(None);
+            }
             Building::Skipped => return Ok(None),
             _ => return Err(self.mismatch(index, "tool input")),
         }
@@ -215,6 +232,59 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
             name: None,
             input_json: json.to_owned(),
         }))
+    }
+
+    /// Adds block `key`, which arrived whole (redacted thinking, a provider's own block);
+    /// the [`StreamEvent::WholeBlock`] that hands it on. Adding a block twice is
+    /// malformed.
+    pub fn whole(&mut self, key: K, block: Block) -> Result<StreamEvent> {
+        if let Some(index) = self.find(&key) {
+            return Err(self.mismatch(index, "a whole block"));
+        }
+        self.blocks.push((key, Building::Whole(block.clone())));
+        Ok(StreamEvent::WholeBlock {
+            index: self.blocks.len() - 1,
+            block,
+        })
+    }
+
+    /// Starts block `key` as `provider`'s own block `value` (a [`Block::Native`]) whose
+    /// `input` field streams as [`tool_input`](Self::tool_input) deltas; nothing is handed
+    /// on until it is [`complete`](Self::complete). Starting a block twice is malformed.
+    pub fn native_input(&mut self, key: K, provider: &str, value: Value) -> Result<()> {
+        if let Some(index) = self.find(&key) {
+            return Err(self.mismatch(index, "a second native block start"));
+        }
+        self.blocks.push((
+            key,
+            Building::NativeInput {
+                provider: provider.to_owned(),
+                value,
+                json: String::new(),
+            },
+        ));
+        Ok(())
+    }
+
+    /// Block `key` is complete: as [`close`](Self::close), and a
+    /// [native block with streamed input](Self::native_input) is made whole (its input
+    /// parsed into `input`) and handed on as a [`StreamEvent::WholeBlock`].
+    pub fn complete(&mut self, key: &K) -> Result<Option<StreamEvent>> {
+        self.close(key)?;
+        let Some(index) = self.find(key) else {
+            return Ok(None);
+        };
+        let Building::NativeInput {
+            provider,
+            value,
+            json,
+        } = &self.blocks[index].1
+        else {
+            return Ok(None);
+        };
+        let block = native_block(provider.clone(), value.clone(), json)?;
+        self.blocks[index].1 = Building::Whole(block.clone());
+        Ok(Some(StreamEvent::WholeBlock { index, block }))
     }
 
     /// Starts block `key` as one left out of the answer (a kind tollgate has no neutral
@@ -261,11 +331,32 @@ impl<K: PartialEq + Debug> BlockAssembler<K> {
                     name,
                     cache: None,
                 },
+                Building::Whole(block) => block,
+                Building::NativeInput {
+                    provider,
+                    value,
+                    json,
+                } => native_block(provider, value, &json)?,
                 Building::Skipped => continue,
             });
         }
         Ok(content)
     }
+}
+
+/// A native block with its streamed input in `input` (kept as it started when none came).
+fn native_block(provider: String, mut value: Value, json: &str) -> Result<Block> {
+    if !json.trim().is_empty() {
+        let id = value.get("id").and_then(Value::as_str).unwrap_or_default();
+        let input = parse_input(id, json)?;
+        if let Value::Object(map) = &mut value {
+            map.insert("input".into(), input.value().clone());
+        }
+    }
+    Ok(Block::Native {
+        provider,
+        value: Json::new(value),
+    })
 }
 
 /// A tool use's input: `{}` when none came, else its JSON.
@@ -368,5 +459,58 @@ mod tests {
         blocks.thinking(1, "not this").unwrap();
         blocks.text(2, "b").unwrap();
         assert_eq!(blocks.text_so_far(), "ab");
+    }
+
+    #[test]
+    fn a_whole_block_is_handed_on_and_kept_at_its_place() {
+        let mut blocks = BlockAssembler::new();
+        blocks.text(0, "a").unwrap();
+        let redacted = Block::RedactedThinking {
+            data: "opaque".into(),
+            origin: Some("anthropic".into()),
+        };
+        let event = blocks.whole(1, redacted.clone()).unwrap();
+        assert!(matches!(
+            &event,
+            StreamEvent::WholeBlock { index: 1, block } if *block == redacted
+        ));
+        assert!(malformed(blocks.whole(1, redacted.clone())));
+        blocks.text(2, "b").unwrap();
+        let content = blocks.finish_signed_by("bedrock").unwrap();
+        assert_eq!(content, vec![Block::text("a"), redacted, Block::text("b")]);
+    }
+
+    #[test]
+    fn a_native_block_with_streamed_input_is_handed_on_whole_when_complete() {
+        let mut blocks = BlockAssembler::new();
+        let start = serde_json::json!({"type": "server_tool_use", "id": "srv_1",
+                                       "name": "web_search", "input": {}});
+        blocks.native_input(0, "anthropic", start).unwrap();
+        assert_eq!(blocks.tool_input(0, "{\"query\":").unwrap(), None);
+        assert_eq!(blocks.tool_input(0, "\"rust\"}").unwrap(), None);
+        let event = blocks.complete(&0).unwrap();
+        let Some(StreamEvent::WholeBlock { index: 0, block }) = event else {
+            panic!("no whole block: {event:?}");
+        };
+        let expected = Block::Native {
+            provider: "anthropic".into(),
+            value: Json::new(serde_json::json!({"type": "server_tool_use", "id": "srv_1",
+                                                "name": "web_search",
+                                                "input": {"query": "rust"}})),
+        };
+        assert_eq!(block, expected);
+        assert_eq!(blocks.complete(&0).unwrap(), None, "handed on once");
+        assert_eq!(blocks.finish().unwrap(), vec![expected]);
+    }
+
+    #[test]
+    fn a_native_block_whose_input_is_not_json_is_malformed() {
+        let mut blocks = BlockAssembler::new();
+        let start = serde_json::json!({"type": "server_tool_use", "id": "srv_1", "input": {}});
+        blocks.native_input(0, "anthropic", start.clone()).unwrap();
+        assert!(malformed(blocks.native_input(0, "anthropic", start)));
+        blocks.tool_input(0, "{\"q\":").unwrap();
+        assert!(malformed(blocks.complete(&0)));
+        assert!(malformed(blocks.finish()));
     }
 }
