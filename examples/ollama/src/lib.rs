@@ -11,7 +11,7 @@ use tollgate::provider::{BlockAssembler, ChatTransport, ChunkDecoder, LlmRequest
 use tollgate::provider::{ModelEntry, ModelOptions, Provider, ProviderContext, ProviderTransports};
 use tollgate::provider::{ResponseBody, ResponseStream, Result, Signals, StopReason};
 use tollgate::provider::{StreamDecoder, StreamEvent, Usage, WireError};
-use tollgate::provider::{malformed, parse_json, text_only};
+use tollgate::provider::{malformed, parse_json, refuse_unwritten, text_only};
 
 /// The `ollama` provider: no credential needed; one named is sent as a bearer token.
 #[derive(Debug, Default, Clone, Copy)]
@@ -77,13 +77,13 @@ impl ChatTransport for OllamaChat {
     }
 }
 
-/// The request body: messages as text, sampling in `options`.
+/// The request body: messages as text (roles as Ollama names them), sampling in `options`.
 fn encode(model: &str, request: &LlmRequest, stream: bool) -> Result<Value> {
+    refuse_unwritten(request, "ollama", model, &[])?; // text only: tools, settings refused
     let mut messages = Vec::new();
     for (i, message) in request.messages().iter().enumerate() {
         let field = format!("messages[{i}].content");
         let text = text_only(&message.content, &field, "an `ollama` message")?;
-        // tollgate's roles serialize as Ollama names them: system, user, assistant.
         messages.push(json!({"role": message.role, "content": text}));
     }
     // Sampling goes in `options`; what the request leaves unset is left out.

@@ -33,6 +33,8 @@ fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
 /// The request settings the Messages API writes; any other (JSON without a schema, a
 /// loose schema, a seed, a summary style) is refused, never dropped.
 const WRITES: &[Setting] = &[
+    Setting::Tools,
+    Setting::Shape,
     Setting::ToolChoice,
     Setting::ParallelToolCalls,
     Setting::ReasoningEffort,
@@ -224,7 +226,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             body.insert("tool_choice".into(), choice);
         }
     }
-    write_reasoning(&mut body, sampling, max_tokens)?;
+    write_reasoning(&mut body, sampling, max_tokens, (provider, model))?;
     if let Some(t) = sampling.temperature() {
         if t > MAX_TEMPERATURE {
             return Err(Error::invalid_request(
@@ -389,6 +391,7 @@ fn write_reasoning(
     body: &mut Map<String, Value>,
     sampling: &SamplingParams,
     max_tokens: u64,
+    (provider, model): (&str, &str),
 ) -> Result<()> {
     let reasoning = sampling.reasoning();
     let thinking = match reasoning.thinking {
@@ -417,11 +420,15 @@ fn write_reasoning(
         None => None,
         Some(ReasoningSummary::Auto) => Some("summarized"),
         Some(ReasoningSummary::Omitted) => Some("omitted"),
+        // No Anthropic form: a setting the provider cannot do, refused by type.
         Some(other) => {
-            return Err(Error::invalid_request(
-                "sampling_params.reasoning.summary",
-                format!("is {other:?}; Anthropic shows thinking summarized or omitted only")
-                    .to_lowercase(),
+            return Err(Error::unsupported_setting(
+                format!(
+                    "reasoning summary `{}` (Anthropic shows thinking summarized or omitted only)",
+                    format!("{other:?}").to_lowercase()
+                ),
+                provider,
+                model,
             ));
         }
     };

@@ -12,6 +12,8 @@ use tollgate::{Block, Error, LlmRequest, ReasoningEffort, Result, SamplingParams
 /// no such field), a reasoning summary style, JSON without a schema (`outputConfig`
 /// takes `json_schema` only), a loose schema (always constrained) and a seed.
 pub(super) const WRITES: &[Setting] = &[
+    Setting::Tools,
+    Setting::Shape,
     Setting::ToolChoice,
     Setting::ReasoningEffort,
     Setting::ThinkingMode,

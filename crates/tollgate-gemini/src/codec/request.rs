@@ -71,6 +71,8 @@ impl ThinkingConfig {
 const WRITES: &[tollgate::provider::Setting] = {
     use tollgate::provider::Setting::*;
     &[
+        Tools,
+        Shape,
         ToolChoice,
         JsonObject,
         LooseShape,

@@ -18,6 +18,8 @@ fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
 
 /// The request settings Chat Completions writes; any other is refused, never dropped.
 const WRITES: &[Setting] = &[
+    Setting::Tools,
+    Setting::Shape,
     Setting::ToolChoice,
     Setting::ParallelToolCalls,
     Setting::ReasoningEffort,

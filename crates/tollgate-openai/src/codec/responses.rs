@@ -23,6 +23,8 @@ const ORIGIN: &str = "openai";
 /// The request settings the Responses API writes; any other is refused, never dropped.
 /// (It has no `seed`.)
 const WRITES: &[Setting] = &[
+    Setting::Tools,
+    Setting::Shape,
     Setting::ToolChoice,
     Setting::ParallelToolCalls,
     Setting::ReasoningEffort,

@@ -134,6 +134,7 @@ macro_rules! provider_contract_tests {
         __tollgate_contract_test!(a_failed_embeddings_request_is_resent_alone);
         __tollgate_contract_test!(an_embeddings_request_carries_the_purpose_and_the_width);
         __tollgate_contract_test!(a_stalled_stream_times_out_retried_before_the_first_event_only);
+        __tollgate_contract_test!(every_request_setting_is_written_or_refused_by_type);
 
         $crate::provider_contract_tests!(@skips_hold [$($s),*]);
         $crate::provider_contract_tests!(@not_checked [$($p : $pw),*]);

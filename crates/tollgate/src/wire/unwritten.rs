@@ -9,6 +9,11 @@ use crate::settings::Thinking;
 /// A request setting a codec may or may not write in its wire form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
+    /// Tools offered to the model (function tools; a provider's own tools are checked by
+    /// its codec).
+    Tools,
+    /// A response shape (a JSON Schema the answer must match).
+    Shape,
     /// A per-request `tool_choice` other than auto.
     ToolChoice,
     /// `parallel_tool_calls`.
@@ -46,6 +51,21 @@ pub fn unwritten(request: &LlmRequest, writes: &[Setting]) -> Vec<String> {
             Setting::ToolChoice,
             *choice != crate::settings::ToolChoice::Auto,
             format!("tool_choice: {}", choice.describe()),
+        );
+    }
+    if let Some(first) = request.tools_schema().first() {
+        let count = request.tools_schema().len();
+        check(
+            Setting::Tools,
+            true,
+            format!("tools ({count}, the first `{}`)", first.name),
+        );
+    }
+    if let Some(shape) = params.response_shape() {
+        check(
+            Setting::Shape,
+            true,
+            format!("response shape `{}` (a JSON Schema)", shape.name),
         );
     }
     if let Some(parallel) = params.parallel_tool_calls() {
@@ -159,5 +179,29 @@ mod tests {
             .unwrap();
         let found = unwritten(&request(params), &[Setting::Seed]);
         assert_eq!(found.len(), 3, "{found:?}");
+    }
+
+    #[test]
+    fn tools_and_a_shape_are_refused_by_a_codec_that_writes_neither() {
+        let tool = crate::ToolDefinition::new("f", "", crate::Json::new(serde_json::json!({})));
+        let r = LlmRequest::new(
+            "m",
+            vec![Message::user("hi")],
+            vec![tool],
+            SamplingParams::new(),
+        )
+        .unwrap();
+        let err = refuse_unwritten(&r, "ollama", "llama3", &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("tools (1, the first `f`)"),
+            "{err}"
+        );
+        assert!(refuse_unwritten(&r, "openai", "gpt", &[Setting::Tools]).is_ok());
+        let schema = crate::Json::new(serde_json::json!({"type": "object"}));
+        let shaped = request(
+            SamplingParams::new().with_response_shape(crate::ResponseShape::new("out", schema)),
+        );
+        let err = refuse_unwritten(&shaped, "ollama", "llama3", &[]).unwrap_err();
+        assert!(err.to_string().contains("response shape `out`"), "{err}");
     }
 }

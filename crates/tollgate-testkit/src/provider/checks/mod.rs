@@ -7,6 +7,7 @@ mod errors;
 mod faults;
 mod overflow;
 mod secrets;
+mod settings;
 mod streams;
 mod tools;
 
@@ -16,5 +17,6 @@ pub use errors::*;
 pub use faults::*;
 pub use overflow::*;
 pub use secrets::*;
+pub use settings::*;
 pub use streams::*;
 pub use tools::*;
