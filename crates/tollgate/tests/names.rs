@@ -74,3 +74,90 @@ async fn a_request_naming_another_model_is_still_refused_by_a_model_s_client() {
     );
     assert_eq!(fake.calls("demo") + fake.calls("other"), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_asked_for_by_alias_serves_the_model_then_its_fallbacks() {
+    let fake = FakeProvider::new();
+    let entry = ModelEntry::new("demo", "fake", "fake-demo")
+        .with_output_tokens(16, 16)
+        .with_aliases(["claude-opus-5-5"])
+        .with_fallbacks(["backup"]);
+    let backup = ModelEntry::new("backup", "fake", "fake-backup").with_output_tokens(16, 16);
+    let catalog = Catalog::builder()
+        .model(entry)
+        .model(backup)
+        .build()
+        .unwrap();
+    let models = Models::builder()
+        .catalog(catalog)
+        .provider(fake.clone())
+        .build()
+        .unwrap();
+    fake.reply("demo", FakeReply::text("from demo"));
+    let chain = models
+        .chat_with_fallbacks("claude-opus-5-5", Default::default())
+        .await
+        .unwrap();
+    let answer = chain
+        .single_response(&ask("claude-opus-5-5"))
+        .await
+        .unwrap();
+    assert_eq!(answer.text(), "from demo");
+    assert_eq!(fake.calls("demo"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn embeddings_and_decisions_by_alias_are_served_by_the_resolved_model() {
+    use tollgate::catalog::{EmbeddingCapabilities, ModelKind};
+    use tollgate::{DecisionRequest, EmbeddingPurpose, Question};
+    let fake = FakeProvider::new();
+    let embed = ModelEntry::new("embed", "fake", "fake-embed")
+        .with_embedding(EmbeddingCapabilities {
+            native_width: Some(4),
+            ..EmbeddingCapabilities::default()
+        })
+        .with_aliases(["text-embedding-3-small"]);
+    let judge = ModelEntry::new("judge", "fake", "fake-judge")
+        .with_kind(ModelKind::Decision)
+        .with_patterns(["judge-*"]);
+    let catalog = Catalog::builder()
+        .model(embed)
+        .model(judge)
+        .embedding_width(4)
+        .build()
+        .unwrap();
+    let models = Models::builder()
+        .catalog(catalog)
+        .provider(fake.clone())
+        .build()
+        .unwrap();
+    let vectors = models
+        .embeddings("text-embedding-3-small")
+        .await
+        .unwrap()
+        .embed_batch(&["hello".to_owned()], EmbeddingPurpose::Document)
+        .await
+        .unwrap();
+    assert_eq!(vectors[0].as_slice().len(), 4);
+    fake.decide(
+        "judge",
+        [(
+            "ok".to_owned(),
+            [("yes".to_owned(), 0.9), ("no".to_owned(), 0.1)].into(),
+        )]
+        .into(),
+    );
+    let question = Question::Noul {
+        name: "ok".into(),
+        prompt: "Is it?".into(),
+    };
+    let request = DecisionRequest::new("judge-v2", "a state", vec![question]).unwrap();
+    let decision = models
+        .decision("judge-v2")
+        .await
+        .unwrap()
+        .decide(&request)
+        .await
+        .unwrap();
+    assert_eq!(decision.probability("ok", "yes"), Some(0.9));
+}
