@@ -16,13 +16,19 @@ fn models(fake: &FakeProvider) -> Models {
         .with_aliases(["claude-opus-5-5"])
         .with_patterns(["gpt-*"]);
     let other = ModelEntry::new("other", "fake", "fake-other").with_output_tokens(16, 16);
-    let catalog = Catalog::builder()
-        .model(entry)
-        .model(other)
-        .build()
-        .unwrap();
+    over(fake, vec![entry, other], None)
+}
+
+/// `Models` over `entries` (and the embedding `width`), on `fake`.
+fn over(fake: &FakeProvider, entries: Vec<ModelEntry>, width: Option<u64>) -> Models {
+    let mut catalog = entries
+        .into_iter()
+        .fold(Catalog::builder(), |b, e| b.model(e));
+    if let Some(width) = width {
+        catalog = catalog.embedding_width(width);
+    }
     Models::builder()
-        .catalog(catalog)
+        .catalog(catalog.build().unwrap())
         .provider(fake.clone())
         .build()
         .unwrap()
@@ -83,16 +89,7 @@ async fn a_chain_asked_for_by_alias_serves_the_model_then_its_fallbacks() {
         .with_aliases(["claude-opus-5-5"])
         .with_fallbacks(["backup"]);
     let backup = ModelEntry::new("backup", "fake", "fake-backup").with_output_tokens(16, 16);
-    let catalog = Catalog::builder()
-        .model(entry)
-        .model(backup)
-        .build()
-        .unwrap();
-    let models = Models::builder()
-        .catalog(catalog)
-        .provider(fake.clone())
-        .build()
-        .unwrap();
+    let models = over(&fake, vec![entry, backup], None);
     fake.reply("demo", FakeReply::text("from demo"));
     let chain = models
         .chat_with_fallbacks("claude-opus-5-5", Default::default())
@@ -120,17 +117,7 @@ async fn embeddings_and_decisions_by_alias_are_served_by_the_resolved_model() {
     let judge = ModelEntry::new("judge", "fake", "fake-judge")
         .with_kind(ModelKind::Decision)
         .with_patterns(["judge-*"]);
-    let catalog = Catalog::builder()
-        .model(embed)
-        .model(judge)
-        .embedding_width(4)
-        .build()
-        .unwrap();
-    let models = Models::builder()
-        .catalog(catalog)
-        .provider(fake.clone())
-        .build()
-        .unwrap();
+    let models = over(&fake, vec![embed, judge], Some(4));
     let vectors = models
         .embeddings("text-embedding-3-small")
         .await
