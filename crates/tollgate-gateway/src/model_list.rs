@@ -27,7 +27,7 @@ use crate::state::Gateway;
 const LIST: Route = get_route!("models", "/v1/models");
 
 /// `GET /v1/models/{id}`, as its metrics and span name it.
-const RETRIEVE: Route = get_route!("model", "/v1/models/{*id}");
+const RETRIEVE: Route = get_route!("model", "/v1/models/{id}");
 
 /// When a request lists no `limit`: Anthropic's default page size.
 const DEFAULT_LIMIT: usize = 20;

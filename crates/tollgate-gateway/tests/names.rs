@@ -288,3 +288,27 @@ async fn a_key_listing_an_alias_may_use_and_list_its_model() {
     let r = call(&gw, post("/v1/chat/completions", &body, &headers)).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_by_pattern_is_answered_under_the_name_sent() {
+    let fake = FakeProvider::new();
+    fake.reply("opus", FakeReply::text("streamed"));
+    let gw = gateway(&fake, None);
+    let body = json!({
+        "model": "claude-haiku-4-5",
+        "max_tokens": 64000,
+        "stream": true,
+        "messages": [{"role": "user", "content": "Hi"}],
+    });
+    let r = call(&gw, post("/v1/messages", &body, &[])).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(r.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let events = common::sse_events(std::str::from_utf8(&bytes).unwrap());
+    let (name, start) = &events[0];
+    assert_eq!(name.as_deref(), Some("message_start"));
+    let start: Value = serde_json::from_str(start).unwrap();
+    assert_eq!(start["message"]["model"], "claude-haiku-4-5", "{start}");
+    assert_eq!(fake.calls("opus"), 1);
+}
