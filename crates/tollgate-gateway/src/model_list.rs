@@ -82,10 +82,11 @@ impl Listed<'_> {
             item["aliases"] = json!(self.entry.aliases);
             item["patterns"] = json!(self.entry.patterns);
         }
-        if dialect == Dialect::Anthropic
-            && let Some(max) = self.entry.max_output_tokens
-        {
-            item["max_tokens"] = max.into();
+        if dialect == Dialect::Anthropic {
+            // Anthropic's optional limits, where the catalog has them.
+            if let Some(max) = self.entry.max_output_tokens {
+                item["max_tokens"] = max.into();
+            }
             if let Some(window) = self.entry.context_window {
                 item["max_input_tokens"] = window.into();
             }

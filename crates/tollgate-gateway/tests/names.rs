@@ -180,6 +180,7 @@ async fn models_in_anthropic_s_shape_when_the_request_carries_anthropic_version(
     assert_eq!(item["display_name"], "claude-opus-5-5");
     assert_eq!(item["created_at"], "1970-01-01T00:00:00Z");
     assert_eq!(item["max_tokens"], 128000);
+    assert_eq!(item["max_input_tokens"], 200000);
 }
 
 #[tokio::test(start_paused = true)]
