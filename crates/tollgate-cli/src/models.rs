@@ -1,4 +1,4 @@
-//! `tollgate models` (the catalog as a table) and `tollgate catalog check` (every
+//! `tollgate models` (the catalog as a table, then its aliases and patterns) and `tollgate catalog check` (every
 //! mistake in a catalog file, each with its model and field).
 
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use crate::CliResult;
 use crate::setup::Source;
 
 /// List the catalog's models: provider (and whether its crate is linked), limits, prices,
-/// context window and output ceiling.
+/// context window and output ceiling; then the aliases and patterns that name them.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  tollgate models\n  tollgate --catalog models.toml models")]
 pub(crate) struct ModelsArgs {}
@@ -82,7 +82,35 @@ pub(crate) fn list(source: &Source, _args: &ModelsArgs) -> CliResult {
             .collect();
         println!("{}", cells.join("  ").trim_end());
     }
+    for line in other_names(models.catalog()) {
+        println!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The names besides the ids that the catalog serves, after the table: each alias with
+/// its model, then each pattern with its model in the order names are tried on them.
+fn other_names(catalog: &Catalog) -> Vec<String> {
+    let mut lines = Vec::new();
+    let aliases: Vec<String> = catalog
+        .aliases()
+        .map(|(alias, m)| format!("  {alias} -> {}", m.id))
+        .collect();
+    if !aliases.is_empty() {
+        lines.push("aliases:".to_owned());
+        lines.extend(aliases);
+    }
+    let patterns: Vec<String> = catalog
+        .patterns()
+        .map(|(pattern, m)| format!("  {pattern} -> {}", m.id))
+        .collect();
+    if !patterns.is_empty() {
+        lines.push(
+            "patterns (most specific first; an id or alias is matched before any):".to_owned(),
+        );
+        lines.extend(patterns);
+    }
+    lines
 }
 
 pub(crate) fn catalog(command: CatalogCommand) -> CliResult {
@@ -303,5 +331,30 @@ mod tests {
     #[test]
     fn the_embedded_demo_catalog_has_no_mistakes() {
         assert!(check(crate::setup::DEMO_CATALOG).is_empty());
+    }
+
+    #[test]
+    fn models_lists_aliases_and_patterns_with_their_models() {
+        let catalog = Catalog::from_toml_str(crate::setup::DEMO_CATALOG).unwrap();
+        let lines = other_names(&catalog);
+        for line in [
+            "  claude-opus-5-5 -> demo",
+            "  claude-sonnet-4-5 -> demo",
+            "  gpt-5.6-luna -> demo",
+            "  claude-* -> demo",
+            "  gpt-* -> demo",
+        ] {
+            assert!(lines.iter().any(|l| l == line), "{line}: {lines:#?}");
+        }
+        assert_eq!(lines[0], "aliases:");
+    }
+
+    #[test]
+    fn catalog_check_names_an_alias_that_is_another_model_s_id() {
+        let text = "[models.a]\nprovider = \"fake\"\nmax_output_tokens = 1\naliases = [\"b\"]\n\
+                    [models.b]\nprovider = \"fake\"\nmax_output_tokens = 1\n";
+        let mistakes = check(text);
+        assert_eq!(mistakes.len(), 1, "{mistakes:#?}");
+        assert!(mistakes[0].contains("`aliases`") && mistakes[0].contains("`b`"));
     }
 }

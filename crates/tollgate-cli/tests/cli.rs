@@ -232,6 +232,32 @@ fn chat_streams_the_answer_to_piped_text_followed_by_the_argument_and_prints_usa
 }
 
 #[test]
+fn chat_by_a_client_s_default_name_is_served_by_the_demo_model_at_its_prices() {
+    for name in ["claude-opus-5-5", "claude-haiku-4-5", "gpt-5.6-luna"] {
+        let result = tollgate()
+            .args([
+                "chat",
+                "-m",
+                name,
+                "--usage",
+                "--max-tokens",
+                "128000",
+                "Hi",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(result.status.success(), "{name}: {}", text(&result.stderr));
+        assert!(!text(&result.stdout).trim().is_empty());
+        let stderr = text(&result.stderr);
+        assert!(
+            stderr.contains("cost $"),
+            "{name}: priced as demo: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn chat_json_answers_match_the_schema_file() {
     let dir = tempfile::tempdir().unwrap();
     let schema = dir.path().join("schema.json");
@@ -325,7 +351,9 @@ fn models_lists_the_demo_catalog_with_providers_limits_and_prices() {
         "yes (tollgate-fake)",
         "600",
         "0.50",
-        "16384",
+        "128000",
+        "claude-opus-5-5 -> demo",
+        "gpt-* -> demo",
     ] {
         assert!(stdout.contains(needle), "missing {needle}: {stdout}");
     }

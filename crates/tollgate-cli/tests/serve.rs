@@ -206,13 +206,14 @@ fn refused_start_with(global: &[&str], keys: &std::path::Path, args: &[&str]) ->
 #[test]
 fn serve_refuses_to_start_with_a_key_naming_a_model_outside_the_catalog() {
     let dir = tempfile::tempdir().unwrap();
+    // Not `gpt-…` nor `claude-…`: the demo's patterns resolve those to `demo`.
     let keys = keys_file(
         dir.path(),
-        "models = [\"demo\", \"gpt-typo\"]\nbudget_usd_per_day = 1.0",
+        "models = [\"demo\", \"mistral-typo\"]\nbudget_usd_per_day = 1.0",
     );
     let err = refused_start(&keys);
     assert!(
-        err.contains("`ci`") && err.contains("gpt-typo") && err.contains("catalog"),
+        err.contains("`ci`") && err.contains("mistral-typo") && err.contains("catalog"),
         "{err}"
     );
     assert!(!dir.path().join("keys.spend.json").exists());

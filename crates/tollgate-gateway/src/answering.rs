@@ -24,12 +24,26 @@ macro_rules! post_route {
             label: $label,
             span_name: concat!("POST ", $path),
             path: $path,
+            method: "POST",
         }
     };
 }
 pub(crate) use post_route;
 
-/// A route, as its metrics and its server span name it ([`post_route!`]).
+/// The [`Route`] `GET $path`, counted as `$label`.
+macro_rules! get_route {
+    ($label:literal, $path:literal) => {
+        $crate::answering::Route {
+            label: $label,
+            span_name: concat!("GET ", $path),
+            path: $path,
+            method: "GET",
+        }
+    };
+}
+pub(crate) use get_route;
+
+/// A route, as its metrics and its server span name it ([`post_route!`], [`get_route!`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
     /// The `route` label of `tollgate_gateway_requests_total`.
@@ -38,6 +52,8 @@ pub(crate) struct Route {
     pub(crate) span_name: &'static str,
     /// The path, OpenTelemetry's `http.route`.
     pub(crate) path: &'static str,
+    /// The method, OpenTelemetry's `http.request.method`.
+    pub(crate) method: &'static str,
 }
 
 /// Runs a route's handler `run` on `request` in its server span, answers its failure in
@@ -98,7 +114,7 @@ impl Tags {
             "gateway.request",
             otel.name = route.span_name,
             otel.kind = "server",
-            http.request.method = "POST",
+            http.request.method = route.method,
             http.route = route.path,
             http.response.status_code = tracing::field::Empty,
             tollgate.gateway.key = tracing::field::Empty,

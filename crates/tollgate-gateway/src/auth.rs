@@ -34,20 +34,14 @@ pub(crate) async fn admitted<T: ForModel>(
     tags.key(caller.key_id());
     let bytes = read_body(state.body_limit, state.body_timing, headers, body).await?;
     let request: T = decode(bytes).await?;
-    match caller.models_for(state, headers, request.model()) {
-        Ok(models) => {
-            tags.model(request.model());
-            Ok((request, models))
-        }
-        Err(e) => {
-            if state.models.catalog().get(request.model()).is_ok() {
-                tags.model(request.model());
-            } else {
-                tags.unknown_model();
-            }
-            Err(e)
-        }
+    // Labelled by the catalog id the name resolves to (an alias or pattern included),
+    // so the series stay bounded by the catalog whatever names clients send.
+    match state.models.catalog().model(request.model()) {
+        Some(entry) => tags.model(&entry.id),
+        None => tags.unknown_model(),
     }
+    let models = caller.models_for(state, headers, request.model())?;
+    Ok((request, models))
 }
 
 /// The request header that bounds this request's queue wait, in milliseconds.
@@ -80,13 +74,17 @@ impl Caller {
         self.key.as_ref().map_or("", VirtualKey::id)
     }
 
-    /// Whether the caller may use catalog model `model_id`.
-    pub(crate) fn allows(&self, model_id: &str) -> bool {
-        self.key.as_ref().is_none_or(|k| k.allows(model_id))
+    /// Whether the caller may use catalog model `model_id` (a catalog id; the key's
+    /// `models` may name it by an alias).
+    pub(crate) fn allows(&self, state: &Gateway, model_id: &str) -> bool {
+        self.key
+            .as_ref()
+            .is_none_or(|k| k.allows_in(state.models.catalog(), model_id))
     }
 
     /// The `Models` handle to call `model_id` through, for this caller: fails 404 for a
-    /// model the catalog lacks, 403 for one the key may not use. Each request is one
+    /// name the catalog resolves to no model (by id, alias or pattern), 403 for a model
+    /// the key may not use. Each request is one
     /// job (`key:<id>`, or `gateway` when open) at the key's priority, bounded by the
     /// `x-tollgate-max-wait-ms` header, else the key's `max_wait_ms`.
     pub(crate) fn models_for(
@@ -95,12 +93,12 @@ impl Caller {
         headers: &HeaderMap,
         model_id: &str,
     ) -> Result<Models, GatewayError> {
-        state
+        let entry = state
             .models
             .catalog()
             .get(model_id)
             .map_err(tollgate::Error::from)?;
-        if !self.allows(model_id) {
+        if !self.allows(state, &entry.id) {
             return Err(GatewayError::ModelNotAllowed(model_id.to_owned()));
         }
         let id = match &self.key {

@@ -100,6 +100,14 @@ pub enum GatewayError {
         /// What is accepted.
         reason: &'static str,
     },
+    /// A query parameter the gateway reads is malformed.
+    #[error("invalid query parameter `{name}`: {reason}")]
+    BadQuery {
+        /// The parameter.
+        name: &'static str,
+        /// What is accepted, and what was sent.
+        reason: String,
+    },
     /// What tollgate's pipeline (or `Models`) failed with.
     #[error(transparent)]
     Tollgate(#[from] Error),
@@ -229,9 +237,9 @@ impl GatewayError {
         match self {
             GatewayError::Unauthorized => Answer::text(Class::Unauthorized, None),
             GatewayError::ModelNotAllowed(_) => Answer::text(Class::Forbidden, None),
-            GatewayError::BadBody(_) | GatewayError::BadHeader { .. } => {
-                Answer::text(Class::BadRequest, None)
-            }
+            GatewayError::BadBody(_)
+            | GatewayError::BadHeader { .. }
+            | GatewayError::BadQuery { .. } => Answer::text(Class::BadRequest, None),
             GatewayError::BodyTooLarge(_) => Answer::text(Class::TooLarge, None),
             GatewayError::BodyTimeout { .. } => Answer::text(Class::ClientTimeout, None),
             GatewayError::NoRoute { .. } => Answer::text(Class::NotFound, None),
@@ -270,7 +278,9 @@ impl GatewayError {
         match self {
             GatewayError::Unauthorized => "invalid_api_key",
             GatewayError::ModelNotAllowed(_) => "model_not_allowed",
-            GatewayError::BadBody(_) | GatewayError::BadHeader { .. } => "invalid_request",
+            GatewayError::BadBody(_)
+            | GatewayError::BadHeader { .. }
+            | GatewayError::BadQuery { .. } => "invalid_request",
             GatewayError::BodyTooLarge(_) => "request_too_large",
             GatewayError::BodyTimeout { .. } => "request_timeout",
             GatewayError::NoRoute { .. } => "unknown_route",

@@ -200,11 +200,22 @@ impl VirtualKey {
         self.max_wait
     }
 
-    /// Whether the key may call catalog model `model_id`.
+    /// Whether the key may call catalog model `model_id` (a catalog id, as its
+    /// `models` lists it).
     pub fn allows(&self, model_id: &str) -> bool {
         self.models
             .as_ref()
             .is_none_or(|m| m.iter().any(|id| id == model_id))
+    }
+
+    /// Whether the key may call catalog model `model_id` of `catalog`: its `models` list
+    /// the id, or a name (alias, or one a pattern covers) that `catalog` resolves to it.
+    pub fn allows_in(&self, catalog: &tollgate::Catalog, model_id: &str) -> bool {
+        self.models.as_ref().is_none_or(|m| {
+            m.iter().any(|name| {
+                name == model_id || catalog.model(name).is_some_and(|e| e.id == model_id)
+            })
+        })
     }
 }
 

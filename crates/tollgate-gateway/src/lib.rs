@@ -43,6 +43,7 @@ mod extract;
 mod ids;
 mod keys;
 mod metrics;
+mod model_list;
 mod openai;
 mod ops;
 mod protocol;

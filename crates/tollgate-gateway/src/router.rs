@@ -11,12 +11,13 @@ use axum::routing::{any, get, post};
 use crate::error::{Dialect, GatewayError};
 use crate::ids::RequestId;
 use crate::state::Gateway;
-use crate::{anthropic, openai, ops, responses};
+use crate::{anthropic, model_list, openai, ops, responses};
 
 /// What the gateway serves, for the message of a request to anything else.
 pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings, \
-    GET /v1/models, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, \
-    GET /health, GET /ready, GET /metrics, and GET / and HEAD / (an empty 200)";
+    GET /v1/models, GET /v1/models/{id}, POST /v1/messages, POST /v1/messages/count_tokens, \
+    POST /v1/responses, GET /health, GET /ready, GET /metrics, and GET / and HEAD / \
+    (an empty 200)";
 
 /// The `route` label of a request no route took (404 or 405), whatever its path.
 const UNMATCHED: &str = "unmatched";
@@ -29,7 +30,8 @@ pub fn router(state: Gateway) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/embeddings", post(openai::embeddings))
-        .route("/v1/models", get(openai::list_models))
+        .route("/v1/models", get(model_list::list))
+        .route("/v1/models/{*id}", get(model_list::retrieve))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::responses))

@@ -136,3 +136,32 @@ async fn a_token_count_runs_in_a_server_span_that_parents_the_count_span() {
     // Nothing is generated, so no call span.
     assert!(spans.iter().all(|s| s.0 != "gen_ai.call"));
 }
+
+#[tokio::test]
+async fn a_model_lookup_runs_in_a_get_server_span_naming_the_route_and_model() {
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let gateway = Gateway::new(models(&FakeProvider::new()));
+    let request = axum::http::Request::get("/v1/models/chat")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(call(&gateway, request).await.status(), StatusCode::OK);
+
+    let spans = spans.0.lock().unwrap();
+    let (_, _, fields) = spans
+        .iter()
+        .find(|s| s.0 == "gateway.request")
+        .expect("a gateway.request span");
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(field("http.request.method"), Some("GET"));
+    assert_eq!(field("http.route"), Some("/v1/models/{id}"));
+    assert_eq!(field("otel.name"), Some("GET /v1/models/{id}"));
+    assert_eq!(field("tollgate.model_id"), Some("chat"));
+    assert_eq!(field("http.response.status_code"), Some("200"));
+}

@@ -3,9 +3,12 @@
 //!
 //! An answer is generated text; a structured-output request gets the minimal instance of
 //! its schema ([`example_of`]); a request that declares tools, whose last turn is the
-//! user's (no tool result), gets a call of its first tool with the minimal instance of
-//! that tool's schema as arguments and the tool-use stop, so that a client's tool loop
-//! runs against the demo (after the tool's result, text again).
+//! user's (no tool result), gets a call of a tool with the minimal instance of that
+//! tool's schema as arguments and the tool-use stop, so that a client's tool loop runs
+//! against the demo (after the tool's result, text again). The tool is the one a
+//! `tool_choice` names, else the first; `tool_choice` none answers text. The answer is
+//! `output_tokens` long whatever the request's `max_tokens` (a client's default of
+//! 128000 included), unless that limit is lower.
 //!
 //! Options (`[models.ID.options]`), all optional:
 //!
@@ -42,7 +45,7 @@ use tollgate::provider::{
 };
 use tollgate::{
     Block, Dimension, Error, Json, LlmRequest, LlmResponse, ModelEntry, ProviderError,
-    ResponseBody, ResponseStream, Result, Role, StopReason, StreamEvent, Usage,
+    ResponseBody, ResponseStream, Result, Role, StopReason, StreamEvent, ToolChoice, Usage,
 };
 
 /// The provider key.
@@ -409,12 +412,20 @@ const WORDS: &[&str] = &[
     "reserved", "first",
 ];
 
-/// The call a model makes when the request declares tools and the user spoke last (not
-/// a tool result): the first declared tool, its arguments the minimal instance of its
-/// schema ([`example_of`]), its id numbered by the turn, so that a client's tool loop
-/// runs against the demo; after a tool result the model answers text.
+/// The call a model makes when the request declares tools, its tool choice allows one
+/// and the user spoke last (not a tool result): the tool the choice names, else the first
+/// declared, its arguments the minimal instance of its schema ([`example_of`]), its id
+/// numbered by the turn, so that a client's tool loop runs against the demo. With
+/// `tool_choice` none, or a named tool the request does not declare, and after a tool
+/// result (even when the choice forces a tool, so a forcing client's loop ends), the
+/// model answers text.
 fn tool_call(request: &LlmRequest) -> Option<Block> {
-    let tool = request.tools_schema().first()?;
+    let tools = request.tools_schema();
+    let tool = match request.sampling_params().tool_choice() {
+        Some(ToolChoice::None) => return None,
+        Some(ToolChoice::Tool(name)) => tools.iter().find(|t| &t.name == name)?,
+        Some(ToolChoice::Auto | ToolChoice::Required) | None => tools.first()?,
+    };
     let last = request.turns().last()?;
     let answered = last
         .content

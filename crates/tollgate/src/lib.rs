@@ -73,7 +73,7 @@ pub mod wire;
 pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};
 pub use catalog::Dimension;
-pub use catalog::{Catalog, ModelEntry};
+pub use catalog::{Catalog, ModelEntry, NameMatch};
 pub use client::{
     Decision, DecisionClient, DecisionRequest, DecisionWeights, Embedding, EmbeddingPurpose,
     EmbeddingsClient, LlmClient, Question, TokenCount, TokenCounter,

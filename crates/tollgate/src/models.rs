@@ -188,14 +188,18 @@ impl ModelsBuilder {
             .credentials
             .unwrap_or_else(|| Arc::new(MemoryCredentialStore::new()));
         let config = Arc::new(self.config);
-        for id in self.limiters_for.keys() {
-            catalog.get(id)?; // a typo names the model, not a silent default
+        let catalog = Arc::new(catalog);
+        // A name resolves to its model (an alias or pattern too); a typo names the
+        // model, not a silent default.
+        let mut limiters_for = HashMap::new();
+        for (name, factory) in self.limiters_for {
+            limiters_for.insert(catalog.get(&name)?.id.clone(), factory);
         }
         let default: Arc<dyn LimiterFactory> =
             self.limiters.unwrap_or_else(|| Arc::new(InProcessLimiters));
         let mut runtimes = HashMap::new();
         for m in catalog.models() {
-            let factory = self.limiters_for.get(&m.id).unwrap_or(&default);
+            let factory = limiters_for.get(&m.id).unwrap_or(&default);
             let provider = registry.get(&m.provider);
             // Where a model's (or deployment's) calls go, for `server.address`.
             let server = |entry: &ModelEntry| {
@@ -234,6 +238,7 @@ impl ModelsBuilder {
                 m.id.clone(),
                 Arc::new(ModelRuntime::new(
                     m.clone(),
+                    catalog.clone(),
                     config.clone(),
                     deployments,
                     // An unlinked provider fails the model's first call: no conventions name.
@@ -243,7 +248,7 @@ impl ModelsBuilder {
         }
         Ok(Models {
             inner: Arc::new(Inner {
-                catalog: Arc::new(catalog),
+                catalog,
                 runtimes,
                 config,
                 credentials,
@@ -318,11 +323,13 @@ impl Models {
         self.inner.registry.keys()
     }
 
+    /// The runtime of the model the name `model_id` resolves to (by id, alias or
+    /// pattern): one per model, whatever name reaches it.
     fn runtime(&self, model_id: &str) -> Result<&Arc<ModelRuntime>> {
-        self.inner.catalog.get(model_id)?;
+        let id = &self.inner.catalog.get(model_id)?.id;
         self.inner
             .runtimes
-            .get(model_id)
+            .get(id)
             .ok_or_else(|| Error::UnknownModel {
                 model_id: model_id.into(),
                 known: String::new(),

@@ -16,7 +16,7 @@ use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, completion};
 use crate::answering::{Route, Tags, answered, post_route};
-use crate::auth::{Caller, admitted};
+use crate::auth::admitted;
 use crate::client::chat_client;
 use crate::error::{Dialect, GatewayError};
 use crate::ids;
@@ -99,28 +99,4 @@ async fn embed(
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }))
     .into_response())
-}
-
-/// `GET /v1/models`: the catalog's models this caller may use.
-pub(crate) async fn list_models(State(state): State<Gateway>, headers: HeaderMap) -> Response {
-    let caller = match Caller::authenticate(&state, &headers) {
-        Ok(c) => c,
-        Err(e) => return e.into_response_in(Dialect::OpenAi),
-    };
-    let data: Vec<Value> = state
-        .models
-        .catalog()
-        .models()
-        .filter(|m| caller.allows(&m.id))
-        .map(|m| {
-            json!({
-                "id": m.id,
-                "object": "model",
-                "created": 0,
-                "owned_by": m.provider,
-                "kind": m.kind.as_str(),
-            })
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data})).into_response()
 }

@@ -1,9 +1,10 @@
-//! The OpenAI dialect: `POST /v1/chat/completions`, `POST /v1/embeddings`,
-//! `GET /v1/models`. Any catalog model answers, whatever its provider: the request is
-//! decoded into tollgate's neutral types and the answer encoded back.
+//! The OpenAI dialect: `POST /v1/chat/completions`, `POST /v1/embeddings` (the model
+//! list, in both dialects, is `model_list`). Any catalog model answers, whatever its
+//! provider: the request is decoded into tollgate's neutral types and the answer
+//! encoded back.
 
 mod handlers;
 mod request;
 mod response;
 
-pub(crate) use handlers::{chat_completions, embeddings, list_models};
+pub(crate) use handlers::{chat_completions, embeddings};

@@ -159,6 +159,12 @@ impl Deployment {
 pub struct ModelEntry {
     /// The catalog id that callers use.
     pub id: String,
+    /// Other exact names that resolve to this model (`aliases`), e.g. a client's default
+    /// model name; unique across the catalog's ids and aliases.
+    pub aliases: Vec<String>,
+    /// Globs with one `*` that resolve to this model when no id or alias is the name
+    /// (`patterns`, e.g. `claude-*`); the most literal characters win.
+    pub patterns: Vec<String>,
     /// The provider key, e.g. `anthropic-direct`.
     pub provider: String,
     /// The provider's own model name (defaults to the id).
@@ -218,6 +224,8 @@ impl ModelEntry {
     ) -> Self {
         ModelEntry {
             id: id.into(),
+            aliases: Vec::new(),
+            patterns: Vec::new(),
             provider: provider.into(),
             name: name.into(),
             kind: ModelKind::Chat,
@@ -294,6 +302,26 @@ impl ModelEntry {
             entry.options.insert(key.clone(), value.clone());
         }
         entry
+    }
+
+    /// Sets the other exact names the model answers to (`aliases`).
+    pub fn with_aliases<I, S>(mut self, aliases: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.aliases = aliases.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the globs with one `*` the model answers to (`patterns`).
+    pub fn with_patterns<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.patterns = patterns.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets what the model serves.

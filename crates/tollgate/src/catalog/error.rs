@@ -101,6 +101,34 @@ pub enum CatalogError {
         /// The repeated id.
         model_id: String,
     },
+    /// An alias is already a name of the catalog: a model's id, or another alias.
+    #[error(
+        "catalog model `{model_id}`: field `{field}` names `{name}`, which is {taken_by}; \
+         every id and alias must name one model"
+    )]
+    NameTaken {
+        /// The model whose alias it is.
+        model_id: String,
+        /// The field, `aliases`.
+        field: &'static str,
+        /// The alias.
+        name: String,
+        /// What the name is already, e.g. "the id of model `x`".
+        taken_by: String,
+    },
+    /// Two models (or one model twice) list the same pattern.
+    #[error(
+        "catalog model `{model_id}`: field `patterns` lists `{pattern}`, which model `{other_model}` \
+         lists too; a pattern must lead to one model"
+    )]
+    DuplicatePattern {
+        /// The model listing it second.
+        model_id: String,
+        /// The pattern.
+        pattern: String,
+        /// The model listing it first.
+        other_model: String,
+    },
     /// An embeddings model cannot produce the deployment's width.
     #[error(
         "catalog model `{model_id}`: field `{field}`: the model cannot produce the deployment's embedding \

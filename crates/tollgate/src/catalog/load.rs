@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::names::{NameMatch, Names};
 use super::{CatalogError, KnownProviders, ModelEntry, UnknownModel, parse};
 
 /// A validated set of models, and the deployment's embedding width.
@@ -37,6 +38,7 @@ use super::{CatalogError, KnownProviders, ModelEntry, UnknownModel, parse};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Catalog {
     models: BTreeMap<String, ModelEntry>,
+    names: Names,
     embedding_width: Option<u64>,
 }
 
@@ -68,18 +70,69 @@ impl Catalog {
         CatalogBuilder::default()
     }
 
-    /// The entry for `model_id`.
+    /// The entry the name `model_id` resolves to: the model with that id, else with that
+    /// alias, else with the most specific pattern matching it (see [`Catalog::resolve`]).
     pub fn model(&self, model_id: &str) -> Option<&ModelEntry> {
-        self.models.get(model_id)
+        self.resolve(model_id).map(|(entry, _)| entry)
     }
 
-    /// The entry for `model_id`, or [`UnknownModel`] listing the known ids (which `?`
-    /// turns into [`crate::Error::UnknownModel`]).
+    /// The entry the name `model_id` resolves to (as [`Catalog::model`]), or
+    /// [`UnknownModel`] listing the known ids (which `?` turns into
+    /// [`crate::Error::UnknownModel`]).
     pub fn get(&self, model_id: &str) -> Result<&ModelEntry, UnknownModel> {
-        self.models.get(model_id).ok_or_else(|| UnknownModel {
+        self.model(model_id).ok_or_else(|| UnknownModel {
             model_id: model_id.into(),
             known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
         })
+    }
+
+    /// The entry a name a client sent resolves to, and how: an exact id first, then an
+    /// alias, then the pattern with the most literal characters (on a tie, the longer
+    /// text before the `*`, then the pattern that sorts first).
+    ///
+    /// ```
+    /// use tollgate::{Catalog, NameMatch};
+    /// use tollgate_fake as _;
+    ///
+    /// let catalog = Catalog::from_toml_str(r#"
+    ///     [models.opus]
+    ///     provider = "fake"
+    ///     max_output_tokens = 4096
+    ///     aliases = ["claude-opus-5-5"]
+    ///     patterns = ["claude-opus-*"]
+    ///     [models.any-claude]
+    ///     provider = "fake"
+    ///     max_output_tokens = 4096
+    ///     patterns = ["claude-*"]
+    /// "#)?;
+    /// let (entry, how) = catalog.resolve("claude-opus-5-5").unwrap();
+    /// assert_eq!((entry.id.as_str(), how), ("opus", NameMatch::Alias));
+    /// assert_eq!(catalog.get("claude-opus-9")?.id, "opus");          // the longer pattern
+    /// assert_eq!(catalog.get("claude-haiku-4-5")?.id, "any-claude");
+    /// assert!(catalog.get("gpt-5").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resolve(&self, name: &str) -> Option<(&ModelEntry, NameMatch<'_>)> {
+        if let Some(entry) = self.models.get(name) {
+            return Some((entry, NameMatch::Id));
+        }
+        let (id, how) = self.names.resolve(name)?;
+        self.models.get(id).map(|entry| (entry, how))
+    }
+
+    /// Every alias with the entry it names, by alias.
+    pub fn aliases(&self) -> impl Iterator<Item = (&str, &ModelEntry)> {
+        self.names
+            .aliases()
+            .filter_map(|(alias, id)| Some((alias, self.models.get(id)?)))
+    }
+
+    /// Every pattern with the entry it leads to, in the order a name is tried on them
+    /// (most specific first).
+    pub fn patterns(&self) -> impl Iterator<Item = (&str, &ModelEntry)> {
+        self.names
+            .patterns()
+            .filter_map(|(pattern, id)| Some((pattern, self.models.get(id)?)))
     }
 
     /// Every entry, by id.
@@ -161,8 +214,10 @@ fn validate(
             }
         }
     }
+    let names = Names::index(&models)?;
     Ok(Catalog {
         models,
+        names,
         embedding_width,
     })
 }

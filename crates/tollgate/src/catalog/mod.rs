@@ -3,7 +3,9 @@
 //! Every mistake is reported with the model id and the field to fix, before any call is
 //! made: an unknown provider, a negative or non-numeric limit, a default output above
 //! the ceiling, fallbacks to unknown models or to the model itself, a missing credential
-//! id, duplicate ids, an embeddings model that cannot produce the deployment's width.
+//! id, duplicate ids, an embeddings model that cannot produce the deployment's width,
+//! an alias that is another name already, a pattern without one `*` or listed twice.
+//! A name a client sends resolves to a model by id, alias or pattern (`names`).
 //! See `docs/catalog.md` for every field.
 
 mod dimension;
@@ -11,6 +13,7 @@ mod entry;
 mod error;
 mod fallback_wait;
 mod load;
+mod names;
 mod parse;
 mod providers;
 
@@ -22,7 +25,11 @@ pub use entry::{
 pub use error::{CatalogError, UnknownModel};
 pub use fallback_wait::FallbackWait;
 pub use load::{Catalog, CatalogBuilder};
+pub use names::NameMatch;
 pub use providers::{FIRST_PARTY, KnownProviders, LinkedProvider, ProviderInfo, first_party_crate};
 
+#[cfg(test)]
+#[path = "names_tests.rs"]
+mod names_tests;
 #[cfg(test)]
 mod tests;

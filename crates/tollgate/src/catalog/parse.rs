@@ -13,6 +13,8 @@ use toml::{Table, Value};
 const MODEL_FIELDS: &[&str] = &[
     "provider",
     "name",
+    "aliases",
+    "patterns",
     "kind",
     "credential",
     "credentials",
@@ -254,25 +256,28 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             ));
         }
     };
-    let fallbacks = match table.get("fallbacks") {
-        None => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(invalid(
-                    "fallbacks",
-                    format!("must list model ids as strings, got {other}"),
-                )),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(invalid(
-                "fallbacks",
-                format!("must be an array of model ids, got {other}"),
-            ));
+    let strings = |field: &str, what: &str| -> Result<Vec<String>, CatalogError> {
+        match table.get(field) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(invalid(
+                        field,
+                        format!("must list {what} as strings, got {other}"),
+                    )),
+                })
+                .collect(),
+            Some(other) => Err(invalid(
+                field,
+                format!("must be an array of {what}, got {other}"),
+            )),
         }
     };
+    let fallbacks = strings("fallbacks", "model ids")?;
+    let aliases = strings("aliases", "names")?;
+    let patterns = strings("patterns", "globs with one `*`")?;
     let fallback_wait = match string("fallback_wait")?.as_deref() {
         None => FallbackWait::default(),
         Some(text) => FallbackWait::from_catalog(text).ok_or_else(|| {
@@ -338,6 +343,8 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
     };
     Ok(ModelEntry {
         id: id.to_owned(),
+        aliases,
+        patterns,
         name: string("name")?.unwrap_or_else(|| id.to_owned()),
         provider,
         kind,

@@ -64,10 +64,11 @@ impl PipelineChat {
         result.or_else(|e| refusal_as_answer(e, request.sampling_params(), &self.rt.entry.name))
     }
 
-    /// Checks that the request is for this client's model.
+    /// Checks that the request is for this client's model: its id, or an alias or
+    /// pattern's name the catalog resolves to it.
     fn check_model(&self, request: &LlmRequest) -> Result<()> {
         let entry = &self.rt.entry;
-        if request.model_id() != entry.id {
+        if !self.rt.answers_to(request.model_id()) {
             return Err(Error::InvalidRequest {
                 field: "model_id".into(),
                 reason: format!(
@@ -81,7 +82,8 @@ impl PipelineChat {
         Ok(())
     }
 
-    /// Checks the request against the model and fills in the output limit.
+    /// Checks the request against the model and fills in the output limit; a request
+    /// naming the model by an alias or pattern goes on under the model's catalog id.
     fn prepare_request(&self, request: &LlmRequest) -> Result<(LlmRequest, u64)> {
         self.check_model(request)?;
         let entry = &self.rt.entry;
@@ -98,8 +100,13 @@ impl PipelineChat {
                 ),
             });
         }
-        let request = if request.sampling_params().max_output_tokens() == Some(limit) {
+        let request = if request.model_id() == entry.id {
             request.clone()
+        } else {
+            request.with_model_id(entry.id.clone())?
+        };
+        let request = if request.sampling_params().max_output_tokens() == Some(limit) {
+            request
         } else {
             request.with_max_output_tokens(limit)?
         };

@@ -30,7 +30,7 @@ pub(crate) struct PipelineDecision {
 #[async_trait::async_trait]
 impl DecisionClient for PipelineDecision {
     async fn decide(&self, request: &DecisionRequest) -> Result<Decision> {
-        if request.model_id() != self.rt.entry.id {
+        if !self.rt.answers_to(request.model_id()) {
             return Err(Error::InvalidRequest {
                 field: "model_id".into(),
                 reason: format!(

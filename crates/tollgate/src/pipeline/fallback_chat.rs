@@ -113,7 +113,7 @@ impl FallbackChat {
     }
 
     fn check(&self, request: &LlmRequest) -> Result<()> {
-        if request.model_id() == self.primary() {
+        if self.members[0].rt.answers_to(request.model_id()) {
             Ok(())
         } else {
             Err(Error::InvalidRequest {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::breaker::CircuitBreaker;
 use super::config::PipelineConfig;
 use super::server::Server;
-use crate::catalog::ModelEntry;
+use crate::catalog::{Catalog, ModelEntry};
 use crate::error::Result;
 use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError};
 
@@ -16,6 +16,8 @@ use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError}
 #[derive(Debug)]
 pub(crate) struct ModelRuntime {
     pub(crate) entry: ModelEntry,
+    /// The catalog the model is in, to tell which names (aliases, patterns) are its.
+    catalog: Arc<Catalog>,
     /// One per deployment (at least one), in catalog order.
     pub(crate) deployments: Vec<DeploymentRuntime>,
     pub(crate) breaker: CircuitBreaker,
@@ -56,6 +58,7 @@ impl DeploymentRuntime {
 impl ModelRuntime {
     pub(crate) fn new(
         entry: ModelEntry,
+        catalog: Arc<Catalog>,
         config: Arc<PipelineConfig>,
         deployments: Vec<DeploymentRuntime>,
         provider_name: &'static str,
@@ -68,9 +71,20 @@ impl ModelRuntime {
             deployments,
             breaker: CircuitBreaker::new(entry.id.clone(), config.breaker.clone()),
             entry,
+            catalog,
             config,
             provider_name,
         }
+    }
+
+    /// Whether the name `model_id` a request carries resolves to this model: its id, or
+    /// an alias or pattern of it that the catalog resolves to no other model.
+    pub(crate) fn answers_to(&self, model_id: &str) -> bool {
+        model_id == self.entry.id
+            || self
+                .catalog
+                .model(model_id)
+                .is_some_and(|entry| entry.id == self.entry.id)
     }
 
     /// The attributes every metric about deployment `deployment` carries.

@@ -1,0 +1,282 @@
+//! `GET /v1/models` and `GET /v1/models/{id}`: the catalog's models (and their aliases)
+//! that the caller may use, in OpenAI's shape, or in Anthropic's when the request carries
+//! an `anthropic-version` header (as Anthropic's SDKs and Claude Code send).
+//!
+//! Every catalog model is an item, with its `aliases` and `patterns` as extra fields;
+//! every alias is an item of its own whose `catalog_id` names its model, so a client
+//! that picks from the list (Claude Code's model discovery) finds the names it knows.
+//! Patterns are not items: they are no name a client could pick, only a rule the catalog
+//! resolves names by. `GET /v1/models/{id}` resolves the id as a chat request would (id,
+//! alias, then pattern) and answers the item under the name asked for.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tollgate::ModelEntry;
+
+use crate::answering::{Route, Tags, answered, get_route};
+use crate::auth::Caller;
+use crate::error::{Dialect, GatewayError};
+use crate::state::Gateway;
+
+/// `GET /v1/models`, as its metrics and span name it.
+const LIST: Route = get_route!("models", "/v1/models");
+
+/// `GET /v1/models/{id}`, as its metrics and span name it.
+const RETRIEVE: Route = get_route!("model", "/v1/models/{id}");
+
+/// When a request lists no `limit`: Anthropic's default page size.
+const DEFAULT_LIMIT: usize = 20;
+
+/// The largest page Anthropic's API serves.
+const MAX_LIMIT: usize = 1000;
+
+/// The RFC 3339 time given as every model's `created_at`: the catalog has no release
+/// dates, and Anthropic's API documents the epoch for an unknown one.
+const EPOCH: &str = "1970-01-01T00:00:00Z";
+
+/// The dialect a models request is answered in: Anthropic's when it carries
+/// `anthropic-version`, else OpenAI's.
+fn dialect_of(headers: &HeaderMap) -> Dialect {
+    if headers.contains_key("anthropic-version") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    }
+}
+
+/// One name the catalog serves: a model's id, or an alias of it.
+struct Listed<'c> {
+    name: &'c str,
+    entry: &'c ModelEntry,
+}
+
+impl Listed<'_> {
+    fn is_alias(&self) -> bool {
+        self.name != self.entry.id
+    }
+
+    /// The item in `dialect`'s shape, with tollgate's fields beside the dialect's.
+    fn item(&self, dialect: Dialect) -> Value {
+        let mut item = match dialect {
+            Dialect::OpenAi => json!({
+                "id": self.name,
+                "object": "model",
+                "created": 0,
+                "owned_by": self.entry.provider,
+            }),
+            Dialect::Anthropic => json!({
+                "type": "model",
+                "id": self.name,
+                "display_name": self.name,
+                "created_at": EPOCH,
+            }),
+        };
+        item["kind"] = self.entry.kind.as_str().into();
+        item["catalog_id"] = self.entry.id.as_str().into();
+        if !self.is_alias() {
+            item["aliases"] = json!(self.entry.aliases);
+            item["patterns"] = json!(self.entry.patterns);
+        }
+        if dialect == Dialect::Anthropic {
+            // Anthropic's optional limits, where the catalog has them.
+            if let Some(max) = self.entry.max_output_tokens {
+                item["max_tokens"] = max.into();
+            }
+            if let Some(window) = self.entry.context_window {
+                item["max_input_tokens"] = window.into();
+            }
+        }
+        item
+    }
+}
+
+/// Every name the caller may use: each catalog model, then its aliases, by id.
+fn listed<'c>(state: &'c Gateway, caller: &Caller) -> Vec<Listed<'c>> {
+    let catalog = state.models.catalog();
+    let mut names = Vec::new();
+    for entry in catalog.models().filter(|m| caller.allows(state, &m.id)) {
+        names.push(Listed {
+            name: &entry.id,
+            entry,
+        });
+        let mut aliases: Vec<&str> = entry.aliases.iter().map(String::as_str).collect();
+        aliases.sort_unstable();
+        names.extend(aliases.into_iter().map(|name| Listed { name, entry }));
+    }
+    names
+}
+
+/// `GET /v1/models`.
+pub(crate) async fn list(State(state): State<Gateway>, request: Request) -> Response {
+    let dialect = dialect_of(request.headers());
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    answered(
+        state,
+        LIST,
+        dialect,
+        request,
+        move |state, headers, _, tags| list_page(state, headers, tags, dialect, query),
+    )
+    .await
+}
+
+async fn list_page(
+    state: Gateway,
+    headers: HeaderMap,
+    tags: Arc<Tags>,
+    dialect: Dialect,
+    query: String,
+) -> Result<Response, GatewayError> {
+    let caller = Caller::authenticate(&state, &headers)?;
+    tags.key(caller.key_id());
+    let names = listed(&state, &caller);
+    let body = match dialect {
+        Dialect::OpenAi => {
+            let data: Vec<Value> = names.iter().map(|n| n.item(dialect)).collect();
+            json!({"object": "list", "data": data})
+        }
+        Dialect::Anthropic => anthropic_page(&names, &Page::parse(&query)?),
+    };
+    Ok(Json(body).into_response())
+}
+
+/// Anthropic's list parameters: `limit`, and `after_id` or `before_id`.
+#[derive(Debug, Default)]
+struct Page {
+    limit: Option<usize>,
+    after_id: Option<String>,
+    before_id: Option<String>,
+}
+
+impl Page {
+    fn parse(query: &str) -> Result<Self, GatewayError> {
+        let mut page = Page::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decoded(value, true);
+            match key {
+                "limit" => {
+                    let limit = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=MAX_LIMIT).contains(n));
+                    page.limit = Some(limit.ok_or_else(|| GatewayError::BadQuery {
+                        name: "limit",
+                        reason: format!(
+                            "must be a whole number from 1 to {MAX_LIMIT}, got `{value}`"
+                        ),
+                    })?);
+                }
+                "after_id" => page.after_id = Some(value),
+                "before_id" => page.before_id = Some(value),
+                _ => {}
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// `%XX` escapes decoded, and `+` as a space in a query (`form`); a bad escape is kept
+/// as it is.
+fn percent_decoded(text: &str, form: bool) -> String {
+    let bytes = text.as_bytes();
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    out.extend(u8::try_from(h * 16 + l).ok());
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b'+' if form => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One page of `names` in Anthropic's shape: the items after `after_id` (or before
+/// `before_id`), at most `limit`, with `has_more`, `first_id` and `last_id`.
+fn anthropic_page(names: &[Listed<'_>], page: &Page) -> Value {
+    let position = |id: &str| names.iter().position(|n| n.name == id);
+    let limit = page.limit.unwrap_or(DEFAULT_LIMIT);
+    let (start, end) = match (&page.after_id, &page.before_id) {
+        (Some(after), _) => {
+            let start = position(after).map_or(names.len(), |i| i + 1);
+            (start, names.len().min(start + limit))
+        }
+        (None, Some(before)) => {
+            let end = position(before).unwrap_or(0);
+            (end.saturating_sub(limit), end)
+        }
+        (None, None) => (0, names.len().min(limit)),
+    };
+    let items = &names[start..end];
+    let has_more = if page.before_id.is_some() && page.after_id.is_none() {
+        start > 0
+    } else {
+        end < names.len()
+    };
+    let data: Vec<Value> = items.iter().map(|n| n.item(Dialect::Anthropic)).collect();
+    json!({
+        "data": data,
+        "has_more": has_more,
+        "first_id": items.first().map(|n| n.name),
+        "last_id": items.last().map(|n| n.name),
+    })
+}
+
+/// `GET /v1/models/{id}`.
+pub(crate) async fn retrieve(State(state): State<Gateway>, request: Request) -> Response {
+    let dialect = dialect_of(request.headers());
+    // The id as sent: everything after the prefix (a pattern's name may hold a `/`).
+    let name = request
+        .uri()
+        .path()
+        .strip_prefix("/v1/models/")
+        .map(|id| percent_decoded(id, false))
+        .unwrap_or_default();
+    answered(
+        state,
+        RETRIEVE,
+        dialect,
+        request,
+        move |state, headers, _, tags| retrieve_one(state, headers, tags, dialect, name),
+    )
+    .await
+}
+
+async fn retrieve_one(
+    state: Gateway,
+    headers: HeaderMap,
+    tags: Arc<Tags>,
+    dialect: Dialect,
+    name: String,
+) -> Result<Response, GatewayError> {
+    let caller = Caller::authenticate(&state, &headers)?;
+    tags.key(caller.key_id());
+    let entry = match state.models.catalog().get(&name) {
+        Ok(entry) => entry,
+        Err(unknown) => {
+            tags.unknown_model();
+            return Err(tollgate::Error::from(unknown).into());
+        }
+    };
+    tags.model(&entry.id);
+    if !caller.allows(&state, &entry.id) {
+        return Err(GatewayError::ModelNotAllowed(name));
+    }
+    let listed = Listed { name: &name, entry };
+    Ok(Json(listed.item(dialect)).into_response())
+}
