@@ -412,10 +412,16 @@ const WORDS: &[&str] = &[
 /// The call a model makes when the request declares tools and the user spoke last (not
 /// a tool result): the first declared tool, its arguments the minimal instance of its
 /// schema ([`example_of`]), its id numbered by the turn, so that a client's tool loop
-/// runs against the demo; after a tool result the model answers text.
+/// runs against the demo; after a tool result the model answers text. A system message
+/// after the user's turn (Claude Code sends its environment so) is an instruction, not a
+/// speaker: the last turn is the last user or assistant one.
 fn tool_call(request: &LlmRequest) -> Option<Block> {
     let tool = request.tools_schema().first()?;
-    let last = request.turns().last()?;
+    let last = request
+        .turns()
+        .iter()
+        .rev()
+        .find(|m| m.role != Role::System)?;
     let answered = last
         .content
         .iter()
