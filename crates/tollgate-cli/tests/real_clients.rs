@@ -149,6 +149,8 @@ fn the_openai_agents_sdk_runs_an_agent_with_a_function_tool_through_tollgate_ser
             "agents_sdk_streams_an_agent_run_with_a_function_tool",
         ],
     );
+    // Two model calls a run (the tool call, the answer), on the Responses API.
+    assert_all_answered(&serving.url, "responses", 4.0);
 }
 
 #[test]
@@ -177,6 +179,9 @@ fn the_vercel_ai_sdk_generates_streams_and_loops_on_a_tool_in_both_dialects() {
             "ai_sdk_anthropic_tool_loop",
         ],
     );
+    // openai(id) on the Responses API: generate, stream, two loops of two steps.
+    assert_all_answered(&serving.url, "responses", 6.0);
+    assert_all_answered(&serving.url, "messages", 6.0);
 }
 
 #[test]
@@ -247,6 +252,7 @@ fn claude_code_reads_a_file_with_its_read_tool_through_tollgate_serve() {
                 .contains("The secret word is tangerine.")),
         "the file was not read: {blocks:?}"
     );
+    assert_all_answered(&serving.url, "messages", 2.0);
 }
 
 /// The first file named `name` under `dir`, searched depth first.
@@ -331,6 +337,7 @@ fn codex_exec_runs_a_command_and_prints_the_answer_through_tollgate_serve() {
         events.iter().any(|e| e["type"] == "turn.completed"),
         "the turn did not complete: {stdout}"
     );
+    assert_all_answered(&serving.url, "responses", 2.0);
 }
 
 /// Codex's config.toml: the gateway as a custom model provider on the Responses API,
@@ -363,6 +370,49 @@ plugins = false
 remote_plugin = false
 "#
     )
+}
+
+/// The gateway's request counts (`tollgate_gateway_requests_total`) as (route, status,
+/// count), read from its `/metrics`.
+fn request_counts(url: &str) -> Vec<(String, String, f64)> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let metrics = runtime.block_on(async {
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let response = http.get(format!("{url}/metrics")).send().await.unwrap();
+        response.text().await.unwrap()
+    });
+    let label = |line: &str, name: &str| {
+        line.split(&format!("{name}=\""))
+            .nth(1)?
+            .split('"')
+            .next()
+            .map(str::to_owned)
+    };
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("tollgate_gateway_requests_total{"))
+        .filter_map(|l| {
+            let count = l.rsplit(' ').next()?.parse().ok()?;
+            Some((label(l, "route")?, label(l, "status")?, count))
+        })
+        .collect()
+}
+
+/// Asserts that the client's every request was answered 200 (none refused and retried
+/// around), and that `route` served at least `at_least` of them.
+fn assert_all_answered(url: &str, route: &str, at_least: f64) {
+    let counts = request_counts(url);
+    let refused: Vec<_> = counts
+        .iter()
+        .filter(|(_, status, _)| status != "200")
+        .collect();
+    assert!(refused.is_empty(), "requests refused: {refused:?}");
+    let served: f64 = counts
+        .iter()
+        .filter(|(r, _, _)| r == route)
+        .map(|(_, _, n)| n)
+        .sum();
+    assert!(served >= at_least, "{route} served {served}: {counts:?}");
 }
 
 /// The JSON objects of a JSON-lines text (other lines skipped).
