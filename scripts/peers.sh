@@ -252,6 +252,8 @@ start() {
         ;;
       esac
     done <"$RUN_DIR/urls.env"
+    # A run started by an older peers.sh lacks the later lines: started again.
+    grep -q '^TOLLGATE_PEERS_CLIENTS=' "$RUN_DIR/urls.env" || all_up=0
     if [[ $all_up == 1 ]]; then
       log "run $PEERS_RUN already up"
       cat "$RUN_DIR/urls.env"

@@ -3,7 +3,7 @@
 //!
 //! An answer is generated text; a structured-output request gets the minimal instance of
 //! its schema ([`example_of`]); a request that declares tools, whose last turn is the
-//! user's (no tool result), gets a call of its first tool with the minimal instance of
+//! user's (no tool result; a later system message is not a turn), gets a call of its first tool with the minimal instance of
 //! that tool's schema as arguments and the tool-use stop, so that a client's tool loop
 //! runs against the demo (after the tool's result, text again).
 //!
