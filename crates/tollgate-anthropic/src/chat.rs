@@ -42,6 +42,7 @@ impl AnthropicChat {
                 stream,
                 top_k: self.options.top_k,
                 tool_choice: self.options.tool_choice.clone(),
+                mid_conversation_system: self.options.mid_conversation_system,
             },
         )
     }

@@ -17,9 +17,19 @@ pub struct AnthropicOptions {
     pub top_k: Option<u64>,
     /// `tool_choice`: `auto` (default), `any`, `none` or `tool:NAME`.
     pub tool_choice: ToolChoice,
+    /// `mid_conversation_system`: the model takes `role: "system"` messages after the
+    /// first turn (Anthropic's API, newest models only); default `false`, which folds
+    /// them into the user turn.
+    pub mid_conversation_system: bool,
 }
 
-const KNOWN: &[&str] = &["base_url", "beta", "top_k", "tool_choice"];
+const KNOWN: &[&str] = &[
+    "base_url",
+    "beta",
+    "top_k",
+    "tool_choice",
+    "mid_conversation_system",
+];
 
 impl AnthropicOptions {
     /// Reads `model.options`; an unknown key or a value of the wrong kind is an error.
@@ -38,6 +48,7 @@ impl AnthropicOptions {
                 .unwrap_or_default(),
             top_k: options.whole("top_k", 1)?,
             tool_choice: options.tool_choice("tool_choice", "any")?,
+            mid_conversation_system: options.flag("mid_conversation_system")?.unwrap_or(false),
         })
     }
 }

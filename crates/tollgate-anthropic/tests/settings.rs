@@ -206,6 +206,39 @@ fn a_later_system_message_is_folded_into_the_user_turn_not_a_panic() {
 }
 
 #[test]
+fn a_later_system_message_passes_through_in_place_where_the_model_takes_it() {
+    let messages = vec![
+        Message::system("Be brief."),
+        Message::user("hi"),
+        Message::system("# Environment"),
+        Message::assistant("ok"),
+    ];
+    let request = LlmRequest::new("m", messages, vec![], SamplingParams::new()).unwrap();
+    let passing = EncodeOptions {
+        mid_conversation_system: true,
+        ..options()
+    };
+    let b = encode_request(&request, &passing).unwrap();
+    assert_eq!(b["system"][0]["text"], "Be brief.");
+    let turns = b["messages"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert_eq!(turns[1]["role"], "system");
+    assert_eq!(turns[1]["content"][0]["text"], "# Environment");
+    assert!(!b.to_string().contains("<system-reminder>"));
+    // The catalog option that says the model takes them.
+    let entry = tollgate::ModelEntry::new("m", "anthropic-direct", "claude-opus-5-5")
+        .with_option("mid_conversation_system", true);
+    let read = tollgate_anthropic::AnthropicOptions::from_model(&entry).unwrap();
+    assert!(read.mid_conversation_system);
+    let default = tollgate::ModelEntry::new("m", "anthropic-direct", "claude-sonnet-4-5");
+    assert!(
+        !tollgate_anthropic::AnthropicOptions::from_model(&default)
+            .unwrap()
+            .mid_conversation_system
+    );
+}
+
+#[test]
 fn thinking_display_omitted_reaches_the_body_and_a_concise_summary_is_refused() {
     let params = SamplingParams::new()
         .with_reasoning(Reasoning {

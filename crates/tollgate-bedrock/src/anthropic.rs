@@ -43,6 +43,8 @@ impl AnthropicBedrockChat {
                 stream: false,
                 top_k: None,
                 tool_choice: ToolChoice::Auto,
+                // Bedrock does not take mid-conversation system messages.
+                mid_conversation_system: false,
             },
         )?;
         if let Some(map) = body.as_object_mut() {

@@ -57,6 +57,10 @@ pub struct SamplingParams {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     keep_truncated: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keep_refusals: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    keep_shape_misses: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     json_object: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoice>,
@@ -135,6 +139,36 @@ impl SamplingParams {
     /// Whether a cut-off answer is returned as it is ([`SamplingParams::with_truncated_answers`]).
     pub fn keeps_truncated(&self) -> bool {
         self.keep_truncated
+    }
+
+    /// Returns a refused or filtered answer as an answer (stop reason
+    /// [`crate::StopReason::Refusal`] or [`crate::StopReason::ContentFilter`], the
+    /// provider's explanation as its text, its usage), rather than failing with
+    /// [`crate::Error::ProviderRefusal`]: for a caller that relays answers to a client
+    /// that reads refusals itself, as a gateway's clients do. Costed the same either way.
+    pub fn with_refusals_as_answers(mut self) -> Self {
+        self.keep_refusals = true;
+        self
+    }
+
+    /// Whether a refusal is returned as an answer ([`SamplingParams::with_refusals_as_answers`]).
+    pub fn keeps_refusals(&self) -> bool {
+        self.keep_refusals
+    }
+
+    /// Returns an answer that misses its response shape as the provider gave it, rather
+    /// than asking again with the errors (the correction loop) or failing with
+    /// [`crate::Error::ShapeInvalid`]: for a caller whose client checks the shape itself.
+    /// One send, one bill.
+    pub fn with_shape_misses(mut self) -> Self {
+        self.keep_shape_misses = true;
+        self
+    }
+
+    /// Whether an answer that misses its shape is returned as it is
+    /// ([`SamplingParams::with_shape_misses`]).
+    pub fn keeps_shape_misses(&self) -> bool {
+        self.keep_shape_misses
     }
 
     /// Asks for any JSON object as the answer, with no schema (OpenAI's `json_object`

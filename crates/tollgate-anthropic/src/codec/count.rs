@@ -41,6 +41,7 @@ pub fn encode_count_request(
             stream: false,
             top_k: None,
             tool_choice,
+            mid_conversation_system: false,
         },
     )?;
     if let Value::Object(fields) = &mut body {

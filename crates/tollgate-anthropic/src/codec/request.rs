@@ -80,6 +80,10 @@ pub struct EncodeOptions {
     pub top_k: Option<u64>,
     /// `tool_choice` (only sent when the request has tools).
     pub tool_choice: ToolChoice,
+    /// Sends a system message after the first turn as `role: "system"` in `messages`, at
+    /// its position (the model takes mid-conversation system messages); otherwise it is
+    /// folded into the user turn there as a `<system-reminder>`.
+    pub mid_conversation_system: bool,
 }
 
 /// Encodes `request` as a Messages API body. Fails with [`Error::InvalidRequest`], before
@@ -117,13 +121,19 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
 
     let offset = request.system().count();
-    // Later system messages folded into the user turns (their positions kept).
-    let turns = folded_turns(request);
+    // Later system messages passed through where the model takes them, else folded into
+    // the user turns (their positions kept).
+    let turns = if options.mid_conversation_system {
+        request.turns().to_vec()
+    } else {
+        folded_turns(request)
+    };
     let mut messages = Vec::with_capacity(turns.len());
     for (i, message) in turns.iter().enumerate() {
         let role = match message.role {
             Role::Assistant => "assistant",
-            Role::User | Role::System => "user",
+            Role::User => "user",
+            Role::System => "system",
         };
         let mut content = Vec::with_capacity(message.content.len());
         for (j, block) in message.content.iter().enumerate() {

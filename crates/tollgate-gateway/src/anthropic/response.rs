@@ -179,6 +179,18 @@ impl Encoder for EventEncoder {
             }
             StreamEvent::Completed(response) => {
                 self.start(&mut out);
+                if self.numbers.is_empty() {
+                    // An answer that arrived whole (a refusal's explanation): its blocks.
+                    for (index, block) in response.blocks().iter().enumerate() {
+                        if let Block::Text { text, .. } = block {
+                            let n =
+                                self.block(index, json!({"type": "text", "text": ""}), &mut out);
+                            let delta =
+                                json!({"index": n, "delta": {"type": "text_delta", "text": text}});
+                            Self::send("content_block_delta", delta, &mut out);
+                        }
+                    }
+                }
                 self.close(&mut out);
                 let delta = json!({
                     "delta": {"stop_reason": stop_reason(response.stop_reason()), "stop_sequence": null},

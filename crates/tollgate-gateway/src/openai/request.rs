@@ -173,7 +173,12 @@ impl ChatRequest {
         }
         // As the provider's own API would: a cut-off answer comes back as it is
         // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.
-        let mut params = SamplingParams::new().with_truncated_answers();
+        let mut params = SamplingParams::new()
+            .with_truncated_answers()
+            // The client reads a refusal and checks a shape itself, as it would from the
+            // provider: a refusal is a 200 answer, a shape miss is passed on unchanged.
+            .with_refusals_as_answers()
+            .with_shape_misses();
         if let Some(t) = self.temperature {
             params = params.with_temperature(t)?;
         }

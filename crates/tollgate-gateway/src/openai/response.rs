@@ -148,7 +148,14 @@ impl Encoder for ChunkEncoder {
                 out.push(self.chunk(json!({"tool_calls": [call]}), None));
             }
             StreamEvent::Completed(response) => {
+                let streamed = self.opened;
                 self.open(&mut out);
+                // A refusal arrives whole (its text never streamed): sent as the
+                // `refusal` delta OpenAI streams it as.
+                let text = response.text();
+                if !streamed && response.stop_reason() == StopReason::Refusal && !text.is_empty() {
+                    out.push(self.chunk(json!({"refusal": text}), None));
+                }
                 let finish = finish_reason(response.stop_reason());
                 out.push(self.chunk(json!({}), Some(finish)));
                 if self.include_usage {

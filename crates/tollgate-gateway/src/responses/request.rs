@@ -155,7 +155,12 @@ impl ResponsesRequest {
     fn params(&self) -> Result<SamplingParams, GatewayError> {
         // As OpenAI would: an answer cut off at `max_output_tokens` comes back as it is
         // (`status: incomplete`), never re-run at the model's ceiling.
-        let mut params = SamplingParams::new().with_truncated_answers();
+        let mut params = SamplingParams::new()
+            .with_truncated_answers()
+            // The client reads a refusal and checks a shape itself, as it would from the
+            // provider: a refusal is a 200 answer, a shape miss is passed on unchanged.
+            .with_refusals_as_answers()
+            .with_shape_misses();
         if let Some(t) = self.temperature {
             params = params.with_temperature(t)?;
         }

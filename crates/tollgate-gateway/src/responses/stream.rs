@@ -278,8 +278,14 @@ impl EventEncoder {
     /// The answer's items when the stream carried none of its blocks as deltas (an
     /// answer that arrived whole), streamed as OpenAI would stream them.
     fn replay(&mut self, response: &LlmResponse, out: &mut Vec<Bytes>) {
+        let refused = response.stop_reason() == tollgate::StopReason::Refusal;
         for (index, block) in response.blocks().iter().enumerate() {
             match block {
+                // A refusal: one message of a `refusal` part, as OpenAI answers it.
+                Block::Text { text, .. } if refused => {
+                    let item = message_item(&ids::next("msg"), text, true, "completed");
+                    self.whole_item(index, item, out);
+                }
                 Block::Text { text, .. } => self.text(index, text.clone(), out),
                 Block::Thinking { .. } | Block::RedactedThinking { .. } => {
                     let item = reasoning_item(&ids::next("rs"), block);

@@ -9,16 +9,14 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::Sleep;
 
-use super::answer::{refusal, stop_name};
+use super::answer::{Judgement, judge, refusal, refusal_as_answer, stop_name};
 use super::attempt::{Answered, Prepared};
 use super::call::CallState;
-use super::shape;
 use super::transport::Signals;
 use crate::clock;
 use crate::error::{ConnectionCause, Error, ProviderError, Result};
 use crate::limit::AccountingRule;
-use crate::request::ResponseShape;
-use crate::response::StopReason;
+use crate::request::SamplingParams;
 use crate::stream::{ResponseStream, StreamEvent};
 use crate::usage::Usage;
 
@@ -40,7 +38,8 @@ pub(super) struct PipelineStream {
     signals: Signals,
     call: CallState,
     rule: AccountingRule,
-    shape: Option<ResponseShape>,
+    /// The request's settings, which the answer is judged by.
+    params: SamplingParams,
     /// The error a `ContextWindowExceeded` stop ends the stream with.
     overflow: Option<Error>,
     delivered: u64,
@@ -58,7 +57,7 @@ impl PipelineStream {
         answered: Answered<(ResponseStream, StreamEvent)>,
         idle: Duration,
         rule: AccountingRule,
-        shape: Option<ResponseShape>,
+        params: SamplingParams,
         overflow: Error,
     ) -> Self {
         call.time_to_first_token = Some(call.started().elapsed());
@@ -81,7 +80,7 @@ impl PipelineStream {
             signals,
             call,
             rule,
-            shape,
+            params,
             overflow: Some(overflow),
             delivered: 0,
             done: false,
@@ -104,31 +103,34 @@ impl PipelineStream {
             self.call
                 .succeed(p, &response.usage(), self.rule, &self.signals);
         }
-        let outcome = match &self.shape {
+        let outcome = match judge(response, &self.params, false) {
+            Ok(Judgement::Accept | Judgement::CutOff) => Ok(()),
             // Settled at its usage above: the provider bills a refused answer.
-            _ if matches!(
-                response.stop_reason(),
-                StopReason::Refusal | StopReason::ContentFilter
-            ) =>
-            {
-                Err(refusal(response, self.delivered))
-            }
-            _ if response.stop_reason() == StopReason::ContextWindowExceeded => Err(self
+            Ok(Judgement::Refused) => Err(refusal(response, self.delivered)),
+            Ok(Judgement::WindowFull) => Err(self
                 .overflow
                 .take()
                 .unwrap_or_else(Error::provider_context_overflow)),
-            Some(shape) => match shape::check(shape, &response.text()) {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(errors)) => Err(Error::ShapeInvalid { errors }),
-                Err(e) => Err(e),
-            },
-            None => Ok(()),
+            Ok(Judgement::MissesShape(errors)) => Err(Error::ShapeInvalid { errors }),
+            Err(e) => Err(e),
         };
         self.call.finish(outcome.as_ref().map(|_| ()));
         outcome.map(|()| event)
     }
 
-    fn interrupted(&mut self, cause: Error) -> Error {
+    /// The stream broke with `cause`: the reader's last item, which is the refused answer
+    /// itself for a caller that takes refusals as answers.
+    fn broken(&mut self, cause: Error) -> Result<StreamEvent> {
+        match self.interrupted(cause) {
+            Broken::Refused(error) => {
+                let model = self.call.entry().name.clone();
+                refusal_as_answer(error, &self.params, &model).map(StreamEvent::Completed)
+            }
+            Broken::Failed(error) => Err(error),
+        }
+    }
+
+    fn interrupted(&mut self, cause: Error) -> Broken {
         let cause = cause.with_provider(&self.call.entry().provider);
         self.done = true;
         // Close the connection now, not when the reader drops the stream.
@@ -152,7 +154,7 @@ impl PipelineStream {
                     .fail_delivered(p, &error, &self.signals, self.rule, None);
             }
             self.call.finish(Err(&error));
-            return error;
+            return Broken::Refused(error);
         }
         if let Some(p) = self.prepared.take() {
             // Never retried: the reader already has part of the answer.
@@ -165,8 +167,14 @@ impl PipelineStream {
             cause: Box::new(cause),
         };
         self.call.finish(Err(&error));
-        error
+        Broken::Failed(error)
     }
+}
+
+/// How a stream broke: with a refusal (the answer, billed), or a failure.
+enum Broken {
+    Refused(Error),
+    Failed(Error),
 }
 
 impl Drop for PipelineStream {
@@ -221,7 +229,7 @@ impl Stream for PipelineStream {
                 match expired {
                     Some(after) => {
                         let cause = ProviderError::Timeout { after: Some(after) }.into();
-                        Poll::Ready(Some(Err(this.interrupted(cause))))
+                        Poll::Ready(Some(this.broken(cause)))
                     }
                     None => Poll::Pending,
                 }
@@ -231,14 +239,14 @@ impl Stream for PipelineStream {
                 this.idle_timer.as_mut().reset(next);
                 Poll::Ready(Some(this.on_event(event)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.interrupted(e)))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(this.broken(e))),
             Poll::Ready(None) => {
                 let cause = ProviderError::Connection {
                     cause: ConnectionCause::ClosedEarly,
                     detail: "the stream ended without its completed response".into(),
                 }
                 .into();
-                Poll::Ready(Some(Err(this.interrupted(cause))))
+                Poll::Ready(Some(this.broken(cause)))
             }
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tracing::Instrument;
 
-use super::answer::{refusal, stop_name};
+use super::answer::{Judgement, judge, refusal, refusal_as_answer, stop_name};
 use super::answer_stream::PipelineStream;
 use super::attempt::Answered;
 use super::call::{CallState, Deadline};
@@ -20,7 +20,7 @@ use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, Result};
 use crate::limit::{Cost, Reservation};
 use crate::request::LlmRequest;
-use crate::response::{LlmResponse, StopReason};
+use crate::response::LlmResponse;
 use crate::stream::{ResponseStream, StreamEvent};
 
 /// A chat client for one catalog model, running every call through the pipeline.
@@ -61,7 +61,7 @@ impl PipelineChat {
         let span = call.span().clone();
         let result = self.answer(&mut call, request).instrument(span).await;
         call.finish(result.as_ref().map(|_| ()));
-        result
+        result.or_else(|e| refusal_as_answer(e, request.sampling_params(), &self.rt.entry.name))
     }
 
     /// Checks that the request is for this client's model.
@@ -180,14 +180,11 @@ impl PipelineChat {
                 .await
                 .map_err(|e| self.name_overflow(e, input, limit))?;
             call.responded(response.model(), stop_name(response.stop_reason()));
-            match response.stop_reason() {
-                // The window is full: a larger output limit cannot help, so no re-run.
-                StopReason::ContextWindowExceeded => return Err(self.overflow(input, limit)),
-                // The caller chose the limit and takes what fits: one send.
-                StopReason::MaxTokens if request.sampling_params().keeps_truncated() => {
-                    return Ok(response);
-                }
-                StopReason::MaxTokens
+            match judge(&response, request.sampling_params(), true)? {
+                Judgement::Accept => {}
+                // A larger output limit cannot help, so no re-run.
+                Judgement::WindowFull => return Err(self.overflow(input, limit)),
+                Judgement::CutOff
                     if limit < self.rerun_limit(input, ceiling) && !rerun_at_ceiling =>
                 {
                     // Cut off below the ceiling: once more with the model's whole ceiling
@@ -197,33 +194,31 @@ impl PipelineChat {
                     request = request.with_max_output_tokens(limit)?;
                     continue;
                 }
-                StopReason::MaxTokens => {
+                Judgement::CutOff => {
                     return Err(Error::OutputTruncated {
                         model_id: self.rt.entry.id.clone(),
                         max_output_tokens: limit,
                     });
                 }
                 // Settled and costed above: the provider bills a refused answer.
-                StopReason::Refusal | StopReason::ContentFilter => {
-                    return Err(refusal(&response, 0));
+                Judgement::Refused => return Err(refusal(&response, 0)),
+                Judgement::MissesShape(errors) => {
+                    let Some(shape) = request.sampling_params().response_shape().cloned() else {
+                        return Err(Error::ShapeInvalid { errors });
+                    };
+                    if corrections >= self.rt.config.max_corrections {
+                        return Err(Error::ShapeInvalid { errors });
+                    }
+                    corrections += 1;
+                    request = request.with_appended([
+                        Message {
+                            role: Role::Assistant,
+                            content: response.blocks().to_vec(),
+                        },
+                        Message::user(shape::correction(&shape, &errors)),
+                    ])?;
+                    continue;
                 }
-                _ => {}
-            }
-            if let Some(shape) = request.sampling_params().response_shape().cloned()
-                && let Err(errors) = shape::check(&shape, &response.text())?
-            {
-                if corrections >= self.rt.config.max_corrections {
-                    return Err(Error::ShapeInvalid { errors });
-                }
-                corrections += 1;
-                request = request.with_appended([
-                    Message {
-                        role: Role::Assistant,
-                        content: response.blocks().to_vec(),
-                    },
-                    Message::user(shape::correction(&shape, &errors)),
-                ])?;
-                continue;
             }
             return Ok(response);
         }
@@ -289,16 +284,21 @@ impl PipelineChat {
         let opened = self.open_stream(&mut call, request).await;
         match opened {
             Ok((answered, request, input, limit)) => {
-                let shape = request.sampling_params().response_shape().cloned();
+                let params = request.sampling_params().clone();
                 let idle = self.rt.entry.stream_idle_timeout();
                 let overflow = self.overflow(input, limit);
                 let rule = self.transport.accounting();
-                let stream = PipelineStream::new(call, answered, idle, rule, shape, overflow);
+                let stream = PipelineStream::new(call, answered, idle, rule, params, overflow);
                 Ok(ResponseStream::new(stream))
             }
             Err(e) => {
                 call.finish(Err(&e));
-                Err(e)
+                // A refusal before the first event, for a caller that takes refusals as
+                // answers: a stream of the one completed answer.
+                let answer = refusal_as_answer(e, request.sampling_params(), &self.rt.entry.name)?;
+                Ok(ResponseStream::new(futures::stream::iter([Ok(
+                    StreamEvent::Completed(answer),
+                )])))
             }
         }
     }
