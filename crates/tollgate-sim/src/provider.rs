@@ -3,7 +3,7 @@
 //!
 //! An answer is generated text; a structured-output request gets the minimal instance of
 //! its schema ([`example_of`]); a request that declares tools, whose last turn is the
-//! user's (no tool result), gets a call of a tool with the minimal instance of that
+//! user's (no tool result; a later system message is not a turn), gets a call of a tool with the minimal instance of that
 //! tool's schema as arguments and the tool-use stop, so that a client's tool loop runs
 //! against the demo (after the tool's result, text again). The tool is the one a
 //! `tool_choice` names, else the first; `tool_choice` none answers text. The answer is
@@ -426,7 +426,13 @@ fn tool_call(request: &LlmRequest) -> Option<Block> {
         Some(ToolChoice::Tool(name)) => tools.iter().find(|t| &t.name == name)?,
         Some(ToolChoice::Auto | ToolChoice::Required) | None => tools.first()?,
     };
-    let last = request.turns().last()?;
+    // A system message after the user's turn (Claude Code sends its environment so) is
+    // an instruction, not a speaker: the last turn is the last user or assistant one.
+    let last = request
+        .turns()
+        .iter()
+        .rev()
+        .find(|m| m.role != Role::System)?;
     let answered = last
         .content
         .iter()

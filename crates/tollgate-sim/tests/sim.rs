@@ -336,6 +336,24 @@ async fn sim_model_given_tools_calls_the_first_with_arguments_valid_for_its_sche
 }
 
 #[tokio::test(start_paused = true)]
+async fn sim_model_calls_a_tool_when_a_system_message_follows_the_users_turn() {
+    let models = Models::builder().catalog(catalog("")).build().unwrap();
+    let chat = models.chat("m").await.unwrap();
+    let environment = Message {
+        role: Role::System,
+        content: vec![Block::text("# Environment\nWorking directory: /tmp")],
+    };
+    let request = weather_request().with_appended([environment]).unwrap();
+    let answer = chat.single_response(&request).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::ToolUse);
+    assert!(
+        matches!(answer.blocks(), [Block::ToolUse { name, .. }] if name == "weather"),
+        "{:?}",
+        answer.blocks()
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn sim_model_answers_text_after_a_tool_result() {
     let models = Models::builder().catalog(catalog("")).build().unwrap();
     let chat = models.chat("m").await.unwrap();
