@@ -342,7 +342,8 @@ fn codex_exec_runs_a_command_and_prints_the_answer_through_tollgate_serve() {
 
 /// Codex's config.toml: the gateway as a custom model provider on the Responses API,
 /// the model a catalog id, the sandbox read-only (commands run without network), and
-/// off what would reach outside 127.0.0.1 or what the gateway does not serve (see
+/// off what would reach outside 127.0.0.1 (its web search and sub-agent tools stay on,
+/// as by default: the gateway carries them; see
 /// docs/gateway.md, "Tested with real clients").
 fn codex_config(url: &str) -> String {
     format!(
@@ -351,7 +352,6 @@ model_provider = "tollgate"
 sandbox_mode = "read-only"
 approval_policy = "never"
 check_for_update_on_startup = false
-web_search = "disabled"
 
 [model_providers.tollgate]
 name = "tollgate"
@@ -360,9 +360,6 @@ env_key = "TOLLGATE_KEY"
 wire_api = "responses"
 
 [analytics]
-enabled = false
-
-[agents]
 enabled = false
 
 [features]

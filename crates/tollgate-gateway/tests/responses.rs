@@ -369,3 +369,28 @@ async fn responses_stored_routes_answer_404_in_openai_shape() {
     }
     gw.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn responses_a_namespaced_tools_call_comes_back_with_its_namespace() {
+    let fake = FakeProvider::new();
+    fake.reply(
+        "chat",
+        FakeReply::blocks(vec![Block::ToolUse {
+            id: "call_5".into(),
+            name: "spawn_agent".into(),
+            input: Json::new(json!({})),
+            cache: None,
+        }])
+        .with_stop(StopReason::ToolUse),
+    );
+    let gw = start(Gateway::new(models(&fake))).await;
+    let (status, text) = post(&gw, json!({"model": "chat", "input": "spawn", "tools": [
+        {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents",
+         "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]}]})).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["output"][0]["type"], "function_call");
+    assert_eq!(v["output"][0]["namespace"], "multi_agent_v1");
+    assert_eq!(fake.requests()[0].tools_schema()[0].name, "spawn_agent");
+    gw.stop().await.unwrap();
+}

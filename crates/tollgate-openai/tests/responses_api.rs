@@ -450,3 +450,69 @@ async fn the_responses_api_answers_text_streams_and_tool_calls_from_llmock() {
         assert_eq!(record["body"]["tools"][0]["name"], "weather");
     }
 }
+
+#[test]
+fn openais_own_tools_and_their_items_go_back_as_openai_wrote_them() {
+    let mut search = ToolDefinition::new("web_search", "", Json::new(json!({})));
+    search.native = Some(tollgate::NativeTool {
+        provider: "openai".into(),
+        definition: Json::new(json!({"type": "web_search", "external_web_access": false})),
+    });
+    let call = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+    let history = vec![
+        Message::new(Role::User, "news?"),
+        Message {
+            role: Role::Assistant,
+            content: vec![Block::Native {
+                provider: "openai".into(),
+                value: Json::new(call.clone()),
+            }],
+        },
+        Message::new(Role::User, "more"),
+    ];
+    let body = encode_responses_request(
+        &request(history, vec![search], SamplingParams::new()),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(
+        body["tools"][0],
+        json!({"type": "web_search", "external_web_access": false})
+    );
+    assert_eq!(body["input"][1], call);
+    // Another provider's own tool is refused by type.
+    let mut theirs = ToolDefinition::new("web_search", "", Json::new(json!({})));
+    theirs.native = Some(tollgate::NativeTool {
+        provider: "anthropic".into(),
+        definition: Json::new(json!({"type": "web_search_20250305", "name": "web_search"})),
+    });
+    let err = encode_responses_request(
+        &request(
+            vec![Message::new(Role::User, "q")],
+            vec![theirs],
+            SamplingParams::new(),
+        ),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::UnsupportedSetting { .. }), "{err:?}");
+    // In an answer, the call item is kept whole, whole and streamed.
+    let answer = json!({"status": "completed", "model": "m", "usage": {"input_tokens": 1, "output_tokens": 1},
+        "output": [call.clone(), {"type": "message", "content": [{"type": "output_text", "text": "done"}]}]});
+    let r = decode_responses_response(answer.to_string().as_bytes()).unwrap();
+    assert!(
+        matches!(&r.blocks()[0], Block::Native { provider, value } if provider == "openai" && value.value() == &call)
+    );
+    let (out, end) = decode_stream(&[
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
+        json!({"type": "response.completed", "response": {"status": "completed", "model": "m", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+    ]);
+    end.unwrap();
+    assert!(out.iter().any(|e| matches!(
+        e,
+        StreamEvent::WholeBlock {
+            index: 0,
+            block: Block::Native { .. }
+        }
+    )));
+}

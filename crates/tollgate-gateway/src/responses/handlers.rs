@@ -38,7 +38,7 @@ async fn answer(
     let decoded = req.decode()?;
     let request = decoded.request;
     let client = chat_client(&models, &request).await?;
-    let echo = Echo::new(&req, decoded.custom_tools);
+    let echo = Echo::new(&req, decoded.custom_tools, decoded.namespaces);
     if req.stream {
         // The provider that signs streamed thinking: the model's own (a fallback to
         // another provider is sealed under the first; see docs/gateway.md).

@@ -5,7 +5,7 @@
 //! `function_call` (or `custom_tool_call`) whose `call_id` is the provider's own id, so a
 //! replay pairs up; a refusal a `refusal` part.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use tollgate::{Block, LlmResponse, StopReason, Usage};
@@ -21,11 +21,16 @@ pub(crate) struct Echo {
     pub(crate) created_at: u64,
     fields: Value,
     custom_tools: BTreeSet<String>,
+    namespaces: BTreeMap<String, String>,
 }
 
 impl Echo {
     /// The echo of `req`, under a fresh `resp_` id.
-    pub(crate) fn new(req: &ResponsesRequest, custom_tools: BTreeSet<String>) -> Self {
+    pub(crate) fn new(
+        req: &ResponsesRequest,
+        custom_tools: BTreeSet<String>,
+        namespaces: BTreeMap<String, String>,
+    ) -> Self {
         let or_null = |v: &Option<Value>| v.clone().unwrap_or(Value::Null);
         let text = match &req.text {
             Some(t) if t.is_object() => {
@@ -66,6 +71,7 @@ impl Echo {
             created_at: crate::sse::unix_now(),
             fields,
             custom_tools,
+            namespaces,
         }
     }
 
@@ -117,7 +123,11 @@ impl Echo {
                 Block::Thinking { .. } | Block::RedactedThinking { .. } => {
                     out.push(reasoning_item(&ids::next("rs"), block));
                 }
-                // Server-tool blocks and the rest have no Responses item off OpenAI.
+                // OpenAI's own tool items, as OpenAI wrote them.
+                Block::Native { provider, value } if provider == "openai" => {
+                    out.push(value.value().clone());
+                }
+                // Other providers' server-tool blocks have no Responses item.
                 _ => {}
             }
         }
@@ -148,10 +158,14 @@ impl Echo {
                 "call_id": call_id, "name": name, "input": input,
             });
         }
-        json!({
+        let mut item = json!({
             "id": id, "type": "function_call", "status": status,
             "call_id": call_id, "name": name, "arguments": arguments,
-        })
+        });
+        if let Some(namespace) = self.namespaces.get(name) {
+            item["namespace"] = json!(namespace);
+        }
+        item
     }
 }
 

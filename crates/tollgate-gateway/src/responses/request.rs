@@ -7,13 +7,13 @@
 //! the client resends the whole input. Fields that only tune OpenAI's own service
 //! (`store`, `include`, `service_tier`, `prompt_cache_key`, …) are accepted and ignored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::{
-    Block, Json, LlmRequest, Message, Reasoning, ReasoningEffort, ReasoningSummary, ResponseShape,
-    Role, SamplingParams, ToolChoice, ToolDefinition,
+    Block, Json, LlmRequest, Message, NativeTool, Reasoning, ReasoningEffort, ReasoningSummary,
+    ResponseShape, Role, SamplingParams, ToolChoice, ToolDefinition,
 };
 
 use super::envelope;
@@ -69,6 +69,9 @@ pub(crate) struct ResponsesRequest {
 pub(crate) struct Decoded {
     pub(crate) request: LlmRequest,
     pub(crate) custom_tools: BTreeSet<String>,
+    /// The namespace each namespaced function tool was declared in, by tool name: its
+    /// calls are answered with that `namespace`.
+    pub(crate) namespaces: BTreeMap<String, String>,
 }
 
 /// The argument a custom tool's freeform input travels in, as a function argument.
@@ -84,7 +87,11 @@ impl ResponsesRequest {
                 "`top_logprobs` is not supported by the gateway; leave it out".into(),
             ));
         }
-        let (tools, custom_tools) = tools(self.tools.as_ref())?;
+        let Tools {
+            tools,
+            custom: custom_tools,
+            namespaces,
+        } = tools(self.tools.as_ref())?;
         let mut messages = Vec::new();
         if let Some(text) = self.instructions.as_deref().filter(|t| !t.is_empty()) {
             messages.push(Message::new(Role::System, text));
@@ -109,6 +116,7 @@ impl ResponsesRequest {
         Ok(Decoded {
             request,
             custom_tools,
+            namespaces,
         })
     }
 
@@ -189,12 +197,59 @@ impl ResponsesRequest {
     }
 }
 
-/// The tools: `function` and `custom`; built-in tools run at OpenAI only.
-fn tools(tools: Option<&Value>) -> Result<(Vec<ToolDefinition>, BTreeSet<String>), GatewayError> {
-    let mut out = Vec::new();
-    let mut custom = BTreeSet::new();
+/// The request's tools, as the neutral request takes them.
+#[derive(Debug, Default)]
+struct Tools {
+    tools: Vec<ToolDefinition>,
+    custom: BTreeSet<String>,
+    namespaces: BTreeMap<String, String>,
+}
+
+/// A `function` tool.
+fn function(tool: &Value, path: &str) -> Result<ToolDefinition, GatewayError> {
+    let name = str_field(tool, "name", path)?;
+    let description = tool.get("description").and_then(Value::as_str);
+    let schema = match tool.get("parameters") {
+        None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+        Some(s) => s.clone(),
+    };
+    let strict = tool.get("strict").and_then(Value::as_bool);
+    Ok(ToolDefinition::new(name, description.unwrap_or(""), Json::new(schema)).with_strict(strict))
+}
+
+/// A `custom` tool: a function of one string argument, [`CUSTOM_INPUT`], its grammar in
+/// the description.
+fn custom(tool: &Value, path: &str) -> Result<ToolDefinition, GatewayError> {
+    let name = str_field(tool, "name", path)?;
+    let mut description = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if let Some(format) = tool.get("format").filter(|f| f["type"] == "grammar") {
+        let syntax = format["syntax"].as_str().unwrap_or("grammar");
+        let definition = format["definition"].as_str().unwrap_or("");
+        description.push_str(&format!(
+            "\n\nThe `{CUSTOM_INPUT}` argument must match this {syntax} grammar:\n{definition}"
+        ));
+    }
+    let schema = json!({
+        "type": "object",
+        "properties": {CUSTOM_INPUT: {"type": "string"}},
+        "required": [CUSTOM_INPUT],
+        "additionalProperties": false,
+    });
+    Ok(ToolDefinition::new(name, description, Json::new(schema)))
+}
+
+/// The tools: `function`, `custom`, and `namespace` groups of them (the client's own
+/// tools, flattened); a built-in tool (`web_search`, `file_search`, …) is OpenAI's own,
+/// carried as a native tool that only an OpenAI Responses upstream takes (every other
+/// provider refuses it by type).
+fn tools(tools: Option<&Value>) -> Result<Tools, GatewayError> {
+    let mut out = Tools::default();
     let list = match tools {
-        None | Some(Value::Null) => return Ok((out, custom)),
+        None | Some(Value::Null) => return Ok(out),
         Some(Value::Array(list)) => list,
         Some(other) => {
             return Err(bad(format!(
@@ -205,54 +260,44 @@ fn tools(tools: Option<&Value>) -> Result<(Vec<ToolDefinition>, BTreeSet<String>
     };
     for (i, tool) in list.iter().enumerate() {
         let path = format!("tools[{i}]");
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "function" => {
-                let name = str_field(tool, "name", &path)?;
-                let description = tool.get("description").and_then(Value::as_str);
-                let schema = match tool.get("parameters") {
-                    None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
-                    Some(s) => s.clone(),
-                };
-                let strict = tool.get("strict").and_then(Value::as_bool);
-                out.push(
-                    ToolDefinition::new(name, description.unwrap_or(""), Json::new(schema))
-                        .with_strict(strict),
-                );
-            }
+        match tool.get("type").and_then(Value::as_str).unwrap_or("") {
+            "function" => out.tools.push(function(tool, &path)?),
             "custom" => {
-                let name = str_field(tool, "name", &path)?;
-                let mut description = tool
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                if let Some(format) = tool.get("format").filter(|f| f["type"] == "grammar") {
-                    let syntax = format["syntax"].as_str().unwrap_or("grammar");
-                    let definition = format["definition"].as_str().unwrap_or("");
-                    description.push_str(&format!(
-                        "\n\nThe `{CUSTOM_INPUT}` argument must match this {syntax} grammar:\n{definition}"
-                    ));
+                let tool = custom(tool, &path)?;
+                out.custom.insert(tool.name.clone());
+                out.tools.push(tool);
+            }
+            "namespace" => {
+                let namespace = str_field(tool, "name", &path)?;
+                let inner = tool.get("tools").and_then(Value::as_array);
+                for (j, member) in inner.into_iter().flatten().enumerate() {
+                    let path = format!("{path}.tools[{j}]");
+                    let member = match member.get("type").and_then(Value::as_str) {
+                        Some("custom") => {
+                            let t = custom(member, &path)?;
+                            out.custom.insert(t.name.clone());
+                            t
+                        }
+                        _ => function(member, &path)?,
+                    };
+                    out.namespaces
+                        .insert(member.name.clone(), namespace.to_owned());
+                    out.tools.push(member);
                 }
-                let schema = json!({
-                    "type": "object",
-                    "properties": {CUSTOM_INPUT: {"type": "string"}},
-                    "required": [CUSTOM_INPUT],
-                    "additionalProperties": false,
-                });
-                out.push(ToolDefinition::new(name, description, Json::new(schema)));
-                custom.insert(name.to_owned());
             }
             "" => return Err(bad(format!("`{path}.type` is required"))),
-            other => {
-                return Err(bad(format!(
-                    "`{path}`: the built-in tool `{other}` runs only on OpenAI's own servers; \
-                     the gateway serves `function` and `custom` tools"
-                )));
+            builtin => {
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or(builtin);
+                let mut native = ToolDefinition::new(name, "", Json::new(json!({})));
+                native.native = Some(NativeTool {
+                    provider: "openai".into(),
+                    definition: Json::new(tool.clone()),
+                });
+                out.tools.push(native);
             }
         }
     }
-    Ok((out, custom))
+    Ok(out)
 }
 
 /// Responses' `tool_choice`: `auto`, `none`, `required`, `{"type": "function", "name"}`
@@ -442,6 +487,20 @@ fn input_item(item: &Value, i: usize, messages: &mut Vec<Message>) -> Result<(),
             if let Some(block) = reasoning_item(item, &path)? {
                 push(messages, Role::Assistant, block, any_block);
             }
+        }
+        // The calls of OpenAI's own tools and their results, kept as OpenAI's items (only
+        // an OpenAI Responses upstream takes them back).
+        other
+            if other.ends_with("_call")
+                || other.ends_with("_call_output")
+                || other.starts_with("mcp_")
+                || other == "compaction" =>
+        {
+            let block = Block::Native {
+                provider: "openai".into(),
+                value: Json::new(item.clone()),
+            };
+            push(messages, Role::Assistant, block, any_block);
         }
         "item_reference" => {
             return Err(not_kept(

@@ -144,17 +144,25 @@ fn custom_tools_travel_as_one_string_argument_and_their_calls_replay() {
 }
 
 #[test]
-fn built_in_tools_and_unknown_items_are_refused_naming_them() {
+fn built_in_tools_and_their_items_are_openais_own_and_unknown_items_are_refused() {
+    let d = decode(json!({"model": "m", "input": [
+        {"role": "user", "content": "search"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+    ], "tools": [{"type": "web_search", "external_web_access": false}]}))
+    .unwrap();
+    let tool = &d.request.tools_schema()[0];
+    let native = tool
+        .native
+        .as_ref()
+        .expect("a built-in tool is a native tool");
+    assert_eq!(native.provider, "openai");
+    assert_eq!(native.definition.value()["external_web_access"], false);
+    assert!(matches!(&d.request.messages()[1].content[0],
+        Block::Native { provider, value } if provider == "openai" && value.value()["id"] == "ws_1"));
     let (_, _, reason) =
-        refusal(json!({"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}));
+        refusal(json!({"model": "m", "input": [{"type": "frobnicate", "id": "x"}]}));
     assert!(
-        reason.contains("tools[0]") && reason.contains("web_search"),
-        "{reason}"
-    );
-    let (_, _, reason) =
-        refusal(json!({"model": "m", "input": [{"type": "web_search_call", "id": "ws"}]}));
-    assert!(
-        reason.contains("input[0].type") && reason.contains("web_search_call"),
+        reason.contains("input[0].type") && reason.contains("frobnicate"),
         "{reason}"
     );
     let (_, _, reason) =
@@ -166,6 +174,26 @@ fn built_in_tools_and_unknown_items_are_refused_naming_them() {
         reason.contains("reasoning.effort") && reason.contains("minimal"),
         "{reason}"
     );
+}
+
+#[test]
+fn namespace_tools_are_the_clients_own_functions_remembered_by_namespace() {
+    let d = decode(json!({"model": "m", "input": "spawn one", "tools": [
+        {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents", "tools": [
+            {"type": "function", "name": "close_agent", "parameters": {"type": "object"}},
+            {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}},
+        ]},
+    ]}))
+    .unwrap();
+    let names: Vec<&str> = d
+        .request
+        .tools_schema()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["close_agent", "spawn_agent"]);
+    assert!(d.request.tools_schema().iter().all(|t| t.native.is_none()));
+    assert_eq!(d.namespaces["spawn_agent"], "multi_agent_v1");
 }
 
 #[test]

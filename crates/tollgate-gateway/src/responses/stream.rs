@@ -395,6 +395,12 @@ impl Encoder for EventEncoder {
             }
             StreamEvent::WholeBlock {
                 index,
+                block: Block::Native { provider, value },
+            } if provider == "openai" => {
+                self.whole_item(index, value.value().clone(), &mut out);
+            }
+            StreamEvent::WholeBlock {
+                index,
                 block: Block::RedactedThinking { data, origin },
             } => {
                 let block = Block::RedactedThinking {

@@ -216,6 +216,16 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
     body.insert("contents".into(), Value::Array(contents));
     if !request.tools_schema().is_empty() {
+        // Another provider's own tool (a server tool) has no Gemini form: refused by type,
+        // never sent as an empty function.
+        if let Some(t) = request.tools_schema().iter().find(|t| t.native.is_some()) {
+            let provider = t.native.as_ref().map_or("", |n| n.provider.as_str());
+            return Err(tollgate::Error::unsupported_setting(
+                format!("`{provider}` tool `{}`", t.name),
+                "gemini",
+                &options.model,
+            ));
+        }
         let declarations: Vec<Value> = request
             .tools_schema()
             .iter()

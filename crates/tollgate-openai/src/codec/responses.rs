@@ -106,12 +106,19 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
             .tools_schema()
             .iter()
             .map(|t| {
-                if t.native.is_some() {
-                    return Err(Error::unsupported_setting(
-                        format!("provider-native tool `{}`", t.name),
-                        ORIGIN,
-                        &options.model,
-                    ));
+                // OpenAI's own tools (web search, file search, …) as OpenAI defines them.
+                match &t.native {
+                    Some(native) if native.provider == ORIGIN => {
+                        return Ok(native.definition.value().clone());
+                    }
+                    Some(native) => {
+                        return Err(Error::unsupported_setting(
+                            format!("`{}` tool `{}`", native.provider, t.name),
+                            ORIGIN,
+                            &options.model,
+                        ));
+                    }
+                    None => {}
                 }
                 let mut tool = json!({"type": "function", "name": t.name,
                     "description": t.description, "parameters": t.input_schema.value()});
@@ -301,6 +308,10 @@ fn assistant_items(content: &[Block], field: &str, input: &mut Vec<Value>) -> Re
             }
             // Unsigned, or signed by another provider: OpenAI cannot read it back.
             Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
+            // OpenAI's own items (a web search call, …), back as OpenAI wrote them.
+            Block::Native { provider, value } if provider == ORIGIN => {
+                input.push(value.value().clone());
+            }
             _ => {
                 return Err(Error::invalid_request(
                     format!("{field}[{j}]"),
@@ -384,8 +395,12 @@ pub(super) fn item_blocks(
                 });
             }
         }
-        // Built-in tools' items are not asked for (the request sends none).
-        _ => {}
+        // OpenAI's own tools' items (web search calls, …), kept as OpenAI wrote them.
+        Some(_) => blocks.push(Block::Native {
+            provider: ORIGIN.into(),
+            value: Json::new(item.clone()),
+        }),
+        None => {}
     }
     Ok(())
 }

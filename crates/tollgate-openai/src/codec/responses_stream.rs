@@ -66,6 +66,17 @@ impl ResponsesEvents {
                     .signature(slot, &reasoning_signature(id, encrypted))?,
             );
         }
+        // An item of OpenAI's own tools arrives whole with its `.done`.
+        if !matches!(
+            item["type"].as_str(),
+            None | Some("message" | "function_call" | "reasoning")
+        ) {
+            let block = tollgate::Block::Native {
+                provider: "openai".into(),
+                value: tollgate::Json::new(item.clone()),
+            };
+            out.push(self.blocks.whole(slot, block)?);
+        }
         if item["type"] == "message" {
             for part in item["content"].as_array().into_iter().flatten() {
                 if part["type"] == "refusal" && self.refusal.is_empty() {

@@ -198,6 +198,24 @@ pub async fn every_request_setting_is_written_or_refused_by_type(
             dropped.push(case.name);
         }
     }
+    // A tool that belongs to a provider no codec is (a server tool defined elsewhere):
+    // refused by type, never sent as a function of its name.
+    let mut foreign = tool(None);
+    foreign.native = Some(tollgate::NativeTool {
+        provider: "kit-elsewhere".into(),
+        definition: Json::new(json!({"type": "kit_search_2099"})),
+    });
+    let before = kit.server.hits();
+    let request = LlmRequest::new(MODEL, hello(), vec![foreign], base()).expect("valid");
+    let err = chat
+        .single_response(&request)
+        .await
+        .expect_err("another provider's own tool is refused");
+    assert!(
+        matches!(err, Error::UnsupportedSetting { .. }),
+        "another provider's own tool: {err:?}"
+    );
+    assert_eq!(kit.server.hits(), before, "refused before anything is sent");
     assert!(
         dropped.is_empty(),
         "these settings were dropped: the body sent with each is the body sent without it; \
