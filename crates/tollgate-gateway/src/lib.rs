@@ -46,6 +46,7 @@ mod metrics;
 mod model_list;
 mod openai;
 mod ops;
+mod params;
 mod protocol;
 mod quota;
 mod responses;

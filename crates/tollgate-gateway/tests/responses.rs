@@ -394,3 +394,45 @@ async fn responses_a_namespaced_tools_call_comes_back_with_its_namespace() {
     assert_eq!(fake.requests()[0].tools_schema()[0].name, "spawn_agent");
     gw.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn responses_openais_own_tool_items_are_answered_as_openai_wrote_them() {
+    let fake = FakeProvider::new();
+    let call = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});
+    let reply = || {
+        FakeReply::blocks(vec![
+            Block::Native {
+                provider: "openai".into(),
+                value: Json::new(call.clone()),
+            },
+            Block::text("found it"),
+        ])
+    };
+    fake.reply("chat", reply());
+    fake.reply("chat", reply());
+    let gw = start(Gateway::new(models(&fake))).await;
+    let body = json!({"model": "chat", "input": "news?", "tools": [{"type": "web_search"}]});
+    let (status, text) = post(&gw, body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["output"][0], call);
+    assert_eq!(v["output"][1]["content"][0]["text"], "found it");
+    let mut streamed = body;
+    streamed["stream"] = json!(true);
+    let (status, text) = post(&gw, streamed).await;
+    assert_eq!(status, 200, "{text}");
+    let events = events(&text);
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_item.done")
+        .map(|e| &e["item"])
+        .collect();
+    assert_eq!(done[0], &call, "{text}");
+    // The built-in tool reached the provider as OpenAI's own.
+    let sent = &fake.requests()[0];
+    assert_eq!(
+        sent.tools_schema()[0].native.as_ref().unwrap().provider,
+        "openai"
+    );
+    gw.stop().await.unwrap();
+}

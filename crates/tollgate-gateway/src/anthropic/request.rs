@@ -14,6 +14,7 @@ use tollgate::{
 };
 
 use crate::error::GatewayError;
+use crate::params::client_params;
 
 /// `POST /v1/messages`'s body, as far as the gateway reads it.
 #[derive(Debug, Deserialize)]
@@ -399,23 +400,7 @@ fn reasoning(
 impl MessagesRequest {
     /// The neutral request for catalog model `self.model`.
     pub(crate) fn to_llm_request(&self) -> Result<LlmRequest, GatewayError> {
-        // As the provider's own API would: a cut-off answer comes back as it is
-        // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.
-        let mut params = SamplingParams::new()
-            .with_truncated_answers()
-            // The client reads a refusal and checks a shape itself, as it would from the
-            // provider: a refusal is a 200 answer, a shape miss is passed on unchanged.
-            .with_refusals_as_answers()
-            .with_shape_misses();
-        if let Some(t) = self.temperature {
-            params = params.with_temperature(t)?;
-        }
-        if let Some(p) = self.top_p {
-            params = params.with_top_p(p)?;
-        }
-        if let Some(max) = self.max_tokens {
-            params = params.with_max_output_tokens(max)?;
-        }
+        let mut params = client_params(self.temperature, self.top_p, self.max_tokens)?;
         for s in &self.stop_sequences {
             params = params.with_stop(s.clone());
         }

@@ -8,10 +8,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use tollgate::{
     Block, DocumentSource, ImageSource, Json, LlmRequest, Message, Reasoning, ReasoningEffort,
-    ResponseShape, Role, SamplingParams, ToolChoice, ToolDefinition,
+    ResponseShape, Role, ToolChoice, ToolDefinition,
 };
 
 use crate::error::GatewayError;
+use crate::params::client_params;
 
 /// `POST /v1/chat/completions`'s body, as far as the gateway reads it.
 #[derive(Debug, Deserialize)]
@@ -171,23 +172,8 @@ impl ChatRequest {
             }
             _ => {}
         }
-        // As the provider's own API would: a cut-off answer comes back as it is
-        // (`length` / `max_tokens`) after one send, never re-run at the model's ceiling.
-        let mut params = SamplingParams::new()
-            .with_truncated_answers()
-            // The client reads a refusal and checks a shape itself, as it would from the
-            // provider: a refusal is a 200 answer, a shape miss is passed on unchanged.
-            .with_refusals_as_answers()
-            .with_shape_misses();
-        if let Some(t) = self.temperature {
-            params = params.with_temperature(t)?;
-        }
-        if let Some(p) = self.top_p {
-            params = params.with_top_p(p)?;
-        }
-        if let Some(max) = self.max_completion_tokens.or(self.max_tokens) {
-            params = params.with_max_output_tokens(max)?;
-        }
+        let max = self.max_completion_tokens.or(self.max_tokens);
+        let mut params = client_params(self.temperature, self.top_p, max)?;
         match &self.stop {
             Some(Stop::One(s)) => params = params.with_stop(s.clone()),
             Some(Stop::Many(all)) => {

@@ -20,6 +20,7 @@ use super::envelope;
 use super::fields::{bad, kind_of, not_kept, str_field};
 use super::parts::content;
 use crate::error::GatewayError;
+use crate::params::client_params;
 
 /// `POST /v1/responses`'s body, as far as the gateway reads it.
 #[derive(Debug, Deserialize)]
@@ -161,23 +162,7 @@ impl ResponsesRequest {
     }
 
     fn params(&self) -> Result<SamplingParams, GatewayError> {
-        // As OpenAI would: an answer cut off at `max_output_tokens` comes back as it is
-        // (`status: incomplete`), never re-run at the model's ceiling.
-        let mut params = SamplingParams::new()
-            .with_truncated_answers()
-            // The client reads a refusal and checks a shape itself, as it would from the
-            // provider: a refusal is a 200 answer, a shape miss is passed on unchanged.
-            .with_refusals_as_answers()
-            .with_shape_misses();
-        if let Some(t) = self.temperature {
-            params = params.with_temperature(t)?;
-        }
-        if let Some(p) = self.top_p {
-            params = params.with_top_p(p)?;
-        }
-        if let Some(max) = self.max_output_tokens {
-            params = params.with_max_output_tokens(max)?;
-        }
+        let mut params = client_params(self.temperature, self.top_p, self.max_output_tokens)?;
         if let Some(choice) = self.tool_choice.as_ref().filter(|c| !c.is_null()) {
             params = params.with_tool_choice(tool_choice(choice)?);
         }

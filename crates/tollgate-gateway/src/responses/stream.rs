@@ -302,6 +302,10 @@ impl EventEncoder {
                         out,
                     );
                 }
+                // OpenAI's own tool items, as OpenAI wrote them.
+                Block::Native { provider, value } if provider == "openai" => {
+                    self.whole_item(index, value.value().clone(), out);
+                }
                 _ => {}
             }
         }

@@ -1,0 +1,30 @@
+//! The sampling every dialect starts from: the client takes its answers as the provider
+//! gives them (a cut-off answer after one send, a refusal as a 200 answer, a shape miss
+//! passed on unchanged: it reads each itself, as it would from the provider), with the
+//! client's temperature, top_p and output limit checked.
+
+use tollgate::SamplingParams;
+
+use crate::error::GatewayError;
+
+/// The sampling of a client request with `temperature`, `top_p` and output limit `max`.
+pub(crate) fn client_params(
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max: Option<u64>,
+) -> Result<SamplingParams, GatewayError> {
+    let mut params = SamplingParams::new()
+        .with_truncated_answers()
+        .with_refusals_as_answers()
+        .with_shape_misses();
+    if let Some(t) = temperature {
+        params = params.with_temperature(t)?;
+    }
+    if let Some(p) = top_p {
+        params = params.with_top_p(p)?;
+    }
+    if let Some(max) = max {
+        params = params.with_max_output_tokens(max)?;
+    }
+    Ok(params)
+}
