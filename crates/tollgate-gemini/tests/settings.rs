@@ -64,11 +64,11 @@ fn json_object_seed_and_a_thinking_budget_reach_generation_config() {
 }
 
 #[test]
-fn parallel_calls_off_and_an_effort_level_are_refused_as_unsupported() {
+fn parallel_calls_off_and_an_effort_above_high_are_refused_as_unsupported() {
     for params in [
         SamplingParams::new().with_parallel_tool_calls(false),
         SamplingParams::new()
-            .with_reasoning(Reasoning::effort(ReasoningEffort::Low))
+            .with_reasoning(Reasoning::effort(ReasoningEffort::XHigh))
             .unwrap(),
     ] {
         let err = body(hi(), params, vec![]).unwrap_err();
@@ -77,6 +77,29 @@ fn parallel_calls_off_and_an_effort_level_are_refused_as_unsupported() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn an_effort_level_is_the_thinking_level_and_effort_none_is_thinking_off() {
+    let effort = |e| {
+        let params = SamplingParams::new()
+            .with_reasoning(Reasoning::effort(e))
+            .unwrap();
+        body(hi(), params, vec![]).unwrap()["generationConfig"]["thinkingConfig"].clone()
+    };
+    assert_eq!(
+        effort(ReasoningEffort::Low),
+        json!({"thinkingLevel": "LOW"})
+    );
+    assert_eq!(
+        effort(ReasoningEffort::High),
+        json!({"thinkingLevel": "HIGH"})
+    );
+    assert_eq!(
+        effort(ReasoningEffort::Minimal),
+        json!({"thinkingLevel": "MINIMAL"})
+    );
+    assert_eq!(effort(ReasoningEffort::None), json!({"thinkingBudget": 0}));
 }
 
 #[test]

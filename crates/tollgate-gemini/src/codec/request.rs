@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::{ToolChoice, text_only};
-use tollgate::{Block, Error, ImageSource, LlmRequest, Message, Result, Role};
+use tollgate::{Block, Error, ImageSource, LlmRequest, Message, ReasoningEffort, Result, Role};
 
 /// The `thoughtSignature` value Gemini documents-by-usage as "skip validation": sent on
 /// a function call that has no signature of its own (a turn written by another provider)
@@ -79,6 +79,7 @@ const WRITES: &[tollgate::provider::Setting] = {
         Seed,
         ThinkingMode,
         ThinkingBudget,
+        ReasoningEffort,
     ]
 };
 
@@ -249,6 +250,18 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             body.insert("toolConfig".into(), config);
         }
     }
+    if let Some(effort @ (ReasoningEffort::XHigh | ReasoningEffort::Max)) =
+        request.sampling_params().reasoning().effort
+    {
+        return Err(tollgate::Error::unsupported_setting(
+            format!(
+                "reasoning.effort: {} (Gemini's thinkingLevel goes up to HIGH)",
+                effort.as_str()
+            ),
+            "gemini",
+            &options.model,
+        ));
+    }
     let config = generation_config(request, options);
     if !config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(config));
@@ -297,19 +310,35 @@ fn generation_config(request: &LlmRequest, options: &EncodeOptions) -> Map<Strin
         config.insert("seed".into(), json!(seed));
     }
     // The request's thinking overrides the catalog's budget: 0 is off, -1 is dynamic.
-    let budget = match sampling.reasoning().thinking {
+    // An effort is Gemini 3's `thinkingLevel`; effort `none` is thinking off.
+    let reasoning = sampling.reasoning();
+    let budget = match reasoning.thinking {
         Some(tollgate::Thinking::Off) => Some(0),
         Some(tollgate::Thinking::Adaptive) => Some(-1),
         Some(tollgate::Thinking::Budget { tokens }) => Some(tokens as i64),
+        None if reasoning.effort == Some(ReasoningEffort::None) => Some(0),
         None => None,
     };
-    if let Some(mut thinking) = options.thinking.to_json() {
+    let level = match reasoning.effort {
+        Some(ReasoningEffort::Minimal) => Some("MINIMAL"),
+        Some(ReasoningEffort::Low) => Some("LOW"),
+        Some(ReasoningEffort::Medium) => Some("MEDIUM"),
+        Some(ReasoningEffort::High) => Some("HIGH"),
+        // `none` is a budget of 0 above; above HIGH is refused before this.
+        _ => None,
+    };
+    let mut thinking = options.thinking.to_json();
+    if budget.is_some() || level.is_some() {
+        let thinking = thinking.get_or_insert_with(|| json!({}));
         if let Some(budget) = budget {
             thinking["thinkingBudget"] = json!(budget);
         }
+        if let Some(level) = level {
+            thinking["thinkingLevel"] = json!(level);
+        }
+    }
+    if let Some(thinking) = thinking {
         config.insert("thinkingConfig".into(), thinking);
-    } else if let Some(budget) = budget {
-        config.insert("thinkingConfig".into(), json!({ "thinkingBudget": budget }));
     }
     config
 }
