@@ -289,7 +289,8 @@ fn responses_stream_decodes_reasoning_text_and_a_call_in_output_order() {
     };
     assert_eq!(r.stop_reason(), StopReason::ToolUse);
     assert!(
-        matches!(&r.blocks()[0], Block::Thinking { signature: Some(s), .. } if s == "rs_1 ENC")
+        matches!(&r.blocks()[0], Block::Thinking { signature: Some(s), origin: Some(o), .. }
+            if s == "rs_1 ENC" && o == "openai")
     );
     assert_eq!(r.blocks()[1], Block::text("Hello"));
     assert!(
@@ -311,6 +312,16 @@ fn responses_stream_failure_is_typed_and_a_body_without_completed_was_cut() {
             err,
             Error::Provider(tollgate::ProviderError::RateLimited { .. })
         ),
+        "{err:?}"
+    );
+    let invalid = vec![
+        json!({"type": "response.failed", "response": {"status": "failed",
+        "error": {"code": "invalid_prompt", "message": "flagged"}}}),
+    ];
+    let (_, end) = decode_stream(&invalid);
+    let err = end.unwrap_err();
+    assert!(
+        matches!(err, Error::ProviderRequest(ref r) if r.status == 400),
         "{err:?}"
     );
     let mut decoder = ResponsesEvents::default();

@@ -49,7 +49,7 @@ async fn answer(
             .map_err(tollgate::Error::from)?;
         // Queued and sent before the 200: a refusal to wait is still a status answer.
         let stream = client.stream_response(&request).await?;
-        let encoder = EventEncoder::new(echo, provider);
+        let encoder = EventEncoder::new(echo, &provider);
         return Ok(sse_response(stream, encoder, &tags, &state));
     }
     let response = client.single_response(&request).await?;

@@ -52,13 +52,29 @@ pub(crate) struct EventEncoder {
     open: Option<Open>,
     /// Provider blocks already finished (a late delta for one is dropped, not reopened).
     closed: HashSet<usize>,
+    /// Whether any answer text has been streamed (a refusal that came whole has not).
+    streamed_text: bool,
+}
+
+/// The provider a catalog provider key's codec signs thinking as (a [`Block::Thinking`]
+/// `origin`): the first-party keys' signers, else the key itself (a third-party codec).
+pub(crate) fn signer_of(provider_key: &str) -> &str {
+    match provider_key {
+        "anthropic-direct" => "anthropic",
+        "anthropic-bedrock" | "bedrock-converse" => "bedrock",
+        "openai" | "openai-compatible" => "openai",
+        "gemini" | "vertex" => "gemini",
+        other => other,
+    }
 }
 
 impl EventEncoder {
-    pub(crate) fn new(echo: Echo, provider: String) -> Self {
+    /// The encoder of a stream from a model of catalog provider key `provider`.
+    pub(crate) fn new(echo: Echo, provider: &str) -> Self {
         EventEncoder {
             echo,
-            provider,
+            provider: signer_of(provider).to_owned(),
+            streamed_text: false,
             seq: 0,
             started: false,
             items: Vec::new(),
@@ -262,6 +278,7 @@ impl EventEncoder {
             return;
         }
         let output_index = self.index();
+        self.streamed_text = true;
         let Some(open) = &mut self.open else { return };
         let id = open.id.clone();
         if let OpenKind::Text(all) = &mut open.kind {
@@ -284,6 +301,7 @@ impl EventEncoder {
                 // A refusal: one message of a `refusal` part, as OpenAI answers it.
                 Block::Text { text, .. } if refused => {
                     let item = message_item(&ids::next("msg"), text, true, "completed");
+                    self.streamed_text = true;
                     self.whole_item(index, item, out);
                 }
                 Block::Text { text, .. } => self.text(index, text.clone(), out),
@@ -426,6 +444,19 @@ impl Encoder for EventEncoder {
                     self.replay(&response, &mut out);
                 }
                 self.close(&mut out);
+                // A refusal that came whole after other items (reasoning, say): its text,
+                // never streamed, as the refusal message OpenAI answers with.
+                let refused = matches!(
+                    response.stop_reason(),
+                    tollgate::StopReason::Refusal | tollgate::StopReason::ContentFilter
+                );
+                let text = response.text();
+                if refused && !self.streamed_text && !text.is_empty() {
+                    let item = message_item(&ids::next("msg"), &text, true, "completed");
+                    self.streamed_text = true;
+                    let block = response.blocks().len() + self.items.len();
+                    self.whole_item(block, item, &mut out);
+                }
                 let status = Status::of(response.stop_reason());
                 let event = status.event();
                 let object =
@@ -465,3 +496,7 @@ impl Encoder for EventEncoder {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;

@@ -75,7 +75,8 @@ const WRITES: &[tollgate::provider::Setting] = {
         Shape,
         ToolChoice,
         JsonObject,
-        LooseShape,
+        // No `LooseShape`: Gemini always holds an answer to its schema, so a shape with
+        // `strict: false` is refused rather than sent as a strict one.
         Seed,
         ThinkingMode,
         ThinkingBudget,

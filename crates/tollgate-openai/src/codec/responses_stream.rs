@@ -92,7 +92,8 @@ impl ResponsesEvents {
     /// the object's own items when no delta carried them.
     fn complete(&mut self, response: &Value) -> Result<Vec<StreamEvent>> {
         self.finished = true;
-        let mut streamed = self.blocks.finish()?;
+        // Signed as the whole answer's thinking is, so both replay the same way.
+        let mut streamed = self.blocks.finish_signed_by("openai")?;
         if streamed.is_empty() {
             // An answer that came whole in the terminal event.
             for item in response["output"].as_array().into_iter().flatten() {
@@ -106,6 +107,21 @@ impl ResponsesEvents {
             StreamEvent::Stop(answer.stop_reason()),
             StreamEvent::Completed(answer),
         ])
+    }
+}
+
+/// The error type a `response.failed` code stands for (the Responses error codes are not
+/// the chat error types): the request's own fault, quota, a rate limit, else the server.
+fn failed_kind(code: &str) -> &'static str {
+    match code {
+        "rate_limit_exceeded" => "rate_limit_exceeded",
+        "insufficient_quota" => "insufficient_quota",
+        "invalid_prompt"
+        | "bio_policy"
+        | "context_length_exceeded"
+        | "invalid_request_error"
+        | "data_residency_mismatch" => "invalid_request_error",
+        _ => "server_error",
     }
 }
 
@@ -152,7 +168,8 @@ impl ChunkDecoder for ResponsesEvents {
                 self.finished = true;
                 let error = &event["response"]["error"];
                 let body = serde_json::json!({"error": {
-                    "message": error["message"], "code": error["code"], "type": error["code"],
+                    "message": error["message"], "code": error["code"],
+                    "type": failed_kind(error["code"].as_str().unwrap_or_default()),
                 }});
                 return Err(read_stream_error(&body.to_string()).verdict());
             }
