@@ -300,6 +300,24 @@ fn responses_stream_decodes_reasoning_text_and_a_call_in_output_order() {
 }
 
 #[test]
+fn a_call_whose_arguments_come_whole_with_its_done_keeps_them() {
+    let (out, end) = decode_stream(&[
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": ""}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}),
+        json!({"type": "response.completed", "response": {"status": "completed", "model": "m", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+    ]);
+    end.unwrap();
+    let Some(StreamEvent::Completed(r)) = out.last() else {
+        panic!("{out:?}")
+    };
+    assert!(
+        matches!(&r.blocks()[0], Block::ToolUse { input, .. } if input.value()["city"] == "Oslo"),
+        "{:?}",
+        r.blocks()
+    );
+}
+
+#[test]
 fn responses_stream_failure_is_typed_and_a_body_without_completed_was_cut() {
     let failed = vec![
         json!({"type": "response.created", "response": {"status": "in_progress"}}),

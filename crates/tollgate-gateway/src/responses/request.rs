@@ -272,7 +272,19 @@ fn tools(tools: Option<&Value>) -> Result<Tools, GatewayError> {
             }
             "" => return Err(bad(format!("`{path}.type` is required"))),
             builtin => {
-                let name = tool.get("name").and_then(Value::as_str).unwrap_or(builtin);
+                // A name of its own, unique in the request (two `mcp` servers, a built-in
+                // beside a function of its type's name): the definition is what is sent.
+                let base = tool
+                    .get("name")
+                    .or_else(|| tool.get("server_label"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(builtin);
+                let taken = |n: &str| out.tools.iter().any(|t| t.name == n);
+                let name = if taken(base) {
+                    format!("{base}_{i}")
+                } else {
+                    base.to_owned()
+                };
                 let mut native = ToolDefinition::new(name, "", Json::new(json!({})));
                 native.native = Some(NativeTool {
                     provider: "openai".into(),

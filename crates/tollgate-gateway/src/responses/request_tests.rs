@@ -177,6 +177,24 @@ fn built_in_tools_and_their_items_are_openais_own_and_unknown_items_are_refused(
 }
 
 #[test]
+fn built_in_tools_get_names_of_their_own_so_two_never_clash() {
+    let d = decode(json!({"model": "m", "input": "hi", "tools": [
+        {"type": "function", "name": "web_search", "parameters": {"type": "object"}},
+        {"type": "web_search"},
+        {"type": "mcp", "server_label": "docs"},
+        {"type": "mcp", "server_label": "docs"},
+    ]}))
+    .unwrap();
+    let names: Vec<&str> = d
+        .request
+        .tools_schema()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["web_search", "web_search_1", "docs", "docs_3"]);
+}
+
+#[test]
 fn namespace_tools_are_the_clients_own_functions_remembered_by_namespace() {
     let d = decode(json!({"model": "m", "input": "spawn one", "tools": [
         {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents", "tools": [

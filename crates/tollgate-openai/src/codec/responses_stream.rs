@@ -27,6 +27,8 @@ pub type ResponsesStreamDecoder = tollgate::provider::StreamDecoder<ResponsesEve
 #[derive(Debug, Default)]
 pub struct ResponsesEvents {
     blocks: BlockAssembler<Slot>,
+    /// The calls whose arguments came as deltas (the others' come whole with `.done`).
+    argued: std::collections::HashSet<u64>,
     refusal: String,
     finished: bool,
 }
@@ -57,6 +59,14 @@ impl ResponsesEvents {
         let item = &event["item"];
         let slot = (index(event, "output_index"), 0);
         let mut out = Vec::new();
+        // A server that streams no argument deltas gives the arguments whole here.
+        if item["type"] == "function_call"
+            && !self.argued.contains(&slot.0)
+            && self.blocks.contains(&slot)
+        {
+            let arguments = item["arguments"].as_str().unwrap_or_default();
+            out.extend(self.blocks.tool_input(slot, arguments)?);
+        }
         if item["type"] == "reasoning"
             && let Some(encrypted) = item["encrypted_content"].as_str()
         {
@@ -152,6 +162,7 @@ impl ChunkDecoder for ResponsesEvents {
                 Vec::new()
             }
             "response.function_call_arguments.delta" => {
+                self.argued.insert(slot.0);
                 let slot = (slot.0, 0);
                 self.blocks.tool_input(slot, delta)?.into_iter().collect()
             }
