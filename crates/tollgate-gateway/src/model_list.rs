@@ -153,57 +153,45 @@ struct Page {
     before_id: Option<String>,
 }
 
+/// `GET /v1/models`' query as it is sent, before its values are checked.
+#[derive(Debug, Default, serde::Deserialize)]
+struct PageQuery {
+    #[serde(default)]
+    limit: Option<String>,
+    #[serde(default)]
+    after_id: Option<String>,
+    #[serde(default)]
+    before_id: Option<String>,
+}
+
 impl Page {
     fn parse(query: &str) -> Result<Self, GatewayError> {
-        let mut page = Page::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decoded(value, true);
-            match key {
-                "limit" => {
-                    let limit = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=MAX_LIMIT).contains(n));
-                    page.limit = Some(limit.ok_or_else(|| GatewayError::BadQuery {
+        let query: PageQuery =
+            serde_urlencoded::from_str(query).map_err(|e| GatewayError::BadQuery {
+                name: "query",
+                reason: e.to_string(),
+            })?;
+        let limit = match query.limit {
+            None => None,
+            Some(value) => Some(
+                value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| GatewayError::BadQuery {
                         name: "limit",
                         reason: format!(
                             "must be a whole number from 1 to {MAX_LIMIT}, got `{value}`"
                         ),
-                    })?);
-                }
-                "after_id" => page.after_id = Some(value),
-                "before_id" => page.before_id = Some(value),
-                _ => {}
-            }
-        }
-        Ok(page)
+                    })?,
+            ),
+        };
+        Ok(Page {
+            limit,
+            after_id: query.after_id,
+            before_id: query.before_id,
+        })
     }
-}
-
-/// `%XX` escapes decoded, and `+` as a space in a query (`form`); a bad escape is kept
-/// as it is.
-fn percent_decoded(text: &str, form: bool) -> String {
-    let bytes = text.as_bytes();
-    let hex = |b: u8| char::from(b).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    out.extend(u8::try_from(h * 16 + l).ok());
-                    i += 3;
-                    continue;
-                }
-                out.push(b'%');
-            }
-            b'+' if form => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One page of `names` in Anthropic's shape: the items after `after_id` (or before
@@ -245,7 +233,11 @@ pub(crate) async fn retrieve(State(state): State<Gateway>, request: Request) -> 
         .uri()
         .path()
         .strip_prefix("/v1/models/")
-        .map(|id| percent_decoded(id, false))
+        .map(|id| {
+            percent_encoding::percent_decode_str(id)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .unwrap_or_default();
     answered(
         state,

@@ -216,6 +216,9 @@ async fn a_model_by_id_alias_or_pattern_is_found_in_either_shape() {
     assert_eq!(v["id"], "claude-haiku-4-5", "answered under the name asked");
     assert_eq!(v["object"], "model");
     assert_eq!(v["catalog_id"], "opus");
+    // A percent-encoded name is the name it encodes.
+    let v = json_of(call(&gw, get("/v1/models/claude%2Dhaiku%2D4%2D5", &[])).await).await;
+    assert_eq!(v["id"], "claude-haiku-4-5", "{v}");
     let v = json_of(call(&gw, get("/v1/models/plain", &[])).await).await;
     assert_eq!(
         (v["id"].clone(), v["catalog_id"].clone()),
