@@ -114,16 +114,6 @@ async fn tool_choice_required_and_named_reach_tool_config_as_any_and_tool() {
 }
 
 #[tokio::test]
-async fn a_forcing_tool_choice_without_tools_is_refused_not_dropped() {
-    let params = SamplingParams::new().with_tool_choice(ToolChoice::Required);
-    let err = refused(&request(hi(), vec![], params)).await;
-    assert!(
-        matches!(&err, Error::InvalidRequest { field, .. } if field == "sampling_params.tool_choice"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
 async fn tool_choice_none_sends_no_tools_and_is_refused_with_tool_history() {
     let none = SamplingParams::new().with_tool_choice(ToolChoice::None);
     let body = sent(&request(hi(), vec![lookup()], none.clone())).await;

@@ -466,6 +466,20 @@ impl LlmRequest {
                 ));
             }
         }
+        // A choice that forces a tool needs a tool to force: no provider can answer it
+        // (some would drop the choice with the absent tools).
+        if let Some(forcing @ (ToolChoice::Required | ToolChoice::Tool(_))) =
+            sampling_params.tool_choice()
+            && tools_schema.is_empty()
+        {
+            return Err(invalid(
+                "sampling_params.tool_choice",
+                &format!(
+                    "is `{}` but the request offers no tools; add the tool or drop the choice",
+                    forcing.describe()
+                ),
+            ));
+        }
         sampling_params.validate()?;
         Ok(LlmRequest {
             model_id,

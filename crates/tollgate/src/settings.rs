@@ -220,7 +220,9 @@ mod tests {
     use crate::{LlmRequest, Message, ResponseShape, SamplingParams, compute_cache_key};
 
     fn key(params: SamplingParams) -> crate::CacheKey {
-        let request = LlmRequest::new("m", vec![Message::user("hi")], vec![], params).unwrap();
+        // A tool, so that a forcing tool choice is a valid request.
+        let tool = crate::ToolDefinition::new("f", "", crate::Json::new(serde_json::json!({})));
+        let request = LlmRequest::new("m", vec![Message::user("hi")], vec![tool], params).unwrap();
         compute_cache_key(&request, "k", 0).unwrap()
     }
 
@@ -291,5 +293,23 @@ mod tests {
         .unwrap();
         assert_eq!(request.system().count(), 0);
         assert_eq!(request.turns().len(), 2);
+    }
+
+    #[test]
+    fn a_forcing_tool_choice_without_tools_is_refused_by_the_request_naming_the_field() {
+        use crate::{Error, LlmRequest, Message, SamplingParams};
+        for choice in [ToolChoice::Required, ToolChoice::Tool("f".into())] {
+            let params = SamplingParams::new().with_tool_choice(choice);
+            let err = LlmRequest::new("m", vec![Message::user("hi")], vec![], params).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidRequest { field, .. } if field == "sampling_params.tool_choice"),
+                "{err:?}"
+            );
+        }
+        // `none` and `auto` with no tools mean what they say.
+        for choice in [ToolChoice::None, ToolChoice::Auto] {
+            let params = SamplingParams::new().with_tool_choice(choice);
+            assert!(LlmRequest::new("m", vec![Message::user("hi")], vec![], params).is_ok());
+        }
     }
 }

@@ -45,21 +45,9 @@ fn has_tool_history(request: &LlmRequest) -> bool {
 /// The request's tool choice in Converse's terms. `none` leaves the tools out, which
 /// Converse refuses once the conversation holds tool uses or results ("toolConfig must
 /// be defined"): then it is refused here, naming the setting and `model`.
-/// A forcing choice with no tools to force is refused too: there is no `toolConfig` to
-/// carry it.
+/// (A forcing choice with no tools to force never gets here: `LlmRequest::new` refuses it.)
 pub(super) fn tool_choice(request: &LlmRequest, model: &str) -> Result<Choice> {
     let choice = request.sampling_params().tool_choice();
-    if let Some(forcing @ (ToolChoice::Required | ToolChoice::Tool(_))) = choice
-        && request.tools_schema().is_empty()
-    {
-        return Err(Error::invalid_request(
-            "sampling_params.tool_choice",
-            format!(
-                "is `{}`, but the request has no tools to use",
-                forcing.describe()
-            ),
-        ));
-    }
     Ok(match choice {
         None | Some(ToolChoice::Auto) => Choice::Default,
         Some(ToolChoice::Required) => {

@@ -24,7 +24,8 @@ fn tool_choice_parallel_effort_seed_and_strict_are_carried_not_dropped() {
     assert_eq!(p.reasoning().effort, Some(ReasoningEffort::Minimal));
     assert_eq!(p.seed(), Some(5));
     assert_eq!(r.tools_schema()[0].strict, Some(false));
-    let required = decode(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})).unwrap();
+    let required = decode(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+        "tools": [{"type": "function", "function": {"name": "City", "parameters": {"type": "object"}}}]})).unwrap();
     assert_eq!(
         required.sampling_params().tool_choice(),
         Some(&ToolChoice::Required)

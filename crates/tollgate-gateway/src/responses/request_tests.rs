@@ -93,7 +93,9 @@ fn tool_choice_parallel_text_format_and_reasoning_are_carried_not_dropped() {
         ("required", ToolChoice::Required),
         ("none", ToolChoice::None),
     ] {
-        let d = decode(json!({"model": "m", "input": "hi", "tool_choice": choice})).unwrap();
+        let d = decode(json!({"model": "m", "input": "hi", "tool_choice": choice,
+            "tools": [{"type": "function", "name": "City", "parameters": {"type": "object"}}]}))
+        .unwrap();
         assert_eq!(d.request.sampling_params().tool_choice(), Some(&want));
     }
 }

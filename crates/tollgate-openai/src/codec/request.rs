@@ -114,18 +114,6 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         if let Some(parallel) = sampling.parallel_tool_calls() {
             body.insert("parallel_tool_calls".into(), json!(parallel));
         }
-    } else if let Some(choice) = request.sampling_params().tool_choice() {
-        // `none` with no tools means what it says; a forced tool with none offered is a
-        // request that cannot be answered.
-        if !matches!(choice, ToolChoice::None | ToolChoice::Auto) {
-            return Err(Error::invalid_request(
-                "sampling_params.tool_choice",
-                format!(
-                    "is `{}` but the request offers no tools; add the tool or drop the choice",
-                    choice.describe()
-                ),
-            ));
-        }
     }
     let sampling = request.sampling_params();
     if let Some(effort) = sampling.reasoning().effort {

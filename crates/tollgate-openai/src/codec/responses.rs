@@ -140,16 +140,6 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
         if let Some(parallel) = sampling.parallel_tool_calls() {
             body.insert("parallel_tool_calls".into(), json!(parallel));
         }
-    } else if let Some(choice) = sampling.tool_choice()
-        && !matches!(choice, ToolChoice::None | ToolChoice::Auto)
-    {
-        return Err(Error::invalid_request(
-            "sampling_params.tool_choice",
-            format!(
-                "is `{}` but the request offers no tools; add the tool or drop the choice",
-                choice.describe()
-            ),
-        ));
     }
     let reasoning = sampling.reasoning();
     let mut wire_reasoning = Map::new();

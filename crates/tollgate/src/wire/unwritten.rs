@@ -151,8 +151,10 @@ mod tests {
 
     #[test]
     fn a_setting_the_codec_does_not_write_is_refused_naming_it_the_provider_and_the_model() {
-        let r = request(SamplingParams::new().with_tool_choice(ToolChoice::Required));
-        let err = refuse_unwritten(&r, "bedrock", "mistral-7b", &[]).unwrap_err();
+        let tool = crate::ToolDefinition::new("f", "", crate::Json::new(serde_json::json!({})));
+        let params = SamplingParams::new().with_tool_choice(ToolChoice::Required);
+        let r = LlmRequest::new("m", vec![Message::user("hi")], vec![tool], params).unwrap();
+        let err = refuse_unwritten(&r, "bedrock", "mistral-7b", &[Setting::Tools]).unwrap_err();
         assert!(matches!(err, Error::UnsupportedSetting { .. }));
         let text = err.to_string();
         assert!(text.contains("tool_choice: required"), "{text}");
@@ -160,7 +162,8 @@ mod tests {
             text.contains("bedrock") && text.contains("mistral-7b"),
             "{text}"
         );
-        assert!(refuse_unwritten(&r, "openai", "gpt", &[Setting::ToolChoice]).is_ok());
+        let writes = [Setting::Tools, Setting::ToolChoice];
+        assert!(refuse_unwritten(&r, "openai", "gpt", &writes).is_ok());
     }
 
     #[test]
