@@ -177,6 +177,22 @@ pub(super) fn shape_name(name: &str) -> String {
     }
 }
 
+/// A tool result's text (OpenAI has no error flag for it: a failed tool's text says
+/// `Error: …`), refusing content other than text.
+pub(super) fn tool_result_text(
+    content: &[Block],
+    is_error: bool,
+    field: &str,
+    holder: &str,
+) -> Result<String> {
+    let text = text_only(content, &format!("{field}.content"), holder)?;
+    Ok(if is_error && !text.starts_with("Error") {
+        format!("Error: {text}")
+    } else {
+        text
+    })
+}
+
 /// A user turn: tool results become `tool` messages (first, in order), the rest one
 /// `user` message of parts.
 fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Result<()> {
@@ -194,14 +210,7 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                 is_error,
                 ..
             } => {
-                let mut text = text_only(
-                    content,
-                    &format!("{field}.content"),
-                    "OpenAI's tool message",
-                )?;
-                if *is_error && !text.starts_with("Error") {
-                    text = format!("Error: {text}");
-                }
+                let text = tool_result_text(content, *is_error, &field, "OpenAI's tool message")?;
                 messages
                     .push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
             }

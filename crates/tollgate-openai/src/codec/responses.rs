@@ -15,7 +15,7 @@ use tollgate::{
     StopReason, Usage,
 };
 
-use super::request::{image_url, shape_name};
+use super::request::{image_url, shape_name, tool_result_text};
 
 /// The provider key thinking is signed under.
 const ORIGIN: &str = "openai";
@@ -230,14 +230,8 @@ fn user_items(content: &[Block], field: &str, input: &mut Vec<Value>) -> Result<
                 is_error,
                 ..
             } => {
-                let mut text = tollgate::provider::text_only(
-                    content,
-                    &format!("{field}.content"),
-                    "OpenAI's function_call_output",
-                )?;
-                if *is_error && !text.starts_with("Error") {
-                    text = format!("Error: {text}");
-                }
+                let text =
+                    tool_result_text(content, *is_error, &field, "OpenAI's function_call_output")?;
                 input.push(
                     json!({"type": "function_call_output", "call_id": tool_use_id, "output": text}),
                 );
