@@ -131,6 +131,7 @@ impl ChatTransport for KeyedChat {
             content: vec![Block::text("ok")],
             stop_reason: StopReason::EndTurn,
             usage: Usage::default(),
+            refusal: None,
         })
     }
 

@@ -222,13 +222,6 @@ async fn fake_injects_each_failure_on_the_chosen_call() {
             matches!(e, Error::QuotaExhausted { .. })
         }),
         (
-            Fault::Refusal {
-                category: "cyber".into(),
-                explanation: "no".into(),
-            },
-            |e| matches!(e, Error::ProviderRefusal { category, .. } if category == "cyber"),
-        ),
-        (
             Fault::RequestError {
                 status: 400,
                 message: "bad".into(),
@@ -253,6 +246,25 @@ async fn fake_injects_each_failure_on_the_chosen_call() {
             "call 3 answers again"
         );
     }
+}
+
+#[tokio::test]
+async fn fake_refusal_fault_is_a_refused_answer_with_its_category_not_an_error() {
+    let fake = FakeProvider::new();
+    fake.inject(
+        "m",
+        1,
+        Fault::Refusal {
+            category: "cyber".into(),
+            explanation: "no".into(),
+        },
+    );
+    let chat = direct(&fake, "m").await;
+    // A provider answers a refusal; the pipeline's judge, not the codec, makes it an error.
+    let answer = chat.single_response(&ask("m", "q")).await.unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::Refusal);
+    assert_eq!(answer.refusal_category(), Some("cyber"));
+    assert_eq!(answer.refusal_explanation(), "no");
 }
 
 #[tokio::test]

@@ -31,6 +31,7 @@ fn response() -> LlmResponse {
             output_tokens: 1,
             ..Usage::default()
         },
+        refusal: None,
     })
     .unwrap()
 }
@@ -146,6 +147,7 @@ impl LlmClient for Echo {
             content: request.turns().last().unwrap().content.clone(),
             stop_reason: StopReason::EndTurn,
             usage: Usage::default(),
+            refusal: None,
         })
     }
 

@@ -355,27 +355,20 @@ fn an_unknown_or_missing_stop_reason_is_a_decode_failure() {
 }
 
 #[test]
-fn a_refusal_with_stop_details_is_a_provider_refusal() {
+fn a_refusal_with_stop_details_is_a_refused_answer_with_its_category() {
     let mut body: Value =
         serde_json::from_slice(&response(json!([]), "refusal", plain_usage())).unwrap();
     body["stop_details"] =
         json!({"type": "refusal", "category": "cyber", "explanation": "Not that."});
-    match decode_response(body.to_string().as_bytes()).unwrap_err() {
-        Error::ProviderRefusal {
-            category,
-            explanation,
-            ..
-        } => {
-            assert_eq!(category, "cyber");
-            assert_eq!(explanation, "Not that.");
-        }
-        other => panic!("expected a refusal, got {other}"),
-    }
+    let answer = decode_response(body.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::Refusal);
+    assert_eq!(
+        answer.refusal(),
+        Some(&tollgate::Refusal::new("cyber").with_explanation("Not that."))
+    );
     body["stop_details"] = json!({"type": "refusal", "category": null, "explanation": null});
-    assert!(matches!(
-        decode_response(body.to_string().as_bytes()),
-        Err(Error::ProviderRefusal { category, .. }) if category == "unspecified"
-    ));
+    let answer = decode_response(body.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.refusal_category(), Some("unspecified"));
 }
 
 #[test]
@@ -700,15 +693,19 @@ fn a_mid_stream_error_event_is_its_typed_error() {
 }
 
 #[test]
-fn a_streamed_refusal_with_stop_details_is_a_provider_refusal() {
-    let (_, error) = decode_all(&[
+fn a_streamed_refusal_with_stop_details_ends_with_the_refused_answer() {
+    let (events, error) = decode_all(&[
         message_start(plain_usage()),
         json!({"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "bio", "explanation": "No."}}, "usage": {"output_tokens": 3}}),
+        json!({"type": "message_stop"}),
     ]);
-    assert!(
-        matches!(&error, Some(Error::ProviderRefusal { category, explanation, .. }) if category == "bio" && explanation == "No."),
-        "{error:?}"
-    );
+    assert!(error.is_none(), "{error:?}");
+    let Some(StreamEvent::Completed(answer)) = events.last() else {
+        panic!("no completed answer: {events:?}");
+    };
+    assert_eq!(answer.stop_reason(), StopReason::Refusal);
+    assert_eq!(answer.refusal_category(), Some("bio"));
+    assert_eq!(answer.refusal_explanation(), "No.");
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub struct FakeReply {
     stop_reason: StopReason,
     usage: Option<Usage>,
     interrupt_after: Option<usize>,
+    refusal: Option<tollgate::Refusal>,
 }
 
 impl FakeReply {
@@ -37,6 +38,7 @@ impl FakeReply {
             stop_reason: StopReason::EndTurn,
             usage: None,
             interrupt_after: None,
+            refusal: None,
         }
     }
 
@@ -77,6 +79,7 @@ impl FakeReply {
             content: self.blocks,
             stop_reason: self.stop_reason,
             usage,
+            refusal: self.refusal,
         })
     }
 }
@@ -143,6 +146,16 @@ impl Fault {
                     output_tokens: limit,
                     ..estimate
                 }));
+        }
+        if let Fault::Refusal {
+            category,
+            explanation,
+        } = self
+        {
+            // A refused chat answer is an answer with its stop reason, as codecs give it.
+            let mut reply = FakeReply::blocks(Vec::new()).with_stop(StopReason::Refusal);
+            reply.refusal = Some(tollgate::Refusal::new(category).with_explanation(explanation));
+            return Ok(reply);
         }
         Err(self.into_error(model))
     }

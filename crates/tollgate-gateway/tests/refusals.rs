@@ -39,8 +39,8 @@ async fn post(gw: &common::Running, path: &str, body: Value) -> (u16, String) {
 #[tokio::test]
 async fn a_refusal_is_a_200_with_the_dialects_refusal_whole_and_streamed() {
     let fake = FakeProvider::new();
-    // Each dialect twice whole and twice streamed: once a refused answer, once a codec's
-    // refusal error.
+    // Each dialect twice whole and twice streamed: once a refusal the model wrote as its
+    // text, once one with the provider's category and explanation apart from the text.
     queue_refusals(&fake, 12);
     let gw = start(Gateway::new(models(&fake))).await;
     let chat = json!({"model": "chat", "messages": [{"role": "user", "content": "x"}]});
@@ -58,7 +58,7 @@ async fn a_refusal_is_a_200_with_the_dialects_refusal_whole_and_streamed() {
         let (status, text) = post(&gw, "/v1/chat/completions", body).await;
         assert_eq!(status, 200, "{text}");
         // A refusal the model streamed as text stays the text the client already read; one
-        // that came whole (a codec's refusal) is sent as OpenAI streams it, `refusal`.
+        // whose explanation came apart from the text is sent as OpenAI streams it, `refusal`.
         let said: String = sse_events(&text)
             .iter()
             .filter(|(_, d)| d != "[DONE]")
@@ -111,16 +111,33 @@ async fn a_refusal_is_a_200_with_the_dialects_refusal_whole_and_streamed() {
         assert_eq!(status, 200, "{text}");
         if stream {
             assert!(text.contains("\"stop_reason\":\"refusal\""), "{text}");
-            let said: String = sse_events(&text)
+            // The model's refusal text as streamed, and the explanation in `stop_details`
+            // (the provider's own, or the text when the provider gave none).
+            let events: Vec<Value> = sse_events(&text)
                 .iter()
                 .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
-                .filter_map(|e| e["delta"]["text"].as_str().map(str::to_owned))
                 .collect();
-            assert_eq!(said, WHY, "{text}");
+            let said: String = events
+                .iter()
+                .filter_map(|e| e["delta"]["text"].as_str())
+                .collect();
+            let details = events
+                .iter()
+                .find(|e| e["type"] == "message_delta")
+                .map(|e| e["delta"]["stop_details"].clone())
+                .unwrap_or_default();
+            assert_eq!(details["type"], "refusal", "{text}");
+            assert_eq!(details["explanation"], WHY, "{text}");
+            assert!(said == WHY || said.is_empty(), "{text}");
         } else {
             let v: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(v["stop_reason"], "refusal");
-            assert_eq!(v["content"][0]["text"], WHY);
+            let category = v["stop_details"]["category"].as_str();
+            if category == Some("cyber") {
+                assert_eq!(v["stop_details"]["explanation"], WHY, "{v}");
+            } else {
+                assert_eq!(v["content"][0]["text"], WHY, "{v}");
+            }
         }
     }
     // One send each: a refusal is never re-sent.

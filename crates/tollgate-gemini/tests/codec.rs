@@ -425,14 +425,13 @@ fn tool_use_is_detected_from_function_call_parts_not_the_finish_reason() {
 }
 
 #[test]
-fn every_filter_finish_reason_is_a_refusal_with_its_category() {
+fn every_filter_finish_reason_is_a_refused_answer_with_its_category() {
     for reason in codec::REFUSAL_REASONS {
-        let err = codec::decode_response(&answer_with(reason, json!([]))).unwrap_err();
-        assert!(
-            matches!(&err, Error::ProviderRefusal { category, explanation, .. }
-                if *category == reason.to_ascii_lowercase() && explanation == "why"),
-            "{reason}: {err}"
-        );
+        let answer = codec::decode_response(&answer_with(reason, json!([]))).unwrap();
+        assert_eq!(answer.stop_reason(), StopReason::ContentFilter, "{reason}");
+        let lower = reason.to_ascii_lowercase();
+        assert_eq!(answer.refusal_category(), Some(lower.as_str()));
+        assert_eq!(answer.refusal_explanation(), "why");
     }
 }
 
@@ -462,14 +461,13 @@ fn malformed_function_calls_are_invalid_output_and_other_reasons_are_rejections(
 }
 
 #[test]
-fn a_blocked_prompt_is_a_refusal_with_its_block_reason() {
+fn a_blocked_prompt_is_a_refused_answer_with_its_block_reason() {
     let wire = json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
                       "usageMetadata": {"promptTokenCount": 8}});
-    let err = codec::decode_response(wire.to_string().as_bytes()).unwrap_err();
-    assert!(
-        matches!(&err, Error::ProviderRefusal { category, .. } if category == "prohibited_content"),
-        "{err}"
-    );
+    let answer = codec::decode_response(wire.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::ContentFilter);
+    assert_eq!(answer.refusal_category(), Some("prohibited_content"));
+    assert_eq!(answer.usage().input_tokens, 8);
 }
 
 #[test]
@@ -607,7 +605,7 @@ fn an_error_chunk_mid_stream_is_its_typed_error() {
 }
 
 #[test]
-fn a_stream_without_a_finish_reason_was_cut_and_a_filtered_one_is_a_refusal() {
+fn a_stream_without_a_finish_reason_was_cut_and_a_filtered_one_is_a_refused_answer() {
     let (_, error) = stream(&[json!({"candidates": [{"content": {"parts": [{"text": "Hi"}]}}]})]);
     assert!(
         matches!(
@@ -619,14 +617,24 @@ fn a_stream_without_a_finish_reason_was_cut_and_a_filtered_one_is_a_refusal() {
         ),
         "{error:?}"
     );
-    let (_, error) = stream(&[json!({"candidates": [{"finishReason": "SAFETY"}]})]);
-    assert!(
-        matches!(&error, Some(Error::ProviderRefusal { category, .. }) if category == "safety")
-    );
-    let (_, error) = stream(&[json!({"promptFeedback": {"blockReason": "BLOCKLIST"}})]);
-    assert!(
-        matches!(&error, Some(Error::ProviderRefusal { category, .. }) if category == "blocklist")
-    );
+    for (chunk, category) in [
+        (
+            json!({"candidates": [{"finishReason": "SAFETY"}]}),
+            "safety",
+        ),
+        (
+            json!({"promptFeedback": {"blockReason": "BLOCKLIST"}}),
+            "blocklist",
+        ),
+    ] {
+        let (events, error) = stream(&[chunk]);
+        assert!(error.is_none(), "{error:?}");
+        let Some(StreamEvent::Completed(answer)) = events.last() else {
+            panic!("no completed answer: {events:?}");
+        };
+        assert_eq!(answer.stop_reason(), StopReason::ContentFilter);
+        assert_eq!(answer.refusal_category(), Some(category));
+    }
 }
 
 fn status(code: u16, name: &str, details: Value) -> Vec<u8> {

@@ -376,18 +376,22 @@ fn a_content_filter_finish_is_a_refusal_with_its_usage_at_the_end_of_the_stream(
         &json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}).to_string(),
     )
     .unwrap();
-    let error = d.event("[DONE]").unwrap_err();
-    assert!(
-        matches!(&error, Error::ProviderRefusal { category, explanation, usage, .. }
-            if category == "content_filter" && explanation == "hi" && usage.input_tokens == 7 && usage.output_tokens == 2),
-        "{error:?}"
+    let events = d.event("[DONE]").unwrap();
+    let Some(StreamEvent::Completed(answer)) = events.last() else {
+        panic!("no completed answer: {events:?}");
+    };
+    assert_eq!(answer.stop_reason(), StopReason::ContentFilter);
+    assert_eq!(answer.refusal_category(), Some("content_filter"));
+    assert_eq!(answer.text(), "hi");
+    assert_eq!(
+        (answer.usage().input_tokens, answer.usage().output_tokens),
+        (7, 2)
     );
     let body = json!({"model": "m", "choices": [{"message": {"content": "partial"}, "finish_reason": "content_filter"}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 1}});
-    assert!(matches!(
-        decode_response(body.to_string().as_bytes()),
-        Err(Error::ProviderRefusal { category, usage, .. }) if category == "content_filter" && usage.output_tokens == 1
-    ));
+    let answer = decode_response(body.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::ContentFilter);
+    assert_eq!(answer.usage().output_tokens, 1);
 }
 
 #[test]
@@ -494,12 +498,11 @@ fn a_decision_prompt_asks_for_one_token_with_twenty_logprobs() {
 }
 
 #[test]
-fn a_refusal_finish_reason_from_a_compatible_server_is_a_provider_refusal() {
+fn a_refusal_finish_reason_from_a_compatible_server_is_a_refused_answer() {
     let body = json!({"model": "m", "choices": [{"message": {"content": "No."}, "finish_reason": "refusal"}]});
-    assert!(matches!(
-        decode_response(body.to_string().as_bytes()),
-        Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No."
-    ));
+    let answer = decode_response(body.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::Refusal);
+    assert_eq!(answer.refusal_explanation(), "No.");
     let mut d = StreamDecoder::new();
     d.event(&json!({"choices": [{"index": 0, "delta": {"content": "No"}}]}).to_string())
         .unwrap();
@@ -508,9 +511,10 @@ fn a_refusal_finish_reason_from_a_compatible_server_is_a_provider_refusal() {
         &json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "refusal"}]}).to_string(),
     )
     .unwrap();
+    let events = d.event("[DONE]").unwrap();
     assert!(matches!(
-        d.event("[DONE]"),
-        Err(Error::ProviderRefusal { explanation, .. }) if explanation == "No"
+        events.last(),
+        Some(StreamEvent::Completed(a)) if a.stop_reason() == StopReason::Refusal && a.refusal_explanation() == "No"
     ));
 }
 

@@ -238,8 +238,10 @@ fn responses_incomplete_is_max_tokens_and_a_refusal_part_is_a_refusal() {
     );
     let refused = json!({"status": "completed", "model": "m",
         "output": [{"type": "message", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}], "usage": {"input_tokens": 5, "output_tokens": 3}});
-    let err = decode_responses_response(refused.to_string().as_bytes()).unwrap_err();
-    assert!(matches!(err, Error::ProviderRefusal { .. }), "{err:?}");
+    let answer = decode_responses_response(refused.to_string().as_bytes()).unwrap();
+    assert_eq!(answer.stop_reason(), StopReason::Refusal);
+    assert_eq!(answer.refusal_category(), Some("refusal"));
+    assert_eq!(answer.text(), "I can't help with that.");
 }
 
 /// Runs `events` (each a Responses stream event) through the decoder.

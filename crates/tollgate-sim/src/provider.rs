@@ -343,6 +343,7 @@ impl SimChat {
                         output_tokens: answer.output_tokens,
                         ..Usage::default()
                     },
+                    refusal: None,
                 })
             }
             Err(SimRefusal::RateLimited { retry_after }) => {

@@ -209,6 +209,7 @@ fn completed(text: String, usage: Usage) -> Result<LlmResponse> {
         content: vec![Block::text(text)],
         stop_reason: StopReason::EndTurn,
         usage,
+        refusal: None,
     })
 }
 

@@ -89,7 +89,7 @@ pub use models::{Models, ModelsBuilder};
 pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
 pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
-pub use response::{LlmResponse, ResponseBody, StopReason};
+pub use response::{LlmResponse, Refusal, ResponseBody, StopReason};
 pub use settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking, ToolChoice};
 pub use stream::{ResponseStream, StreamEvent};
 pub use usage::Usage;

@@ -34,6 +34,59 @@ pub enum StopReason {
     ContextWindowExceeded,
 }
 
+impl StopReason {
+    /// Its name in records, spans and its serialized form (`end_turn`, `content_filter`,
+    /// …): the one place a stop reason is named in tollgate's own terms.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::ToolUse => "tool_use",
+            StopReason::Refusal => "refusal",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::ContextWindowExceeded => "context_window_exceeded",
+        }
+    }
+
+    /// Whether the answer was refused, by the model or by a filter.
+    pub fn is_refusal(self) -> bool {
+        matches!(self, StopReason::Refusal | StopReason::ContentFilter)
+    }
+}
+
+/// What a provider said about a refused answer ([`StopReason::Refusal`] or
+/// [`StopReason::ContentFilter`]) beyond the stop reason: its category and explanation,
+/// which the pipeline's [`crate::Error::ProviderRefusal`] and a gateway's answer carry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    /// The provider's category: Anthropic's `stop_details.category` (`cyber`, …),
+    /// `refusal` for a model's own refusal, or the filter's name (`content_filter`,
+    /// Gemini's finish reason lower-cased, Bedrock's `guardrail_intervened`).
+    pub category: String,
+    /// The provider's explanation given apart from the answer's text (Anthropic's
+    /// `stop_details.explanation`); empty when the refusal is the text itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub explanation: String,
+}
+
+impl Refusal {
+    /// A refusal of `category` with no explanation beyond the answer's text.
+    pub fn new(category: impl Into<String>) -> Self {
+        Refusal {
+            category: category.into(),
+            explanation: String::new(),
+        }
+    }
+
+    /// With `explanation`, given apart from the answer's text.
+    pub fn with_explanation(mut self, explanation: impl Into<String>) -> Self {
+        self.explanation = explanation.into();
+        self
+    }
+}
+
 /// The decoded content of a response, from which canonical bytes are made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +100,35 @@ pub struct ResponseBody {
     /// Tokens used.
     #[serde(default)]
     pub usage: Usage,
+    /// For a refused answer, what the provider said about it (absent otherwise, so an
+    /// answer's bytes are what they were before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
+}
+
+impl ResponseBody {
+    /// An answer with no refusal: what a provider's codec builds for most answers, so a
+    /// field added later (one with a default) does not break it.
+    pub fn new(
+        model: impl Into<String>,
+        content: Vec<Block>,
+        stop_reason: StopReason,
+        usage: Usage,
+    ) -> Self {
+        ResponseBody {
+            model: model.into(),
+            content,
+            stop_reason,
+            usage,
+            refusal: None,
+        }
+    }
+
+    /// The same answer with what the provider said about its refusal.
+    pub fn with_refusal(mut self, refusal: Refusal) -> Self {
+        self.refusal = Some(refusal);
+        self
+    }
 }
 
 /// A provider-neutral answer: canonical JSON bytes plus `response_digest` (their
@@ -145,6 +227,32 @@ impl LlmResponse {
     /// The model name the provider reported.
     pub fn model(&self) -> &str {
         &self.body.model
+    }
+
+    /// What the provider said about a refused answer, if it is one and said anything.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        self.body.refusal.as_ref()
+    }
+
+    /// A refused answer's category: the provider's, else the stop reason's name
+    /// (`refusal`, `content_filter`); `None` for an answer that is not refused.
+    pub fn refusal_category(&self) -> Option<&str> {
+        if !self.stop_reason().is_refusal() {
+            return None;
+        }
+        Some(
+            self.refusal()
+                .map_or(self.stop_reason().as_str(), |r| r.category.as_str()),
+        )
+    }
+
+    /// A refused answer's explanation: the provider's when it gave one apart, else the
+    /// answer's text.
+    pub fn refusal_explanation(&self) -> String {
+        match self.refusal() {
+            Some(r) if !r.explanation.is_empty() => r.explanation.clone(),
+            _ => self.text(),
+        }
     }
 }
 

@@ -179,6 +179,7 @@ fn answer(text: &str, stop: StopReason, usage: Usage) -> LlmResponse {
         content: vec![Block::text(text)],
         stop_reason: stop,
         usage,
+        refusal: None,
     })
     .unwrap()
 }
@@ -375,7 +376,17 @@ async fn a_refusal_mid_stream_is_a_refusal_with_what_was_delivered_noted_and_is_
     let script = Script::new([Attempt::Stream(vec![
         delta("I "),
         delta("can"),
-        Step::Fail(Error::refusal("cyber", "Not that.", billed)),
+        // A refusal ends a stream as its answer, never as an error of the stream.
+        Step::Event(StreamEvent::Completed(
+            LlmResponse::new(ResponseBody {
+                model: "m".into(),
+                content: vec![Block::text("I can")],
+                stop_reason: StopReason::Refusal,
+                usage: billed,
+                refusal: Some(tollgate::Refusal::new("cyber").with_explanation("Not that.")),
+            })
+            .unwrap(),
+        )),
     ])]);
     let s = setup(&script, |m| m, None);
     let cap = SpendCap::new("cap", 1.0);

@@ -132,12 +132,8 @@ impl ChunkDecoder for Chunks {
                 Some("length") => StopReason::MaxTokens,
                 _ => StopReason::EndTurn,
             };
-            let body = ResponseBody {
-                model: chunk["model"].as_str().unwrap_or_default().to_owned(),
-                content: self.blocks.finish()?,
-                stop_reason,
-                usage,
-            };
+            let model = chunk["model"].as_str().unwrap_or_default();
+            let body = ResponseBody::new(model, self.blocks.finish()?, stop_reason, usage);
             events.extend([StreamEvent::Usage(usage), StreamEvent::Stop(stop_reason)]);
             events.push(StreamEvent::Completed(LlmResponse::new(body)?));
         }

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
+use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
 use super::request::Host;
 
@@ -70,13 +70,10 @@ pub(super) struct StopDetails {
 }
 
 impl StopDetails {
-    /// The refusal these details describe, with the usage it was billed.
-    pub(super) fn refusal(self, usage: Usage) -> Error {
-        Error::refusal(
-            self.category.unwrap_or_else(|| "unspecified".into()),
-            self.explanation.unwrap_or_default(),
-            usage,
-        )
+    /// The refusal these details describe (category `unspecified` when none is given).
+    pub(super) fn refusal(self) -> Refusal {
+        Refusal::new(self.category.unwrap_or_else(|| "unspecified".into()))
+            .with_explanation(self.explanation.unwrap_or_default())
     }
 }
 
@@ -161,22 +158,22 @@ pub(super) fn finish(
     let stop = stop.ok_or_else(|| undecodable("no stop_reason"))?;
     let stop_reason =
         stop_reason(stop).ok_or_else(|| undecodable(format!("unknown stop_reason `{stop}`")))?;
-    if stop_reason == StopReason::Refusal
-        && let Some(details) = details
-    {
-        return Err(details.refusal(usage));
-    }
+    // A refusal is an answer with its stop reason (and what `stop_details` says).
+    let refusal = details
+        .filter(|_| stop_reason == StopReason::Refusal)
+        .map(StopDetails::refusal);
     LlmResponse::new(ResponseBody {
         model,
         content,
         stop_reason,
         usage,
+        refusal,
     })
 }
 
 /// Decodes a (non-streamed) Messages response body. A body that does not decode is
-/// `ProviderError::Malformed` (retried) with its first bytes; a `refusal` stop with
-/// `stop_details` is `Error::ProviderRefusal` with the usage billed.
+/// `ProviderError::Malformed` (retried) with its first bytes; a `refusal` stop is a
+/// refused answer, with what `stop_details` says and the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
     decode_response_from(body, Host::Anthropic)
 }

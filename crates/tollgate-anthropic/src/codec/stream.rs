@@ -8,7 +8,7 @@ use super::response::{
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
-use tollgate::{LlmResponse, Result, StopReason, StreamEvent};
+use tollgate::{LlmResponse, Result, StreamEvent};
 
 /// The decoder Anthropic streams run through (`anthropic-direct`, and Claude on
 /// Bedrock): the kit's shell around [`Chunks`].
@@ -134,11 +134,6 @@ impl ChunkDecoder for Chunks {
                 }
                 out.push(StreamEvent::Usage(self.usage.neutral()));
                 if let Some(reason) = self.stop.as_deref().and_then(stop_reason) {
-                    if reason == StopReason::Refusal
-                        && let Some(details) = self.stop_details.take()
-                    {
-                        return Err(details.refusal(self.usage.neutral()));
-                    }
                     out.push(StreamEvent::Stop(reason));
                 }
             }

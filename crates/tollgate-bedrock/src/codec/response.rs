@@ -6,7 +6,7 @@ use aws_sdk_bedrockruntime::types::{
     TokenUsage,
 };
 use tollgate::provider::undecodable;
-use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
+use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
 use super::document::to_json;
 
@@ -19,11 +19,6 @@ pub(crate) fn filter_category(wire: &WireStop) -> Option<&'static str> {
         WireStop::ContentFiltered => Some("content_filtered"),
         _ => None,
     }
-}
-
-/// The text of `content`'s text blocks, joined (a refusal's explanation).
-pub(super) fn text_of(content: &[Block]) -> String {
-    content.iter().filter_map(Block::as_text).collect()
 }
 
 /// Maps a Converse stop reason. `guardrail_intervened` and `content_filtered` are content
@@ -105,8 +100,8 @@ fn decode_block(block: &ContentBlock) -> Result<Option<Block>> {
     }))
 }
 
-/// Decodes a Converse answer. A content-filter stop is a refusal
-/// ([`filter_category`]) with the usage Bedrock billed.
+/// Decodes a Converse answer. A content-filter stop is a refused
+/// answer ([`filter_category`] its category) with the usage Bedrock billed.
 pub(crate) fn decode(
     model: &str,
     message: Option<&WireMessage>,
@@ -118,17 +113,11 @@ pub(crate) fn decode(
     for block in message.content() {
         content.extend(decode_block(block)?);
     }
-    if let Some(category) = filter_category(stop) {
-        return Err(Error::refusal(
-            category,
-            text_of(&content),
-            usage(wire_usage),
-        ));
-    }
     LlmResponse::new(ResponseBody {
         model: model.to_owned(),
         content,
         stop_reason: stop_reason(stop)?,
         usage: usage(wire_usage),
+        refusal: filter_category(stop).map(Refusal::new),
     })
 }

@@ -4,9 +4,9 @@ use aws_sdk_bedrockruntime::types::{
     ContentBlockDelta, ContentBlockStart, ConverseStreamOutput, ReasoningContentBlockDelta,
 };
 use tollgate::provider::{BlockAssembler, EventDecoder};
-use tollgate::{Error, LlmResponse, ResponseBody, Result, StopReason, StreamEvent};
+use tollgate::{LlmResponse, Refusal, ResponseBody, Result, StopReason, StreamEvent};
 
-use super::response::{filter_category, redacted, stop_reason, text_of, usage};
+use super::response::{filter_category, redacted, stop_reason, usage};
 
 /// Turns ConverseStream events into [`StreamEvent`]s and, at `metadata` (the last event,
 /// with usage), the whole answer. Blocks are assembled by the kit's [`BlockAssembler`],
@@ -72,10 +72,7 @@ impl ConverseStreamDecoder {
                 let reason = stop_reason(stop.stop_reason())?;
                 self.stop = Some(reason);
                 self.filter = filter_category(stop.stop_reason());
-                // A filter's stop ends the stream as a refusal, at `metadata` (its usage).
-                if self.filter.is_none() {
-                    out.push(StreamEvent::Stop(reason));
-                }
+                out.push(StreamEvent::Stop(reason));
             }
             ConverseStreamOutput::Metadata(meta) => {
                 let usage = usage(meta.usage());
@@ -83,16 +80,13 @@ impl ConverseStreamDecoder {
                     tollgate::provider::undecodable("metadata before messageStop")
                 })?;
                 let content = self.blocks.finish_signed_by("bedrock")?;
-                if let Some(category) = self.filter {
-                    self.finished = true;
-                    return Err(Error::refusal(category, text_of(&content), usage));
-                }
                 out.push(StreamEvent::Usage(usage));
                 out.push(StreamEvent::Completed(LlmResponse::new(ResponseBody {
                     model: self.model.clone(),
                     content,
                     stop_reason: stop,
                     usage,
+                    refusal: self.filter.map(Refusal::new),
                 })?));
                 self.finished = true;
             }

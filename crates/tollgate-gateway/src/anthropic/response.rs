@@ -54,7 +54,7 @@ fn content_block(b: &Block) -> Option<Value> {
 /// A whole `message` for `response`, under the model name the client asked for.
 pub(crate) fn message(id: &str, model: &str, response: &LlmResponse) -> Value {
     let content: Vec<Value> = response.blocks().iter().filter_map(content_block).collect();
-    json!({
+    let mut message = json!({
         "id": id,
         "type": "message",
         "role": "assistant",
@@ -63,7 +63,16 @@ pub(crate) fn message(id: &str, model: &str, response: &LlmResponse) -> Value {
         "stop_reason": stop_reason(response.stop_reason()),
         "stop_sequence": null,
         "usage": usage(&response.usage()),
-    })
+    });
+    if let Some(category) = response.refusal_category() {
+        message["stop_details"] = stop_details(category, &response.refusal_explanation());
+    }
+    message
+}
+
+/// Anthropic's `stop_details` of a refused answer: its category and explanation.
+fn stop_details(category: &str, explanation: &str) -> Value {
+    json!({"type": "refusal", "category": category, "explanation": explanation})
 }
 
 /// Encodes a stream's events as Anthropic's SSE sequence. Blocks are numbered from 0 in
@@ -192,10 +201,14 @@ impl Encoder for EventEncoder {
                     }
                 }
                 self.close(&mut out);
-                let delta = json!({
+                let mut delta = json!({
                     "delta": {"stop_reason": stop_reason(response.stop_reason()), "stop_sequence": null},
                     "usage": usage(&response.usage()),
                 });
+                if let Some(category) = response.refusal_category() {
+                    delta["delta"]["stop_details"] =
+                        stop_details(category, &response.refusal_explanation());
+                }
                 Self::send("message_delta", delta, &mut out);
                 Self::send("message_stop", json!({}), &mut out);
             }

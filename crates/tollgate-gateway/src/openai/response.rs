@@ -52,7 +52,7 @@ pub(crate) fn completion(id: &str, created: u64, model: &str, response: &LlmResp
     let mut message = json!({
         "role": "assistant",
         "content": if refused || (text.is_empty() && !tool_calls.is_empty()) { Value::Null } else { Value::from(text.clone()) },
-        "refusal": if refused { Value::from(text) } else { Value::Null },
+        "refusal": if refused { Value::from(response.refusal_explanation()) } else { Value::Null },
     });
     if !tool_calls.is_empty() {
         message["tool_calls"] = Value::from(tool_calls);
@@ -152,7 +152,7 @@ impl Encoder for ChunkEncoder {
                 self.open(&mut out);
                 // A refusal arrives whole (its text never streamed): sent as the
                 // `refusal` delta OpenAI streams it as.
-                let text = response.text();
+                let text = response.refusal_explanation();
                 if !streamed && response.stop_reason() == StopReason::Refusal && !text.is_empty() {
                     out.push(self.chunk(json!({"refusal": text}), None));
                 }

@@ -131,6 +131,17 @@ impl Echo {
                 _ => {}
             }
         }
+        // A refusal whose explanation came apart from its text (Anthropic's
+        // `stop_details`): the refusal message OpenAI answers with.
+        let explained = response.refusal_explanation();
+        if refused && response.text().is_empty() && !explained.is_empty() {
+            out.push(message_item(
+                &ids::next("msg"),
+                &explained,
+                true,
+                "completed",
+            ));
+        }
         out
     }
 

@@ -450,7 +450,7 @@ impl Encoder for EventEncoder {
                     response.stop_reason(),
                     tollgate::StopReason::Refusal | tollgate::StopReason::ContentFilter
                 );
-                let text = response.text();
+                let text = response.refusal_explanation();
                 if refused && !self.streamed_text && !text.is_empty() {
                     let item = message_item(&ids::next("msg"), &text, true, "completed");
                     self.streamed_text = true;

@@ -72,6 +72,7 @@ fn a_refusal_that_came_whole_after_streamed_reasoning_is_a_refusal_message() {
         content: vec![Block::text("I can't help with that.")],
         stop_reason: StopReason::Refusal,
         usage: Usage::default(),
+        refusal: None,
     })
     .unwrap();
     frames.extend(e.event(StreamEvent::Completed(refused)));

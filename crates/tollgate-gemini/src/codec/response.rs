@@ -4,8 +4,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, keep_raw, parse_json, undecodable};
 use tollgate::{
-    Error, Json, LlmResponse, ProviderRequestError, ResponseBody, Result, StopReason, StreamEvent,
-    Usage,
+    Error, Json, LlmResponse, ProviderRequestError, Refusal, ResponseBody, Result, StopReason,
+    StreamEvent, Usage,
 };
 
 use super::request::SYNTHETIC_ID_PREFIX;
@@ -111,8 +111,9 @@ pub(super) struct WireFunctionCall {
     pub(super) args: Option<Value>,
 }
 
-/// The finish reasons that mean a content filter stopped the answer; each becomes
-/// [`Error::ProviderRefusal`] with the reason, lower-cased, as its category.
+/// The finish reasons that mean a content filter stopped the answer; each makes it a
+/// refused answer ([`StopReason::ContentFilter`]) with the reason, lower-cased, as its
+/// category.
 pub const REFUSAL_REASONS: &[&str] = &[
     "SAFETY",
     "RECITATION",
@@ -142,23 +143,23 @@ pub const INVALID_OUTPUT_REASONS: &[&str] = &[
 /// | `STOP` with a function call | [`StopReason::ToolUse`] |
 /// | `STOP` (natural end or stop sequence; Gemini does not tell them apart) | [`StopReason::EndTurn`] |
 /// | `MAX_TOKENS` | [`StopReason::MaxTokens`] (the pipeline re-runs it at the ceiling) |
-/// | [`REFUSAL_REASONS`] | [`Error::ProviderRefusal`] `{category: reason in lower case, explanation: finishMessage}` |
+/// | [`REFUSAL_REASONS`] | [`StopReason::ContentFilter`] with a [`Refusal`] `{category: reason in lower case, explanation: finishMessage}` |
 /// | [`INVALID_OUTPUT_REASONS`] | [`Error::ShapeInvalid`] |
 /// | `LANGUAGE`, `OTHER`, `NO_IMAGE`, `IMAGE_OTHER`, unspecified, unknown | [`tollgate::ProviderRequestError`] (status 200; not retried) |
 pub fn finish_reason(
     reason: &str,
     tool_calls: bool,
     message: Option<&str>,
-    usage: Usage,
-) -> Result<StopReason> {
+) -> Result<(StopReason, Option<Refusal>)> {
     let message = message.unwrap_or_default();
     match reason {
-        "STOP" if tool_calls => Ok(StopReason::ToolUse),
-        "STOP" => Ok(StopReason::EndTurn),
-        "MAX_TOKENS" => Ok(StopReason::MaxTokens),
-        r if REFUSAL_REASONS.contains(&r) => {
-            Err(Error::refusal(r.to_ascii_lowercase(), message, usage))
-        }
+        "STOP" if tool_calls => Ok((StopReason::ToolUse, None)),
+        "STOP" => Ok((StopReason::EndTurn, None)),
+        "MAX_TOKENS" => Ok((StopReason::MaxTokens, None)),
+        r if REFUSAL_REASONS.contains(&r) => Ok((
+            StopReason::ContentFilter,
+            Some(Refusal::new(r.to_ascii_lowercase()).with_explanation(message)),
+        )),
         r if INVALID_OUTPUT_REASONS.contains(&r) => Err(Error::ShapeInvalid {
             errors: vec![if message.is_empty() {
                 format!("the model's output was not a valid answer (finishReason {r})")
@@ -174,8 +175,13 @@ pub fn finish_reason(
     }
 }
 
-/// The refusal for a blocked prompt (`promptFeedback.blockReason`, no candidates).
-pub(super) fn prompt_blocked(feedback: &WirePromptFeedback, usage: Usage) -> Option<Error> {
+/// The refusal of a blocked prompt (`promptFeedback.blockReason`, no candidates): an
+/// answer with no content stopped by the filter.
+pub(super) fn prompt_blocked(
+    feedback: &WirePromptFeedback,
+    model: &str,
+    usage: Usage,
+) -> Option<Result<LlmResponse>> {
     let reason = feedback.block_reason.as_deref()?;
     if reason == "BLOCK_REASON_UNSPECIFIED" {
         return None;
@@ -188,11 +194,13 @@ pub(super) fn prompt_blocked(feedback: &WirePromptFeedback, usage: Usage) -> Opt
             .map(|m| format!(": {m}"))
             .unwrap_or_default()
     );
-    Some(Error::refusal(
-        reason.to_ascii_lowercase(),
-        explanation,
+    Some(LlmResponse::new(ResponseBody {
+        model: model.to_owned(),
+        content: Vec::new(),
+        stop_reason: StopReason::ContentFilter,
         usage,
-    ))
+        refusal: Some(Refusal::new(reason.to_ascii_lowercase()).with_explanation(explanation)),
+    }))
 }
 
 /// Turns the parts of one answer into blocks, in order, through the kit's
@@ -284,7 +292,7 @@ impl PartsToBlocks {
 }
 
 /// Decodes a (non-streamed) `GenerateContentResponse`: the first candidate. A blocked
-/// prompt or a filtered answer is [`Error::ProviderRefusal`]; see [`finish_reason`].
+/// prompt or a filtered answer is a refused answer; see [`finish_reason`].
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
     decode_whole(body).map_err(|e| keep_raw(e, body))
 }
@@ -294,8 +302,9 @@ fn decode_whole(body: &[u8]) -> Result<LlmResponse> {
     let usage = response.usage_metadata.unwrap_or_default().neutral();
     let Some(candidate) = response.candidates.into_iter().next() else {
         let blocked = response.prompt_feedback.as_ref();
-        if let Some(refusal) = blocked.and_then(|f| prompt_blocked(f, usage)) {
-            return Err(refusal);
+        let model = response.model_version.as_deref().unwrap_or_default();
+        if let Some(answer) = blocked.and_then(|f| prompt_blocked(f, model, usage)) {
+            return answer;
         }
         return Err(undecodable(
             "no candidates and no promptFeedback.blockReason",
@@ -306,16 +315,16 @@ fn decode_whole(body: &[u8]) -> Result<LlmResponse> {
         parts.push(part)?;
     }
     let reason = candidate.finish_reason.as_deref().unwrap_or("STOP");
-    let stop_reason = finish_reason(
+    let (stop_reason, refusal) = finish_reason(
         reason,
         parts.tool_calls,
         candidate.finish_message.as_deref(),
-        usage,
     )?;
     LlmResponse::new(ResponseBody {
         model: response.model_version.unwrap_or_default(),
         content: parts.blocks.finish()?,
         stop_reason,
         usage,
+        refusal,
     })
 }

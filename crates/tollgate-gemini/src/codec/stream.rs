@@ -9,7 +9,9 @@ use super::errors::read_stream_error;
 use super::response::{PartsToBlocks, WireResponse, WireUsage, finish_reason, prompt_blocked};
 
 use tollgate::provider::{ChunkDecoder, parse_json};
-use tollgate::{LlmResponse, ProviderError, ResponseBody, Result, StopReason, StreamEvent};
+use tollgate::{
+    LlmResponse, ProviderError, Refusal, ResponseBody, Result, StopReason, StreamEvent,
+};
 
 /// The decoder `gemini` and `vertex` streams run through: the kit's shell around
 /// [`Chunks`].
@@ -34,12 +36,14 @@ pub struct Chunks {
     parts: PartsToBlocks,
     usage: Option<WireUsage>,
     stop: Option<StopReason>,
+    /// What a filter's finish reason said, for the completed answer.
+    refusal: Option<Refusal>,
     finished: bool,
 }
 
 impl ChunkDecoder for Chunks {
     /// Decodes one event's `data`; returns the events it produces (often none). An
-    /// error chunk, a refusal, or malformed data is an `Err`.
+    /// error chunk or malformed data is an `Err`; a blocked prompt is a refused answer.
     fn chunk(&mut self, data: &str) -> Result<Vec<StreamEvent>> {
         if data.trim().is_empty() {
             return Ok(Vec::new());
@@ -56,12 +60,12 @@ impl ChunkDecoder for Chunks {
         }
         let mut out = Vec::new();
         if chunk.candidates.is_empty()
-            && let Some(refusal) = chunk
-                .prompt_feedback
-                .as_ref()
-                .and_then(|f| prompt_blocked(f, self.usage.unwrap_or_default().neutral()))
+            && let Some(answer) = chunk.prompt_feedback.as_ref().and_then(|f| {
+                prompt_blocked(f, &self.model, self.usage.unwrap_or_default().neutral())
+            })
         {
-            return Err(refusal);
+            self.finished = true;
+            return Ok(vec![StreamEvent::Completed(answer?)]);
         }
         for candidate in chunk
             .candidates
@@ -72,13 +76,13 @@ impl ChunkDecoder for Chunks {
                 out.extend(self.parts.push(part)?);
             }
             if let Some(reason) = candidate.finish_reason {
-                let stop = finish_reason(
+                let (stop, refusal) = finish_reason(
                     &reason,
                     self.parts.tool_calls,
                     candidate.finish_message.as_deref(),
-                    self.usage.unwrap_or_default().neutral(),
                 )?;
                 self.stop = Some(stop);
+                self.refusal = refusal;
                 out.push(StreamEvent::Stop(stop));
             }
         }
@@ -105,6 +109,7 @@ impl ChunkDecoder for Chunks {
             content: self.parts.blocks.finish()?,
             stop_reason,
             usage,
+            refusal: self.refusal.take(),
         })?;
         Ok(vec![
             StreamEvent::Usage(usage),

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::json;
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Block, Error, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
+use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
 /// The wire `usage` object. Every field optional: compatible servers leave some out.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -65,21 +65,39 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// A refusal (`message.refusal`, or a `refusal` finish) with the usage it was billed.
-pub(super) fn refusal(text: &str, usage: Usage) -> Error {
-    Error::refusal("refusal", text, usage)
-}
-
-/// What a finish reason that is a refusal or a filter means, if it is one:
-/// `content_filter` (content omitted by OpenAI's filters) is a refusal of category
-/// `content_filter`; `refusal` (sent by some compatible servers) one of category
-/// `refusal`.
-pub(super) fn refused(finish_reason: Option<&str>, text: &str, usage: Usage) -> Option<Error> {
-    match finish_reason? {
-        "content_filter" => Some(Error::refusal("content_filter", text, usage)),
-        "refusal" => Some(refusal(text, usage)),
-        _ => None,
-    }
+/// The refused answer, if it is one: `message.refusal` (`refusal_text`, the answer's
+/// text, category `refusal`), else a `content_filter` finish (content omitted by
+/// OpenAI's filters) or a `refusal` finish (sent by some compatible servers), with
+/// `text` kept and the usage billed. A refusal is an answer with its stop reason, which
+/// the pipeline judges; never a codec error.
+pub(super) fn refused(
+    model: &str,
+    refusal_text: &str,
+    finish_reason: Option<&str>,
+    text: &str,
+    usage: Usage,
+) -> Option<Result<LlmResponse>> {
+    let (stop_reason, category, text) = if !refusal_text.is_empty() {
+        (StopReason::Refusal, "refusal", refusal_text)
+    } else {
+        match finish_reason? {
+            "content_filter" => (StopReason::ContentFilter, "content_filter", text),
+            "refusal" => (StopReason::Refusal, "refusal", text),
+            _ => return None,
+        }
+    };
+    let content = if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![Block::text(text)]
+    };
+    Some(LlmResponse::new(ResponseBody {
+        model: model.to_owned(),
+        content,
+        stop_reason,
+        usage,
+        refusal: Some(Refusal::new(category)),
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,12 +170,13 @@ pub(super) fn finish(
         content,
         stop_reason,
         usage,
+        refusal: None,
     })
 }
 
 /// Decodes a (non-streamed) Chat Completions body: the first choice. A body that does
 /// not decode is `ProviderError::Malformed` (retried) with its first bytes; a refusal
-/// or a `content_filter` finish is `Error::ProviderRefusal` with the usage billed.
+/// or a `content_filter` finish is a refused answer ([`refused`]) with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
     decode_body(body).map_err(|e| keep_raw(e, body))
 }
@@ -171,15 +190,14 @@ fn decode_body(body: &[u8]) -> Result<LlmResponse> {
         .ok_or_else(|| undecodable("no choices"))?;
     let message = choice.message;
     let usage = response.usage.unwrap_or_default().neutral();
-    if let Some(text) = message.refusal.as_deref().filter(|r| !r.is_empty()) {
-        return Err(refusal(text, usage));
-    }
-    if let Some(refusal) = refused(
+    if let Some(answer) = refused(
+        &response.model,
+        message.refusal.as_deref().unwrap_or_default(),
         choice.finish_reason.as_deref(),
         message.content.as_deref().unwrap_or_default(),
         usage,
     ) {
-        return Err(refusal);
+        return answer;
     }
     let mut content = Vec::new();
     if let Some(text) = message.content.filter(|t| !t.is_empty()) {

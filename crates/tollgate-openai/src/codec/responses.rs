@@ -11,8 +11,8 @@ use tollgate::provider::{
     Setting, ToolChoice, keep_raw, parse_json, refuse_unwritten, undecodable,
 };
 use tollgate::{
-    Block, DocumentSource, Error, Json, LlmRequest, LlmResponse, ResponseBody, Result, Role,
-    StopReason, Usage,
+    Block, DocumentSource, Error, Json, LlmRequest, LlmResponse, Refusal, ResponseBody, Result,
+    Role, StopReason, Usage,
 };
 
 use super::request::{image_url, shape_name, tool_result_text};
@@ -389,17 +389,22 @@ pub(super) fn item_blocks(
     Ok(())
 }
 
-/// The stop reason of a finished `response` object, or the refusal it is.
+/// The answer of a finished `response` object, with its stop reason: a `refusal` part
+/// makes it a refused answer (its text the refusal, after any reasoning), and so does an
+/// `incomplete` status for `content_filter`.
 pub(super) fn finish_response(
     response: &Value,
-    blocks: Vec<Block>,
+    mut blocks: Vec<Block>,
     refusal: &str,
 ) -> Result<LlmResponse> {
     let usage = usage_of(&response["usage"]);
-    if !refusal.is_empty() {
-        return Err(Error::refusal("refusal", refusal, usage));
-    }
+    let mut refused = None;
     let stop_reason = match response["status"].as_str() {
+        _ if !refusal.is_empty() => {
+            blocks.push(Block::text(refusal));
+            refused = Some(Refusal::new("refusal"));
+            StopReason::Refusal
+        }
         Some("completed") => {
             if blocks.iter().any(|b| matches!(b, Block::ToolUse { .. })) {
                 StopReason::ToolUse
@@ -409,14 +414,8 @@ pub(super) fn finish_response(
         }
         Some("incomplete") => match response["incomplete_details"]["reason"].as_str() {
             Some("content_filter") => {
-                let text: String = blocks
-                    .iter()
-                    .filter_map(|b| match b {
-                        Block::Text { text, .. } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                return Err(Error::refusal("content_filter", &text, usage));
+                refused = Some(Refusal::new("content_filter"));
+                StopReason::ContentFilter
             }
             _ => StopReason::MaxTokens,
         },
@@ -431,6 +430,7 @@ pub(super) fn finish_response(
         content: blocks,
         stop_reason,
         usage,
+        refusal: refused,
     })
 }
 

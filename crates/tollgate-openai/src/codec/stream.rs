@@ -2,7 +2,7 @@
 //! shell ([`StreamDecoder`]).
 
 use super::errors::read_stream_error;
-use super::response::{WireUsage, finish, null_as_default, refusal, refused, stop_reason};
+use super::response::{WireUsage, finish, null_as_default, refused, stop_reason};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -102,13 +102,15 @@ impl Chunks {
             return Ok(Vec::new());
         }
         let usage = self.usage.unwrap_or_default().neutral();
-        if !self.refusal.is_empty() {
+        if let Some(answer) = refused(
+            &self.model,
+            &self.refusal,
+            self.stop.as_deref(),
+            &self.blocks.text_so_far(),
+            usage,
+        ) {
             self.finished = true;
-            return Err(refusal(&self.refusal, usage));
-        }
-        if let Some(error) = refused(self.stop.as_deref(), &self.blocks.text_so_far(), usage) {
-            self.finished = true;
-            return Err(error);
+            return Ok(vec![StreamEvent::Completed(answer?)]);
         }
         if self.stop.is_none() {
             return Err(

@@ -176,6 +176,7 @@ mod tests {
                 output_tokens: 1,
                 ..Usage::default()
             },
+            refusal: None,
         })
         .unwrap();
         (key, response)

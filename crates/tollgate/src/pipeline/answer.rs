@@ -1,14 +1,14 @@
 //! The one judge of a finished answer, for whole and streamed calls alike: what its stop
-//! reason and its shape mean to the caller ([`judge`]), the refusal error an answer that
-//! stopped with a refusal or a content filter stands for, the answer a refusal error
-//! stands for when the caller takes refusals as answers ([`refusal_as_answer`]), and the
-//! names records and spans give stop reasons.
+//! reason and its shape mean to the caller ([`judge`]), and the refusal error an answer
+//! that stopped with a refusal or a content filter stands for ([`refusal`]). A refusal
+//! reaches the pipeline only as a stop reason: every codec decodes it into the answer
+//! (with its [`crate::Refusal`]), never into an error, so this is the one place it is
+//! judged.
 
 use super::shape;
-use crate::conversation::Block;
 use crate::error::{Error, Result};
 use crate::request::SamplingParams;
-use crate::response::{LlmResponse, ResponseBody, StopReason};
+use crate::response::{LlmResponse, StopReason};
 
 /// What to do with a finished answer.
 #[derive(Debug, PartialEq)]
@@ -57,86 +57,28 @@ pub(super) fn judge(
     })
 }
 
-/// The refusal an answer that stopped with a refusal or a content filter stands for,
-/// with its usage and the stream events delivered before it.
+/// The refusal an answer that stopped with a refusal or a content filter stands for:
+/// the provider's category and explanation ([`LlmResponse::refusal`]), its usage, and the
+/// stream events delivered before it.
 pub(super) fn refusal(response: &LlmResponse, delivered_events: u64) -> Error {
     Error::ProviderRefusal {
-        category: stop_name(response.stop_reason()).into(),
-        explanation: response.text(),
+        category: response
+            .refusal_category()
+            .unwrap_or(response.stop_reason().as_str())
+            .to_owned(),
+        explanation: response.refusal_explanation(),
         usage: response.usage(),
         delivered_events,
-    }
-}
-
-/// The refusal categories that name a filter rather than the model's own refusal:
-/// OpenAI's and Gemini's (`SAFETY`, lowercased), Bedrock's guardrails.
-const FILTERS: &[&str] = &[
-    "content_filter",
-    "content_filtered",
-    "guardrail_intervened",
-    "safety",
-    "recitation",
-    "blocklist",
-    "prohibited_content",
-    "spii",
-    "image_safety",
-];
-
-/// For a caller that takes refusals as answers ([`SamplingParams::keeps_refusals`]), the
-/// answer a refusal `error` stands for: the explanation as its text, its usage, stop
-/// reason [`StopReason::ContentFilter`] for a filter and [`StopReason::Refusal`] else.
-/// Any other error, or a caller that does not, gets `error` back.
-pub(super) fn refusal_as_answer(
-    error: Error,
-    params: &SamplingParams,
-    model: &str,
-) -> Result<LlmResponse> {
-    match error {
-        Error::ProviderRefusal {
-            category,
-            explanation,
-            usage,
-            ..
-        } if params.keeps_refusals() => {
-            let stop_reason = if FILTERS.contains(&category.as_str()) {
-                StopReason::ContentFilter
-            } else {
-                StopReason::Refusal
-            };
-            let content = if explanation.is_empty() {
-                Vec::new()
-            } else {
-                vec![Block::text(explanation)]
-            };
-            LlmResponse::new(ResponseBody {
-                model: model.to_owned(),
-                content,
-                stop_reason,
-                usage,
-            })
-        }
-        other => Err(other),
-    }
-}
-
-/// The name records and spans give a stop reason.
-pub(super) fn stop_name(stop: StopReason) -> &'static str {
-    match stop {
-        StopReason::EndTurn => "end_turn",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::StopSequence => "stop_sequence",
-        StopReason::ToolUse => "tool_use",
-        StopReason::Refusal => "refusal",
-        StopReason::ContentFilter => "content_filter",
-        StopReason::ContextWindowExceeded => "context_window_exceeded",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Block;
     use crate::json::Json;
     use crate::request::ResponseShape;
+    use crate::response::{Refusal, ResponseBody};
     use crate::usage::Usage;
 
     fn answer(text: &str, stop: StopReason) -> LlmResponse {
@@ -145,6 +87,7 @@ mod tests {
             content: vec![Block::text(text)],
             stop_reason: stop,
             usage: Usage::default(),
+            refusal: None,
         })
         .unwrap()
     }
@@ -186,24 +129,30 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_error_becomes_an_answer_only_for_a_caller_that_keeps_refusals() {
-        let error = || Error::refusal("cyber", "I can't help with that.", Usage::default());
-        let keeps = SamplingParams::new().with_refusals_as_answers();
-        let r = refusal_as_answer(error(), &keeps, "m").unwrap();
-        assert_eq!(r.stop_reason(), StopReason::Refusal);
-        assert_eq!(r.text(), "I can't help with that.");
-        let filtered = Error::refusal("content_filter", "", Usage::default());
-        let r = refusal_as_answer(filtered, &keeps, "m").unwrap();
-        assert_eq!(r.stop_reason(), StopReason::ContentFilter);
-        assert!(r.blocks().is_empty());
-        let plain = SamplingParams::new();
+    fn a_refused_answer_is_the_refusal_error_with_the_providers_category() {
+        let body = |refusal| ResponseBody {
+            model: "m".into(),
+            content: vec![Block::text("I can't help with that.")],
+            stop_reason: StopReason::Refusal,
+            usage: Usage {
+                output_tokens: 7,
+                ..Usage::default()
+            },
+            refusal,
+        };
+        let plain = LlmResponse::new(body(None)).unwrap();
         assert!(matches!(
-            refusal_as_answer(error(), &plain, "m"),
-            Err(Error::ProviderRefusal { .. })
+            refusal(&plain, 3),
+            Error::ProviderRefusal { category, explanation, usage, delivered_events: 3 }
+                if category == "refusal" && explanation == "I can't help with that."
+                    && usage.output_tokens == 7
         ));
+        let told = Refusal::new("cyber").with_explanation("Policy.");
+        let detailed = LlmResponse::new(body(Some(told))).unwrap();
         assert!(matches!(
-            refusal_as_answer(Error::Cancelled, &keeps, "m"),
-            Err(Error::Cancelled)
+            refusal(&detailed, 0),
+            Error::ProviderRefusal { category, explanation, .. }
+                if category == "cyber" && explanation == "Policy."
         ));
     }
 }

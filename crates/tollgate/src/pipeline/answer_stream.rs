@@ -9,9 +9,10 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::Sleep;
 
-use super::answer::{Judgement, judge, refusal, refusal_as_answer, stop_name};
+use super::answer::{Judgement, judge, refusal};
 use super::attempt::{Answered, Prepared};
 use super::call::CallState;
+use super::record::Outcome;
 use super::transport::Signals;
 use crate::clock;
 use crate::error::{ConnectionCause, Error, ProviderError, Result};
@@ -23,8 +24,9 @@ use crate::usage::Usage;
 /// The stream handed to the reader: events pass through; a failure after the first event
 /// ends it with [`Error::StreamInterrupted`] (never re-sent, so no text twice), and so
 /// does a gap of more than the model's idle timeout between events, or the call's
-/// deadline; a refusal ends it with [`Error::ProviderRefusal`]; the completed response
-/// (or the refusal) settles the reservation and the spend cap at its usage.
+/// deadline; a refused answer ends it with [`Error::ProviderRefusal`] (or is the last
+/// event, for a caller that takes refusals as answers); the completed response (refused
+/// or not) settles the reservation and the spend cap at its usage.
 pub(super) struct PipelineStream {
     /// The longest gap allowed between events.
     idle: Duration,
@@ -34,6 +36,8 @@ pub(super) struct PipelineStream {
     deadline: Option<(Duration, Pin<Box<Sleep>>)>,
     inner: ResponseStream,
     first: Option<StreamEvent>,
+    /// An event already judged, handed to the reader as it is ([`Self::refused_at_once`]).
+    ready: Option<StreamEvent>,
     prepared: Option<Prepared>,
     signals: Signals,
     call: CallState,
@@ -76,6 +80,7 @@ impl PipelineStream {
             deadline,
             inner,
             first: Some(first),
+            ready: None,
             prepared: Some(prepared),
             signals,
             call,
@@ -98,10 +103,11 @@ impl PipelineStream {
         };
         self.done = true;
         self.call
-            .responded(response.model(), stop_name(response.stop_reason()));
+            .responded(response.model(), response.stop_reason().as_str());
         if let Some(p) = self.prepared.take() {
+            let outcome = Outcome::of_answer(response);
             self.call
-                .succeed(p, &response.usage(), self.rule, &self.signals);
+                .succeed(p, &response.usage(), self.rule, &self.signals, outcome);
         }
         let outcome = match judge(response, &self.params, false) {
             Ok(Judgement::Accept | Judgement::CutOff) => Ok(()),
@@ -118,44 +124,33 @@ impl PipelineStream {
         outcome.map(|()| event)
     }
 
-    /// The stream broke with `cause`: the reader's last item, which is the refused answer
-    /// itself for a caller that takes refusals as answers.
-    fn broken(&mut self, cause: Error) -> Result<StreamEvent> {
-        match self.interrupted(cause) {
-            Broken::Refused(error) => {
-                let model = self.call.entry().name.clone();
-                refusal_as_answer(error, &self.params, &model).map(StreamEvent::Completed)
-            }
-            Broken::Failed(error) => Err(error),
+    /// When the first event is the whole answer and it is refused (the reader has
+    /// nothing yet), settles and judges it now: `Err` with the refusal for a caller that
+    /// does not take refusals as answers, so the call fails before it has a stream (and a
+    /// fallback chain may move on), else `Ok(true)` with the refused answer kept as the
+    /// stream's one event. `Ok(false)`: the stream did not open with a refusal.
+    pub(super) fn refused_at_once(&mut self) -> Result<bool> {
+        let refused = matches!(
+            &self.first,
+            Some(StreamEvent::Completed(r)) if r.stop_reason().is_refusal()
+        );
+        if !refused {
+            return Ok(false);
         }
+        let Some(first) = self.first.take() else {
+            return Ok(false);
+        };
+        self.ready = Some(self.on_event(first)?);
+        Ok(true)
     }
 
-    fn interrupted(&mut self, cause: Error) -> Broken {
+    /// The stream broke with `cause`: the reader's last item. A refusal is never a
+    /// break (codecs end a refused stream with its answer, judged in [`Self::on_event`]).
+    fn broken(&mut self, cause: Error) -> Result<StreamEvent> {
         let cause = cause.with_provider(&self.call.entry().provider);
         self.done = true;
         // Close the connection now, not when the reader drops the stream.
         self.inner = ResponseStream::new(futures::stream::empty());
-        if let Error::ProviderRefusal {
-            category,
-            explanation,
-            usage,
-            ..
-        } = cause
-        {
-            // A refusal is the answer, not a break: settled and costed at its usage.
-            let error = Error::ProviderRefusal {
-                category,
-                explanation,
-                usage,
-                delivered_events: self.delivered,
-            };
-            if let Some(p) = self.prepared.take() {
-                self.call
-                    .fail_delivered(p, &error, &self.signals, self.rule, None);
-            }
-            self.call.finish(Err(&error));
-            return Broken::Refused(error);
-        }
         if let Some(p) = self.prepared.take() {
             // Never retried: the reader already has part of the answer.
             self.call
@@ -167,14 +162,8 @@ impl PipelineStream {
             cause: Box::new(cause),
         };
         self.call.finish(Err(&error));
-        Broken::Failed(error)
+        Err(error)
     }
-}
-
-/// How a stream broke: with a refusal (the answer, billed), or a failure.
-enum Broken {
-    Refused(Error),
-    Failed(Error),
 }
 
 impl Drop for PipelineStream {
@@ -207,6 +196,9 @@ impl Stream for PipelineStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if let Some(ready) = this.ready.take() {
+            return Poll::Ready(Some(Ok(ready)));
+        }
         if this.done {
             return Poll::Ready(None);
         }

@@ -110,12 +110,14 @@ impl CallState {
         }
     }
 
-    /// [`CallState::attempt`] for a single answer: settles it at the usage it reports.
+    /// [`CallState::attempt`] for a single answer: settles it at the usage it reports;
+    /// `outcome` says how the attempt is recorded (a refused answer as a refusal).
     pub(crate) async fn run<T, F, Fut>(
         &mut self,
         cost: Cost,
         rule: AccountingRule,
         send: F,
+        outcome: fn(&T) -> Outcome,
     ) -> Result<(T, Usage)>
     where
         F: FnMut(usize) -> Fut,
@@ -123,7 +125,8 @@ impl CallState {
     {
         let answered = self.attempt(cost, rule, send).await?;
         let (value, usage) = answered.value;
-        self.succeed(answered.prepared, &usage, rule, &answered.signals);
+        let outcome = outcome(&value);
+        self.succeed(answered.prepared, &usage, rule, &answered.signals, outcome);
         Ok((value, usage))
     }
 
@@ -308,13 +311,16 @@ impl CallState {
         values.should_retry
     }
 
-    /// An attempt answered: settle everything at what it used.
+    /// An attempt answered: settle everything at what it used, and record it as
+    /// `outcome` (an answer the model refused is still an answer to the limiter and the
+    /// breaker, but its record says refusal).
     pub(crate) fn succeed(
         &mut self,
         p: Prepared,
         usage: &Usage,
         rule: AccountingRule,
         signals: &Signals,
+        outcome: Outcome,
     ) {
         let cost = self.price_of(usage);
         let deployment = p.deployment;
@@ -330,7 +336,7 @@ impl CallState {
         self.rt.breaker.record(&Ok(()));
         self.add_usage(usage, cost);
         let latency = p.sent_at.elapsed();
-        self.record_attempt(deployment, &p.span, Outcome::Success, *usage, latency, None);
+        self.record_attempt(deployment, &p.span, outcome, *usage, latency, None);
     }
 
     /// An attempt failed before anything reached the reader: apply the verdict on

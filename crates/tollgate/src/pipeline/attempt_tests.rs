@@ -41,6 +41,7 @@ impl ChatTransport for Echo {
             content: vec![crate::Block::text("ok")],
             stop_reason: StopReason::EndTurn,
             usage: Usage::default(),
+            refusal: None,
         })
     }
     async fn send_stream(&self, _: &LlmRequest, _: &Signals) -> Result<ResponseStream> {

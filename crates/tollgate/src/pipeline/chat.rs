@@ -6,11 +6,12 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tracing::Instrument;
 
-use super::answer::{Judgement, judge, refusal, refusal_as_answer, stop_name};
+use super::answer::{Judgement, judge, refusal};
 use super::answer_stream::PipelineStream;
 use super::attempt::Answered;
 use super::call::{CallState, Deadline};
 use super::job::JobContext;
+use super::record::Outcome;
 use super::runtime::ModelRuntime;
 use super::shape;
 use super::telemetry;
@@ -61,7 +62,7 @@ impl PipelineChat {
         let span = call.span().clone();
         let result = self.answer(&mut call, request).instrument(span).await;
         call.finish(result.as_ref().map(|_| ()));
-        result.or_else(|e| refusal_as_answer(e, request.sampling_params(), &self.rt.entry.name))
+        result
     }
 
     /// Checks that the request is for this client's model: its id, or an alias or
@@ -183,10 +184,12 @@ impl PipelineChat {
                 }
             };
             let (response, _) = call
-                .run(Cost::call(input, limit), rule, send)
+                .run(Cost::call(input, limit), rule, send, |r| {
+                    Outcome::of_answer(r)
+                })
                 .await
                 .map_err(|e| self.name_overflow(e, input, limit))?;
-            call.responded(response.model(), stop_name(response.stop_reason()));
+            call.responded(response.model(), response.stop_reason().as_str());
             match judge(&response, request.sampling_params(), true)? {
                 Judgement::Accept => {}
                 // A larger output limit cannot help, so no re-run.
@@ -239,7 +242,7 @@ impl LlmClient for PipelineChat {
     }
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
-        self.stream_routed(request, None, None).await
+        Ok(self.stream_routed(request, None, None).await?.stream)
     }
 
     /// The first deployment's counter (one send with its credential, no reservation, no
@@ -271,6 +274,16 @@ impl LlmClient for PipelineChat {
     }
 }
 
+/// A stream a call opened, and whether its answer was refused at once (its one event is
+/// the refused answer, for a caller that takes refusals as answers): a fallback chain
+/// with `on_refusal` moves on from it.
+pub(crate) struct OpenedStream {
+    /// The reader's stream.
+    pub(crate) stream: ResponseStream,
+    /// The answer was refused before anything else was streamed.
+    pub(crate) refused: bool,
+}
+
 impl PipelineChat {
     /// Opens a stream on this model; the first attempt uses `reservation` (and waits
     /// within `deadline`) when the call was routed here with one. Failures before the
@@ -281,7 +294,7 @@ impl PipelineChat {
         request: &LlmRequest,
         reservation: Option<(usize, Reservation)>,
         deadline: Option<Deadline>,
-    ) -> Result<ResponseStream> {
+    ) -> Result<OpenedStream> {
         let mut call = CallState::new(self.rt.clone(), self.job.clone(), "chat_stream")
             .with_content(request)
             .with_reservation(reservation)
@@ -295,17 +308,16 @@ impl PipelineChat {
                 let idle = self.rt.entry.stream_idle_timeout();
                 let overflow = self.overflow(input, limit);
                 let rule = self.transport.accounting();
-                let stream = PipelineStream::new(call, answered, idle, rule, params, overflow);
-                Ok(ResponseStream::new(stream))
+                let mut stream = PipelineStream::new(call, answered, idle, rule, params, overflow);
+                let refused = stream.refused_at_once()?;
+                Ok(OpenedStream {
+                    stream: ResponseStream::new(stream),
+                    refused,
+                })
             }
             Err(e) => {
                 call.finish(Err(&e));
-                // A refusal before the first event, for a caller that takes refusals as
-                // answers: a stream of the one completed answer.
-                let answer = refusal_as_answer(e, request.sampling_params(), &self.rt.entry.name)?;
-                Ok(ResponseStream::new(futures::stream::iter([Ok(
-                    StreamEvent::Completed(answer),
-                )])))
+                Err(e)
             }
         }
     }

@@ -10,6 +10,7 @@ use tracing::Instrument;
 
 use super::call::CallState;
 use super::job::JobContext;
+use super::record::Outcome;
 use super::runtime::ModelRuntime;
 use super::transport::{DecisionTransport, Signals};
 use crate::client::{Decision, DecisionClient, DecisionRequest, DecisionWeights};
@@ -92,8 +93,10 @@ impl PipelineDecision {
                 (result, signals)
             }
         };
-        call.run(cost, self.transport.accounting(), send)
-            .await
-            .map(|(d, _)| d)
+        call.run(cost, self.transport.accounting(), send, |_| {
+            Outcome::Success
+        })
+        .await
+        .map(|(d, _)| d)
     }
 }

@@ -20,6 +20,7 @@ use tracing::Instrument;
 
 use super::call::CallState;
 use super::job::JobContext;
+use super::record::Outcome;
 use super::runtime::ModelRuntime;
 use super::transport::{EmbeddingsTransport, Signals};
 use crate::client::{Embedding, EmbeddingPurpose, EmbeddingsClient};
@@ -103,7 +104,9 @@ impl PipelineEmbeddings {
             }
         };
         let (vectors, _) = call
-            .run(cost, self.transport.accounting(), send)
+            .run(cost, self.transport.accounting(), send, |_| {
+                Outcome::Success
+            })
             .await
             .map_err(|e| match e {
                 // A provider's overflow (an input too long to embed), with the model named.

@@ -10,7 +10,7 @@
 //! moves to the next model with a larger one.
 
 use super::call::Deadline;
-use super::chat::PipelineChat;
+use super::chat::{OpenedStream, PipelineChat};
 use super::verdict::{FailureContext, verdict};
 use crate::catalog::FallbackWait;
 use crate::client::{LlmClient, TokenCount};
@@ -127,8 +127,15 @@ impl FallbackChat {
         }
     }
 
-    /// Runs `attempt` on candidates until one answers or the failure is final.
-    async fn run<T, F, Fut>(&self, request: &LlmRequest, mut attempt: F) -> Result<T>
+    /// Runs `attempt` on candidates until one answers or the failure is final; `refused`
+    /// tells an answer that is a refusal (one a caller that takes refusals as answers
+    /// gets), which moves the call on like a refusal error when `on_refusal` is set.
+    async fn run<T, F, Fut>(
+        &self,
+        request: &LlmRequest,
+        refused: fn(&T) -> bool,
+        mut attempt: F,
+    ) -> Result<T>
     where
         F: FnMut(usize, LlmRequest, Option<(usize, Reservation)>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
@@ -142,6 +149,12 @@ impl FallbackChat {
             let member = &self.members[i];
             let id = member.rt.entry.id.clone();
             match attempt(i, request.with_model_id(id.clone())?, reservation).await {
+                Ok(value) if self.options.on_refusal && refused(&value) => {
+                    excluded[i] = true;
+                    if excluded.iter().all(|x| *x) {
+                        return Ok(value);
+                    }
+                }
                 Ok(value) => return Ok(value),
                 // The member's limiter has been told (it pauses for the `retry-after`).
                 Err(e) if verdict(&e, &IN_CHAIN).next_model => {
@@ -190,7 +203,8 @@ impl LlmClient for FallbackChat {
     // The calls a chain makes for one request wait within one deadline, from its start.
     async fn single_response(&self, request: &LlmRequest) -> Result<LlmResponse> {
         let deadline = Deadline::for_job(self.members[0].job.as_ref());
-        self.run(request, |i, r, reservation| {
+        let refused = |r: &LlmResponse| r.stop_reason().is_refusal();
+        self.run(request, refused, |i, r, reservation| {
             let deadline = deadline.clone();
             async move {
                 self.members[i]
@@ -208,15 +222,18 @@ impl LlmClient for FallbackChat {
 
     async fn stream_response(&self, request: &LlmRequest) -> Result<ResponseStream> {
         let deadline = Deadline::for_job(self.members[0].job.as_ref());
-        self.run(request, |i, r, reservation| {
-            let deadline = deadline.clone();
-            async move {
-                self.members[i]
-                    .stream_routed(&r, reservation, deadline)
-                    .await
-            }
-        })
-        .await
+        let refused = |opened: &OpenedStream| opened.refused;
+        let opened = self
+            .run(request, refused, |i, r, reservation| {
+                let deadline = deadline.clone();
+                async move {
+                    self.members[i]
+                        .stream_routed(&r, reservation, deadline)
+                        .await
+                }
+            })
+            .await?;
+        Ok(opened.stream)
     }
 }
 

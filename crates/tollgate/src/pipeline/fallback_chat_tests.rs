@@ -47,6 +47,7 @@ impl ChatTransport for Answers {
             content: vec![Block::text(self.0.clone())],
             stop_reason: StopReason::EndTurn,
             usage: Usage::default(),
+            refusal: None,
         })
     }
     async fn send_stream(&self, _: &LlmRequest, _: &Signals) -> Result<ResponseStream> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::response::LlmResponse;
 use crate::usage::Usage;
 
 /// How a call or attempt ended.
@@ -35,6 +36,20 @@ impl Outcome {
         Outcome::Failed {
             error: error.kind().into(),
             status: error.status(),
+        }
+    }
+
+    /// How an attempt that answered is recorded: a refused answer as `refusal` (the
+    /// kind of [`Error::ProviderRefusal`]), so the records count refusals whether or not
+    /// the caller takes them as answers; any other answer as [`Outcome::Success`].
+    pub(crate) fn of_answer(response: &LlmResponse) -> Self {
+        if response.stop_reason().is_refusal() {
+            Outcome::Failed {
+                error: "refusal".into(),
+                status: None,
+            }
+        } else {
+            Outcome::Success
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{MemoryRecorder, Outcome};
-use tollgate::{ConnectionCause, Error, ProviderError};
+use tollgate::{ConnectionCause, Conversation, Error, ProviderError, SamplingParams};
 
 use super::super::harness::{Kit, MODEL, SECRET, USAGE, models};
 use super::super::outcome::Checked;
@@ -171,7 +171,10 @@ pub async fn quota_exhausted_is_final_and_names_the_provider(script: &dyn WireSc
 }
 
 /// A refused answer is `ProviderRefusal` carrying the usage the provider billed, sent
-/// once, recorded and costed (a refused answer is not free).
+/// once, recorded and costed (a refused answer is not free). The codec must decode the
+/// refusal as an answer with a refusal stop reason (the pipeline's judge makes it the
+/// error), never as a codec error: asked with `with_refusals_as_answers`, the same reply
+/// is an answer stopped by `Refusal` or `ContentFilter`.
 pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(
     script: &dyn WireScript,
 ) -> Checked {
@@ -195,6 +198,23 @@ pub async fn a_refusal_is_a_provider_refusal_costed_at_its_usage(
     let call = kit.recorder.calls().pop().expect("recorded");
     assert_eq!(call.usage, *usage);
     assert!(call.cost_usd.is_some_and(|c| c > 0.0), "{call:?}");
+    let Some(again) = script.refusal(USAGE) else {
+        unreachable!("the script answered a refusal above");
+    };
+    kit.server.only(again);
+    let request = Conversation::new()
+        .user("Hello?")
+        .request(MODEL, SamplingParams::new().with_refusals_as_answers())
+        .expect("a valid request");
+    let chat = kit.models.chat(MODEL).await.expect("the kit's model");
+    let answer = chat.single_response(&request).await.unwrap_or_else(|e| {
+        panic!("a refusal decoded as an error, not as an answer with a refusal stop reason: {e:?}")
+    });
+    assert!(
+        answer.stop_reason().is_refusal(),
+        "a refusal answered with stop reason {:?}",
+        answer.stop_reason()
+    );
     Checked::Passed
 }
 
