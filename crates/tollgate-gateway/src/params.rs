@@ -1,9 +1,10 @@
 //! The sampling every dialect starts from: the client takes its answers as the provider
 //! gives them (a cut-off answer after one send, a refusal as a 200 answer, a shape miss
-//! passed on unchanged: it reads each itself, as it would from the provider), with the
-//! client's temperature, top_p and output limit checked.
+//! passed on unchanged: it reads each itself, as it would from the provider; a hint such
+//! as `verbosity` left out where the provider has no field for it), with the client's
+//! temperature, top_p and output limit checked.
 
-use tollgate::SamplingParams;
+use tollgate::{SamplingParams, Verbosity};
 
 use crate::error::GatewayError;
 
@@ -16,7 +17,8 @@ pub(crate) fn client_params(
     let mut params = SamplingParams::new()
         .with_truncated_answers()
         .with_refusals_as_answers()
-        .with_shape_misses();
+        .with_shape_misses()
+        .with_droppable_hints();
     if let Some(t) = temperature {
         params = params.with_temperature(t)?;
     }
@@ -27,4 +29,14 @@ pub(crate) fn client_params(
         params = params.with_max_output_tokens(max)?;
     }
     Ok(params)
+}
+
+/// Parses a client's `verbosity` (`field`: where it was, for the message).
+pub(crate) fn verbosity(value: &str, field: &str) -> Result<Verbosity, GatewayError> {
+    Verbosity::parse(value).ok_or_else(|| {
+        GatewayError::BadBody(format!(
+            "`{field}` `{value}` is not one of {}",
+            Verbosity::ACCEPTED
+        ))
+    })
 }

@@ -396,6 +396,47 @@ async fn responses_a_namespaced_tools_call_comes_back_with_its_namespace() {
 }
 
 #[tokio::test]
+async fn responses_two_namespaces_with_one_tool_name_are_served_and_answered_by_namespace() {
+    let fake = FakeProvider::new();
+    fake.reply(
+        "chat",
+        FakeReply::blocks(vec![Block::ToolUse {
+            id: "call_7".into(),
+            name: "web__search".into(),
+            input: Json::new(json!({"q": "rust"})),
+            cache: None,
+        }])
+        .with_stop(StopReason::ToolUse),
+    );
+    let gw = start(Gateway::new(models(&fake))).await;
+    let group = |ns: &str| {
+        json!({"type": "namespace", "name": ns, "description": ns,
+            "tools": [{"type": "function", "name": "search", "parameters": {"type": "object"}}]})
+    };
+    let (status, text) = post(
+        &gw,
+        json!({"model": "chat", "input": "find", "tools": [group("docs"), group("web")]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let call = &v["output"][0];
+    assert_eq!(call["type"], "function_call", "{v}");
+    assert_eq!(
+        (call["name"].as_str(), call["namespace"].as_str()),
+        (Some("search"), Some("web")),
+        "{v}"
+    );
+    let sent: Vec<String> = fake.requests()[0]
+        .tools_schema()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(sent, ["docs__search", "web__search"]);
+    gw.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn responses_openais_own_tool_items_are_answered_as_openai_wrote_them() {
     let fake = FakeProvider::new();
     let call = json!({"type": "web_search_call", "id": "ws_1", "status": "completed"});

@@ -12,7 +12,7 @@ use tollgate::provider::{ChunkDecoder, ToolChoice};
 use tollgate::{
     Block, Catalog, Conversation, Error, Json, LlmRequest, Message, Models, Reasoning,
     ReasoningEffort, ReasoningSummary, ResponseShape, Role, SamplingParams, StopReason,
-    StreamEvent, ToolDefinition,
+    StreamEvent, ToolDefinition, Verbosity,
 };
 use tollgate_openai::OpenAiProvider;
 use tollgate_openai::codec::{
@@ -148,6 +148,23 @@ fn responses_request_writes_text_format_and_reasoning_and_refuses_seed_and_stop(
     )
     .unwrap();
     assert_eq!(json_mode["text"]["format"], json!({"type": "json_object"}));
+    // `text.verbosity` beside a format, and alone.
+    for (params, format) in [
+        (
+            SamplingParams::new().with_json_object(),
+            Some(json!({"type": "json_object"})),
+        ),
+        (SamplingParams::new(), None),
+    ] {
+        let params = params.with_verbosity(Verbosity::Low);
+        let body = encode_responses_request(
+            &request(vec![Message::new(Role::User, "hi")], vec![], params),
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(body["text"]["verbosity"], json!("low"), "{body}");
+        assert_eq!(body["text"].get("format").cloned(), format, "{body}");
+    }
     for params in [
         SamplingParams::new().with_seed(4),
         SamplingParams::new().with_stop("END"),

@@ -4,7 +4,7 @@
 use serde_json::json;
 use tollgate::{
     Block, DocumentSource, Error, Json, LlmRequest, Message, Reasoning, ReasoningEffort,
-    ResponseShape, Role, SamplingParams, Thinking, ToolChoice, ToolDefinition,
+    ResponseShape, Role, SamplingParams, Thinking, ToolChoice, ToolDefinition, Verbosity,
 };
 use tollgate_openai::OutputLimitField;
 use tollgate_openai::codec::{EncodeOptions, encode_request};
@@ -90,6 +90,22 @@ fn reasoning_effort_and_seed_reach_the_body() {
     let b = body(params, vec![]).unwrap();
     assert_eq!(b["reasoning_effort"], json!("xhigh"));
     assert_eq!(b["seed"], json!(42));
+}
+
+#[test]
+fn verbosity_reaches_the_body_as_a_top_level_field() {
+    let b = body(
+        SamplingParams::new().with_verbosity(Verbosity::High),
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(b["verbosity"], json!("high"));
+    assert!(
+        body(SamplingParams::new(), vec![])
+            .unwrap()
+            .get("verbosity")
+            .is_none()
+    );
 }
 
 #[test]

@@ -90,7 +90,7 @@ pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
 pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
 pub use response::{LlmResponse, Refusal, ResponseBody, StopReason};
-pub use settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking, ToolChoice};
+pub use settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking, ToolChoice, Verbosity};
 pub use stream::{ResponseStream, StreamEvent};
 pub use usage::Usage;
 

@@ -4,38 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::conversation::{Conversation, Message, Role, ToolDefinition};
 use crate::error::{Error, Result};
-use crate::json::{Float, Json};
-use crate::settings::{Reasoning, Thinking, ToolChoice};
-
-/// A JSON Schema the answer must satisfy (checked by the call pipeline).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ResponseShape {
-    /// A short name for the shape, sent to providers that want one.
-    pub name: String,
-    /// The JSON Schema.
-    pub schema: Json,
-    /// Whether the provider must constrain its output to the schema (OpenAI's `strict`):
-    /// `None` leaves it to the provider's default. [`ResponseShape::new`] sets `true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strict: Option<bool>,
-}
-
-impl ResponseShape {
-    /// A strict shape: providers that can constrain output to the schema are asked to.
-    pub fn new(name: impl Into<String>, schema: Json) -> Self {
-        ResponseShape {
-            name: name.into(),
-            schema,
-            strict: Some(true),
-        }
-    }
-
-    /// This shape with `strict` as given (`None`: the provider's default).
-    pub fn with_strict(mut self, strict: Option<bool>) -> Self {
-        self.strict = strict;
-        self
-    }
-}
+use crate::json::Float;
+pub use crate::settings::ResponseShape;
+use crate::settings::{Reasoning, Thinking, ToolChoice, Verbosity};
 
 /// How to sample: temperature, top_p, stop sequences, output limit, response shape.
 ///
@@ -61,6 +32,8 @@ pub struct SamplingParams {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     keep_shape_misses: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    drop_hints: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     json_object: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoice>,
@@ -70,6 +43,8 @@ pub struct SamplingParams {
     reasoning: Reasoning,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verbosity: Option<Verbosity>,
 }
 
 impl SamplingParams {
@@ -156,6 +131,20 @@ impl SamplingParams {
         self.keep_refusals
     }
 
+    /// Lets a provider leave out a hint it has no field for (today `verbosity`, which
+    /// only tunes length) instead of refusing the request with
+    /// [`crate::Error::UnsupportedSetting`]: for a gateway whose clients send OpenAI's
+    /// hints to every model. Settings that change what comes back are still refused.
+    pub fn with_droppable_hints(mut self) -> Self {
+        self.drop_hints = true;
+        self
+    }
+
+    /// Whether hints may be left out ([`SamplingParams::with_droppable_hints`]).
+    pub fn drops_hints(&self) -> bool {
+        self.drop_hints
+    }
+
     /// Returns an answer that misses its response shape as the provider gave it, rather
     /// than asking again with the errors (the correction loop) or failing with
     /// [`crate::Error::ShapeInvalid`]: for a caller whose client checks the shape itself.
@@ -227,6 +216,17 @@ impl SamplingParams {
     /// The seed, if set.
     pub fn seed(&self) -> Option<i64> {
         self.seed
+    }
+
+    /// How long an answer the model writes (OpenAI's `verbosity` / `text.verbosity`).
+    pub fn with_verbosity(mut self, verbosity: Verbosity) -> Self {
+        self.verbosity = Some(verbosity);
+        self
+    }
+
+    /// The verbosity, if set.
+    pub fn verbosity(&self) -> Option<Verbosity> {
+        self.verbosity
     }
 
     fn check_reasoning(&self) -> Result<()> {

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::json::Json;
+
 /// How the model may use the request's tools (`tool_choice`).
 ///
 /// Per request in [`crate::SamplingParams::with_tool_choice`]; a catalog entry may also set
@@ -172,9 +174,85 @@ impl Reasoning {
     }
 }
 
+/// A JSON Schema the answer must satisfy (checked by the call pipeline).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResponseShape {
+    /// A short name for the shape, sent to providers that want one.
+    pub name: String,
+    /// The JSON Schema.
+    pub schema: Json,
+    /// Whether the provider must constrain its output to the schema (OpenAI's `strict`):
+    /// `None` leaves it to the provider's default. [`ResponseShape::new`] sets `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl ResponseShape {
+    /// A strict shape: providers that can constrain output to the schema are asked to.
+    pub fn new(name: impl Into<String>, schema: Json) -> Self {
+        ResponseShape {
+            name: name.into(),
+            schema,
+            strict: Some(true),
+        }
+    }
+
+    /// This shape with `strict` as given (`None`: the provider's default).
+    pub fn with_strict(mut self, strict: Option<bool>) -> Self {
+        self.strict = strict;
+        self
+    }
+}
+
+/// How long an answer the model writes: OpenAI's `verbosity` (chat) and
+/// `text.verbosity` (Responses). Providers without the field refuse it by type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verbosity {
+    /// Short answers.
+    Low,
+    /// The default.
+    Medium,
+    /// Long answers.
+    High,
+}
+
+impl Verbosity {
+    /// The wire spelling: `low`, `medium`, `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verbosity::Low => "low",
+            Verbosity::Medium => "medium",
+            Verbosity::High => "high",
+        }
+    }
+
+    /// Parses the wire spelling; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "low" => Verbosity::Low,
+            "medium" => Verbosity::Medium,
+            "high" => Verbosity::High,
+            _ => return None,
+        })
+    }
+
+    /// Every value's wire spelling, for error messages.
+    pub const ACCEPTED: &'static str = "low, medium, high";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verbosity_parses_every_wire_spelling_it_writes() {
+        for v in [Verbosity::Low, Verbosity::Medium, Verbosity::High] {
+            assert_eq!(Verbosity::parse(v.as_str()), Some(v));
+            assert!(Verbosity::ACCEPTED.contains(v.as_str()));
+        }
+        assert_eq!(Verbosity::parse("loud"), None);
+    }
 
     #[test]
     fn reasoning_effort_parses_every_wire_spelling_it_writes() {
@@ -240,6 +318,7 @@ mod tests {
                 .unwrap(),
             SamplingParams::new().with_json_object(),
             SamplingParams::new().with_seed(7),
+            SamplingParams::new().with_verbosity(Verbosity::Low),
             SamplingParams::new().with_response_shape(
                 ResponseShape::new("s", crate::Json::new(serde_json::json!({"type": "object"})))
                     .with_strict(Some(false)),

@@ -66,6 +66,7 @@ pub enum StreamEvent {
 /// A streamed answer: [`StreamEvent`]s, the last one [`StreamEvent::Completed`].
 pub struct ResponseStream {
     inner: Pin<Box<dyn Stream<Item = Result<StreamEvent>> + Send>>,
+    provider: Option<String>,
 }
 
 impl ResponseStream {
@@ -73,7 +74,21 @@ impl ResponseStream {
     pub fn new(inner: impl Stream<Item = Result<StreamEvent>> + Send + 'static) -> Self {
         ResponseStream {
             inner: Box::pin(inner),
+            provider: None,
         }
+    }
+
+    /// The same stream, said to come from a model of catalog provider key `provider`.
+    pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = Some(provider.into());
+        self
+    }
+
+    /// The catalog provider key of the model that answers, when the pipeline opened the
+    /// stream: after a fallback, the model that took the call, not the one asked for
+    /// (a relay seals streamed thinking as that provider's).
+    pub fn provider(&self) -> Option<&str> {
+        self.provider.as_deref()
     }
 
     /// Reads the stream to its end and returns the completed response.

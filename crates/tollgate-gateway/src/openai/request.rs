@@ -1,5 +1,6 @@
 //! OpenAI chat-completion and embeddings requests, decoded into tollgate's neutral
-//! [`LlmRequest`]. `tool_choice`, `parallel_tool_calls`, `reasoning_effort`, `seed`, a
+//! [`LlmRequest`]. `tool_choice`, `parallel_tool_calls`, `reasoning_effort`, `seed`,
+//! `verbosity` (a hint, left out where the provider has no field for it), a
 //! tool's and a schema's `strict`, and PDF `file` parts are carried to the provider (or
 //! refused there by type); fields that only tune OpenAI's own service (`user`,
 //! `metadata`, `service_tier`, …) are accepted and ignored; `n` above 1 is refused.
@@ -47,6 +48,8 @@ pub(crate) struct ChatRequest {
     reasoning_effort: Option<String>,
     #[serde(default)]
     seed: Option<i64>,
+    #[serde(default)]
+    verbosity: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,6 +217,9 @@ impl ChatRequest {
         }
         if let Some(seed) = self.seed {
             params = params.with_seed(seed);
+        }
+        if let Some(v) = &self.verbosity {
+            params = params.with_verbosity(crate::params::verbosity(v, "verbosity")?);
         }
         let tools = self
             .tools

@@ -16,13 +16,15 @@ fn tool_choice_parallel_effort_seed_and_strict_are_carried_not_dropped() {
         "messages": [{"role": "user", "content": "hi"}],
         "tools": [{"type": "function", "function": {"name": "City", "parameters": {"type": "object"}, "strict": false}}],
         "tool_choice": {"type": "function", "function": {"name": "City"}},
-        "parallel_tool_calls": false, "reasoning_effort": "minimal", "seed": 5}))
+        "parallel_tool_calls": false, "reasoning_effort": "minimal", "seed": 5,
+        "verbosity": "high"}))
     .unwrap();
     let p = r.sampling_params();
     assert_eq!(p.tool_choice(), Some(&ToolChoice::Tool("City".into())));
     assert_eq!(p.parallel_tool_calls(), Some(false));
     assert_eq!(p.reasoning().effort, Some(ReasoningEffort::Minimal));
     assert_eq!(p.seed(), Some(5));
+    assert_eq!(p.verbosity(), Some(tollgate::Verbosity::High));
     assert_eq!(r.tools_schema()[0].strict, Some(false));
     let required = decode(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
         "tools": [{"type": "function", "function": {"name": "City", "parameters": {"type": "object"}}}]})).unwrap();

@@ -40,15 +40,18 @@ async fn answer(
     let client = chat_client(&models, &request).await?;
     let echo = Echo::new(&req, decoded.custom_tools, decoded.namespaces);
     if req.stream {
-        // The provider that signs streamed thinking: the model's own (a fallback to
-        // another provider is sealed under the first; see docs/gateway.md).
-        let provider = models
-            .catalog()
-            .get(request.model_id())
-            .map(|e| e.provider.clone())
-            .map_err(tollgate::Error::from)?;
         // Queued and sent before the 200: a refusal to wait is still a status answer.
         let stream = client.stream_response(&request).await?;
+        // The provider that signs streamed thinking: the one whose model took the call
+        // (after a fallback, not the one asked for), else the asked model's own.
+        let provider = match stream.provider() {
+            Some(provider) => provider.to_owned(),
+            None => models
+                .catalog()
+                .get(request.model_id())
+                .map(|e| e.provider.clone())
+                .map_err(tollgate::Error::from)?,
+        };
         let encoder = EventEncoder::new(echo, &provider);
         return Ok(sse_response(stream, encoder, &tags, &state));
     }

@@ -10,5 +10,6 @@ mod output;
 mod parts;
 mod request;
 mod stream;
+mod tools;
 
 pub(crate) use handlers::{responses, stored_response};

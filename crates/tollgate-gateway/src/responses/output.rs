@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tollgate::{Block, LlmResponse, StopReason, Usage};
 
 use super::envelope;
-use super::request::{CUSTOM_INPUT, ResponsesRequest};
+use super::request::ResponsesRequest;
+use super::tools::{CUSTOM_INPUT, Namespaced};
 use crate::ids;
 
 /// What the answer echoes of the request, and the names of its custom tools.
@@ -21,7 +22,7 @@ pub(crate) struct Echo {
     pub(crate) created_at: u64,
     fields: Value,
     custom_tools: BTreeSet<String>,
-    namespaces: BTreeMap<String, String>,
+    namespaces: BTreeMap<String, Namespaced>,
 }
 
 impl Echo {
@@ -29,7 +30,7 @@ impl Echo {
     pub(crate) fn new(
         req: &ResponsesRequest,
         custom_tools: BTreeSet<String>,
-        namespaces: BTreeMap<String, String>,
+        namespaces: BTreeMap<String, Namespaced>,
     ) -> Self {
         let or_null = |v: &Option<Value>| v.clone().unwrap_or(Value::Null);
         let text = match &req.text {
@@ -146,7 +147,8 @@ impl Echo {
     }
 
     /// A `function_call` item, or a `custom_tool_call` for a custom tool (its freeform
-    /// input unwrapped from the `input` argument it travelled in).
+    /// input unwrapped from the `input` argument it travelled in); a namespaced tool's
+    /// call has its `namespace` and its own name there.
     pub(crate) fn call_item(
         &self,
         id: &str,
@@ -155,7 +157,10 @@ impl Echo {
         arguments: &str,
         status: &str,
     ) -> Value {
-        if self.is_custom(name) {
+        let namespaced = self.namespaces.get(name);
+        let wire = name;
+        let name = namespaced.map_or(name, |n| n.name.as_str());
+        if self.is_custom(wire) {
             let input = serde_json::from_str::<Value>(arguments)
                 .ok()
                 .and_then(|v| {
@@ -164,17 +169,21 @@ impl Echo {
                         .map(str::to_owned)
                 })
                 .unwrap_or_else(|| arguments.to_owned());
-            return json!({
+            let mut item = json!({
                 "id": id, "type": "custom_tool_call", "status": status,
                 "call_id": call_id, "name": name, "input": input,
             });
+            if let Some(n) = namespaced {
+                item["namespace"] = json!(n.namespace);
+            }
+            return item;
         }
         let mut item = json!({
             "id": id, "type": "function_call", "status": status,
             "call_id": call_id, "name": name, "arguments": arguments,
         });
-        if let Some(namespace) = self.namespaces.get(name) {
-            item["namespace"] = json!(namespace);
+        if let Some(n) = namespaced {
+            item["namespace"] = json!(n.namespace);
         }
         item
     }

@@ -12,13 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::{
-    Block, Json, LlmRequest, Message, NativeTool, Reasoning, ReasoningEffort, ReasoningSummary,
-    ResponseShape, Role, SamplingParams, ToolChoice, ToolDefinition,
+    Block, Json, LlmRequest, Message, Reasoning, ReasoningEffort, ReasoningSummary, ResponseShape,
+    Role, SamplingParams,
 };
 
 use super::envelope;
 use super::fields::{bad, kind_of, not_kept, str_field};
 use super::parts::content;
+use super::tools::{CUSTOM_INPUT, Namespaced, Tools, tool_choice, tools};
 use crate::error::GatewayError;
 use crate::params::client_params;
 
@@ -70,13 +71,10 @@ pub(crate) struct ResponsesRequest {
 pub(crate) struct Decoded {
     pub(crate) request: LlmRequest,
     pub(crate) custom_tools: BTreeSet<String>,
-    /// The namespace each namespaced function tool was declared in, by tool name: its
-    /// calls are answered with that `namespace`.
-    pub(crate) namespaces: BTreeMap<String, String>,
+    /// Each namespaced tool by the name the model knows it by: the namespace it was
+    /// declared in and its own name there. Its calls are answered with both.
+    pub(crate) namespaces: BTreeMap<String, Namespaced>,
 }
-
-/// The argument a custom tool's freeform input travels in, as a function argument.
-pub(crate) const CUSTOM_INPUT: &str = "input";
 
 impl ResponsesRequest {
     /// The neutral request for catalog model `self.model`, or the field that cannot be
@@ -102,7 +100,7 @@ impl ResponsesRequest {
             Some(Value::String(text)) => messages.push(Message::new(Role::User, text.clone())),
             Some(Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
-                    input_item(item, i, &mut messages)?;
+                    input_item(item, i, &namespaces, &mut messages)?;
                 }
             }
             Some(other) => {
@@ -182,150 +180,12 @@ impl ResponsesRequest {
     }
 }
 
-/// The request's tools, as the neutral request takes them.
-#[derive(Debug, Default)]
-struct Tools {
-    tools: Vec<ToolDefinition>,
-    custom: BTreeSet<String>,
-    namespaces: BTreeMap<String, String>,
-}
-
-/// A `function` tool.
-fn function(tool: &Value, path: &str) -> Result<ToolDefinition, GatewayError> {
-    let name = str_field(tool, "name", path)?;
-    let description = tool.get("description").and_then(Value::as_str);
-    let schema = match tool.get("parameters") {
-        None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
-        Some(s) => s.clone(),
-    };
-    let strict = tool.get("strict").and_then(Value::as_bool);
-    Ok(ToolDefinition::new(name, description.unwrap_or(""), Json::new(schema)).with_strict(strict))
-}
-
-/// A `custom` tool: a function of one string argument, [`CUSTOM_INPUT`], its grammar in
-/// the description.
-fn custom(tool: &Value, path: &str) -> Result<ToolDefinition, GatewayError> {
-    let name = str_field(tool, "name", path)?;
-    let mut description = tool
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    if let Some(format) = tool.get("format").filter(|f| f["type"] == "grammar") {
-        let syntax = format["syntax"].as_str().unwrap_or("grammar");
-        let definition = format["definition"].as_str().unwrap_or("");
-        description.push_str(&format!(
-            "\n\nThe `{CUSTOM_INPUT}` argument must match this {syntax} grammar:\n{definition}"
-        ));
-    }
-    let schema = json!({
-        "type": "object",
-        "properties": {CUSTOM_INPUT: {"type": "string"}},
-        "required": [CUSTOM_INPUT],
-        "additionalProperties": false,
-    });
-    Ok(ToolDefinition::new(name, description, Json::new(schema)))
-}
-
-/// The tools: `function`, `custom`, and `namespace` groups of them (the client's own
-/// tools, flattened); a built-in tool (`web_search`, `file_search`, …) is OpenAI's own,
-/// carried as a native tool that only an OpenAI Responses upstream takes (every other
-/// provider refuses it by type).
-fn tools(tools: Option<&Value>) -> Result<Tools, GatewayError> {
-    let mut out = Tools::default();
-    let list = match tools {
-        None | Some(Value::Null) => return Ok(out),
-        Some(Value::Array(list)) => list,
-        Some(other) => {
-            return Err(bad(format!(
-                "`tools` must be a list, not {}",
-                kind_of(other)
-            )));
-        }
-    };
-    for (i, tool) in list.iter().enumerate() {
-        let path = format!("tools[{i}]");
-        match tool.get("type").and_then(Value::as_str).unwrap_or("") {
-            "function" => out.tools.push(function(tool, &path)?),
-            "custom" => {
-                let tool = custom(tool, &path)?;
-                out.custom.insert(tool.name.clone());
-                out.tools.push(tool);
-            }
-            "namespace" => {
-                let namespace = str_field(tool, "name", &path)?;
-                let inner = tool.get("tools").and_then(Value::as_array);
-                for (j, member) in inner.into_iter().flatten().enumerate() {
-                    let path = format!("{path}.tools[{j}]");
-                    let member = match member.get("type").and_then(Value::as_str) {
-                        Some("custom") => {
-                            let t = custom(member, &path)?;
-                            out.custom.insert(t.name.clone());
-                            t
-                        }
-                        _ => function(member, &path)?,
-                    };
-                    out.namespaces
-                        .insert(member.name.clone(), namespace.to_owned());
-                    out.tools.push(member);
-                }
-            }
-            "" => return Err(bad(format!("`{path}.type` is required"))),
-            builtin => {
-                // A name of its own, unique in the request (two `mcp` servers, a built-in
-                // beside a function of its type's name): the definition is what is sent.
-                let base = tool
-                    .get("name")
-                    .or_else(|| tool.get("server_label"))
-                    .and_then(Value::as_str)
-                    .unwrap_or(builtin);
-                let taken = |n: &str| out.tools.iter().any(|t| t.name == n);
-                let name = if taken(base) {
-                    format!("{base}_{i}")
-                } else {
-                    base.to_owned()
-                };
-                let mut native = ToolDefinition::new(name, "", Json::new(json!({})));
-                native.native = Some(NativeTool {
-                    provider: "openai".into(),
-                    definition: Json::new(tool.clone()),
-                });
-                out.tools.push(native);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Responses' `tool_choice`: `auto`, `none`, `required`, `{"type": "function", "name"}`
-/// or `{"type": "custom", "name"}`.
-fn tool_choice(value: &Value) -> Result<ToolChoice, GatewayError> {
-    let named = value
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|_| matches!(value["type"].as_str(), Some("function" | "custom")));
-    match (value.as_str(), named) {
-        (Some("auto"), _) => Ok(ToolChoice::Auto),
-        (Some("none"), _) => Ok(ToolChoice::None),
-        (Some("required"), _) => Ok(ToolChoice::Required),
-        (_, Some(name)) => Ok(ToolChoice::Tool(name.to_owned())),
-        _ => Err(bad(format!(
-            "tool_choice {value} is not one of \"auto\", \"none\", \"required\", \
-             {{\"type\": \"function\", \"name\": …}} or {{\"type\": \"custom\", \"name\": …}} \
-             (allowed_tools and built-in tools are not served by the gateway)"
-        ))),
-    }
-}
-
-/// `text.format` (`text`, `json_object`, `json_schema`) and `text.verbosity` (checked,
-/// then left to the model: no provider other than OpenAI takes it).
-fn text_format(text: &Value, params: SamplingParams) -> Result<SamplingParams, GatewayError> {
-    if let Some(v) = text.get("verbosity").filter(|v| !v.is_null())
-        && !matches!(v.as_str(), Some("low" | "medium" | "high"))
-    {
-        return Err(bad(format!(
-            "`text.verbosity` {v} is not one of low, medium, high"
-        )));
+/// `text.format` (`text`, `json_object`, `json_schema`) and `text.verbosity` (written
+/// by OpenAI upstreams, a hint left out by the others).
+fn text_format(text: &Value, mut params: SamplingParams) -> Result<SamplingParams, GatewayError> {
+    if let Some(v) = text.get("verbosity").filter(|v| !v.is_null()) {
+        let said = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+        params = params.with_verbosity(crate::params::verbosity(&said, "text.verbosity")?);
     }
     let Some(format) = text.get("format").filter(|f| !f.is_null()) else {
         return Ok(params);
@@ -407,7 +267,12 @@ fn any_block(_: &Block) -> bool {
 }
 
 /// One item of `input`, added to `messages`.
-fn input_item(item: &Value, i: usize, messages: &mut Vec<Message>) -> Result<(), GatewayError> {
+fn input_item(
+    item: &Value,
+    i: usize,
+    namespaces: &BTreeMap<String, Namespaced>,
+    messages: &mut Vec<Message>,
+) -> Result<(), GatewayError> {
     let path = format!("input[{i}]");
     let kind = match item.get("type").and_then(Value::as_str) {
         Some(kind) => kind,
@@ -439,7 +304,16 @@ fn input_item(item: &Value, i: usize, messages: &mut Vec<Message>) -> Result<(),
         }
         "function_call" | "custom_tool_call" => {
             let call_id = str_field(item, "call_id", &path)?;
-            let name = str_field(item, "name", &path)?;
+            let mut name = str_field(item, "name", &path)?;
+            // A namespaced tool's call goes back under the name the model knows it by.
+            if let Some(namespace) = item.get("namespace").and_then(Value::as_str) {
+                let sent = namespaces
+                    .iter()
+                    .find(|(_, n)| n.namespace == namespace && n.name == name);
+                if let Some((wire, _)) = sent {
+                    name = wire;
+                }
+            }
             let input = if kind == "custom_tool_call" {
                 json!({CUSTOM_INPUT: item.get("input").and_then(Value::as_str).unwrap_or("")})
             } else {

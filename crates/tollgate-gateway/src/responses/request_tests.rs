@@ -78,6 +78,20 @@ fn tool_choice_parallel_text_format_and_reasoning_are_carried_not_dropped() {
     assert_eq!(p.reasoning().summary, Some(ReasoningSummary::Concise));
     let shape = p.response_shape().expect("the schema is carried");
     assert_eq!((shape.name.as_str(), shape.strict), ("out", Some(false)));
+    assert_eq!(p.verbosity(), Some(tollgate::Verbosity::Low));
+    assert!(
+        p.drops_hints(),
+        "a hint the upstream has no field for is left out"
+    );
+    let loud = decode(json!({"model": "m", "input": "hi", "text": {"verbosity": "loud"}}));
+    let Err(refused) = loud else {
+        panic!("an unknown verbosity is refused");
+    };
+    let message = refused.to_string();
+    assert!(
+        message.contains("text.verbosity") && message.contains("low, medium, high"),
+        "{message}"
+    );
     let json_mode =
         decode(json!({"model": "m", "input": "hi", "text": {"format": {"type": "json_object"}}}))
             .unwrap();
@@ -213,7 +227,46 @@ fn namespace_tools_are_the_clients_own_functions_remembered_by_namespace() {
         .collect();
     assert_eq!(names, ["close_agent", "spawn_agent"]);
     assert!(d.request.tools_schema().iter().all(|t| t.native.is_none()));
-    assert_eq!(d.namespaces["spawn_agent"], "multi_agent_v1");
+    assert_eq!(d.namespaces["spawn_agent"].namespace, "multi_agent_v1");
+}
+
+#[test]
+fn namespaced_tools_with_one_name_are_qualified_by_their_namespace_and_replayed_so() {
+    let group = |ns: &str| {
+        json!({"type": "namespace", "name": ns, "tools": [
+            {"type": "function", "name": "search", "parameters": {"type": "object"}}]})
+    };
+    let d = decode(json!({"model": "m", "tools": [group("docs"), group("web"),
+            {"type": "function", "name": "open", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": "find it"},
+            {"type": "function_call", "call_id": "c1", "name": "search", "namespace": "web",
+             "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "none"}]}))
+    .unwrap();
+    let names: Vec<&str> = d
+        .request
+        .tools_schema()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["docs__search", "web__search", "open"]);
+    assert_eq!(d.namespaces["web__search"].namespace, "web");
+    assert_eq!(d.namespaces["web__search"].name, "search");
+    let replayed = d
+        .request
+        .messages()
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|b| match b {
+            Block::ToolUse { name, .. } => Some(name.as_str()),
+            _ => None,
+        });
+    assert_eq!(
+        replayed,
+        Some("web__search"),
+        "the call goes back under the name sent"
+    );
 }
 
 #[test]

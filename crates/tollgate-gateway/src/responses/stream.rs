@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tollgate::{Block, LlmResponse, StreamEvent};
 
 use super::output::{Echo, Status, content_part, message_item, reasoning_item, usage};
-use super::request::CUSTOM_INPUT;
+use super::tools::CUSTOM_INPUT;
 use crate::error::Dialect;
 use crate::ids;
 use crate::sse::{Encoder, frame};

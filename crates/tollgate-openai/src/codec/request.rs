@@ -27,6 +27,7 @@ const WRITES: &[Setting] = &[
     Setting::LooseShape,
     Setting::ToolStrict,
     Setting::Seed,
+    Setting::Verbosity,
 ];
 
 /// What the body needs besides the request.
@@ -121,6 +122,9 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
     if let Some(seed) = sampling.seed() {
         body.insert("seed".into(), json!(seed));
+    }
+    if let Some(verbosity) = sampling.verbosity() {
+        body.insert("verbosity".into(), json!(verbosity.as_str()));
     }
     if let Some(limit) = sampling.max_output_tokens().or(options.max_tokens) {
         body.insert(options.output_limit_field.field().into(), json!(limit));

@@ -32,6 +32,7 @@ const WRITES: &[Setting] = &[
     Setting::JsonObject,
     Setting::LooseShape,
     Setting::ToolStrict,
+    Setting::Verbosity,
 ];
 
 /// What a Responses body needs besides the request.
@@ -195,6 +196,10 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
         body.insert("text".into(), json!({"format": format}));
     } else if sampling.json_object() {
         body.insert("text".into(), json!({"format": {"type": "json_object"}}));
+    }
+    if let Some(verbosity) = sampling.verbosity() {
+        let text = body.entry("text").or_insert_with(|| json!({}));
+        text["verbosity"] = json!(verbosity.as_str());
     }
     if options.stream {
         body.insert("stream".into(), json!(true));

@@ -310,8 +310,9 @@ impl PipelineChat {
                 let rule = self.transport.accounting();
                 let mut stream = PipelineStream::new(call, answered, idle, rule, params, overflow);
                 let refused = stream.refused_at_once()?;
+                let provider = self.rt.entry.provider.clone();
                 Ok(OpenedStream {
-                    stream: ResponseStream::new(stream),
+                    stream: ResponseStream::new(stream).with_provider(provider),
                     refused,
                 })
             }

@@ -12,21 +12,22 @@ use crate::limit::Feedback;
 use crate::pipeline::{ChatTransport, Signals};
 use crate::provider::{Provider, ProviderContext, ProviderTransports};
 use crate::{
-    Block, Catalog, Error, LlmRequest, LlmResponse, Message, ModelEntry, Models, ResponseBody,
+    Block, Catalog, LlmRequest, LlmResponse, Message, ModelEntry, Models, ResponseBody,
     ResponseStream, Result, SamplingParams, StopReason, Usage,
 };
 
-/// A provider whose models answer with their own catalog id, at once.
+/// A provider whose models answer with their own catalog id, at once, whole or streamed;
+/// its key is `named`, or the one given.
 #[derive(Debug)]
-struct Named;
+struct Named(&'static str);
 
 #[async_trait::async_trait]
 impl Provider for Named {
     fn key(&self) -> &'static str {
-        "named"
+        self.0
     }
     async fn build(&self, _: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
-        Ok(Arc::new(Named))
+        Ok(Arc::new(Named(self.0)))
     }
 }
 
@@ -50,8 +51,10 @@ impl ChatTransport for Answers {
             refusal: None,
         })
     }
-    async fn send_stream(&self, _: &LlmRequest, _: &Signals) -> Result<ResponseStream> {
-        Err(Error::Cancelled)
+    async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
+        let answer = self.send(request, signals).await?;
+        let events = [Ok(crate::StreamEvent::Completed(answer))];
+        Ok(ResponseStream::new(futures::stream::iter(events)))
     }
 }
 
@@ -71,7 +74,7 @@ fn paused_chain(extra: &str) -> Models {
     let catalog = Catalog::from_toml_str_with(&text, &known).unwrap();
     let models = Models::builder()
         .catalog(catalog)
-        .provider(Named)
+        .provider(Named("named"))
         .build()
         .unwrap();
     for (id, secs) in [("a", 4), ("b", 1), ("c", 9)] {
@@ -141,4 +144,42 @@ async fn fallback_chain_from_the_catalog_takes_the_model_s_fallback_wait() {
         (grant.model_id.as_str(), start.elapsed()),
         ("c", Duration::from_secs(9))
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_after_a_fallback_says_the_provider_of_the_model_that_took_it() {
+    let known = KnownProviders::empty()
+        .with("named", "tests", false)
+        .with("other", "tests", false);
+    let text = "[models.a]\nprovider = \"named\"\nrpm = 600\nmax_output_tokens = 16\n\
+        fallbacks = [\"b\"]\n[models.b]\nprovider = \"other\"\nrpm = 600\nmax_output_tokens = 16\n";
+    let models = Models::builder()
+        .catalog(Catalog::from_toml_str_with(text, &known).unwrap())
+        .provider(Named("named"))
+        .provider(Named("other"))
+        .build()
+        .unwrap();
+    models
+        .limiter("a")
+        .unwrap()
+        .feedback(Feedback::RateLimited {
+            retry_after: Some(Duration::from_secs(4)),
+        });
+    let chat = models
+        .chat_with_fallbacks("a", FallbackOptions::default())
+        .await
+        .unwrap();
+    let request = LlmRequest::new(
+        "a",
+        vec![Message::user("hi")],
+        vec![],
+        SamplingParams::new(),
+    )
+    .unwrap();
+    let stream = chat.stream_response(&request).await.unwrap();
+    assert_eq!(stream.provider(), Some("other"), "b took the call, not a");
+    assert_eq!(stream.into_response().await.unwrap().text(), "b");
+    let direct = models.chat("a").await.unwrap();
+    let own = direct.stream_response(&request).await.unwrap();
+    assert_eq!(own.provider(), Some("named"));
 }

@@ -34,6 +34,8 @@ pub enum Setting {
     ToolStrict,
     /// A sampling seed.
     Seed,
+    /// How long an answer the model writes (`verbosity`).
+    Verbosity,
 }
 
 /// The settings `request` carries that are not in `writes`, each as the request says it.
@@ -123,6 +125,13 @@ pub fn unwritten(request: &LlmRequest, writes: &[Setting]) -> Vec<String> {
     if let Some(seed) = params.seed() {
         check(Setting::Seed, true, format!("seed: {seed}"));
     }
+    if let Some(verbosity) = params.verbosity() {
+        check(
+            Setting::Verbosity,
+            !params.drops_hints(),
+            format!("verbosity: {}", verbosity.as_str()),
+        );
+    }
     found
 }
 
@@ -182,6 +191,15 @@ mod tests {
             .unwrap();
         let found = unwritten(&request(params), &[Setting::Seed]);
         assert_eq!(found.len(), 3, "{found:?}");
+    }
+
+    #[test]
+    fn verbosity_is_unwritten_unless_the_codec_writes_it_or_the_caller_drops_hints() {
+        let params = SamplingParams::new().with_verbosity(crate::Verbosity::Low);
+        assert_eq!(unwritten(&request(params.clone()), &[]), ["verbosity: low"]);
+        assert!(unwritten(&request(params.clone()), &[Setting::Verbosity]).is_empty());
+        // A hint the caller lets go is left out, not refused.
+        assert!(unwritten(&request(params.with_droppable_hints()), &[]).is_empty());
     }
 
     #[test]

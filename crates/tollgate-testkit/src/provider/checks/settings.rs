@@ -10,6 +10,7 @@ use serde_json::json;
 use tollgate::{
     Block, DocumentSource, Error, Json, LlmRequest, Message, Reasoning, ReasoningEffort,
     ReasoningSummary, ResponseShape, Role, SamplingParams, Thinking, ToolChoice, ToolDefinition,
+    Verbosity,
 };
 
 use super::super::harness::{Kit, MODEL, USAGE};
@@ -130,6 +131,9 @@ fn cases() -> Vec<Case> {
         ),
         case("json_object", false, SamplingParams::with_json_object),
         case("seed", false, |p| p.with_seed(7)),
+        case("verbosity: low", false, |p| {
+            p.with_verbosity(Verbosity::Low)
+        }),
         case_of(
             "a PDF document",
             false,
