@@ -1,7 +1,9 @@
 //! Batch output: one line per request in the OpenAI Batch API's output shape
 //! (`id`, `custom_id`, `response: {status_code, request_id, body}`, `error: {code,
 //! message}`), plus a `tollgate` object with what the pipeline measured (model, attempts,
-//! usage in tollgate's convention, cost, latency, input line).
+//! usage in tollgate's convention, cost, latency, input line). The `body` is written by
+//! the gateway's writers of OpenAI's answers (`tollgate_gateway::openai_completion`,
+//! `openai_embeddings`), so a batch answer has the shape `tollgate serve` answers with.
 //!
 //! A failure's `error` also says whether a re-run sends the request again
 //! (`retryable`, see [`crate::resume`]).
@@ -10,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tollgate::Usage;
 
 /// One output line.
@@ -52,58 +54,6 @@ pub(crate) struct Meta {
     pub(crate) latency_ms: u64,
     /// The input line it came from.
     pub(crate) line: usize,
-}
-
-/// A chat completion body in OpenAI's shape.
-pub(crate) fn chat_body(
-    request_id: &str,
-    model: &str,
-    text: &str,
-    finish_reason: &str,
-    usage: &Usage,
-) -> Value {
-    json!({
-        "id": request_id,
-        "object": "chat.completion",
-        "model": model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": finish_reason,
-        }],
-        "usage": {
-            "prompt_tokens": usage.total_input_tokens(),
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens(),
-            "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-        },
-    })
-}
-
-/// An embeddings body in OpenAI's shape.
-pub(crate) fn embeddings_body(model: &str, vectors: &[Vec<f32>], usage: &Usage) -> Value {
-    json!({
-        "object": "list",
-        "model": model,
-        "data": vectors.iter().enumerate().map(|(i, v)| json!({
-            "object": "embedding", "index": i, "embedding": v,
-        })).collect::<Vec<_>>(),
-        "usage": {
-            "prompt_tokens": usage.total_input_tokens(),
-            "total_tokens": usage.total_tokens(),
-        },
-    })
-}
-
-/// OpenAI's `finish_reason` for a stop reason.
-pub(crate) fn finish_reason(stop: tollgate::StopReason) -> &'static str {
-    match stop {
-        tollgate::StopReason::MaxTokens => "length",
-        tollgate::StopReason::ToolUse => "tool_calls",
-        tollgate::StopReason::ContentFilter | tollgate::StopReason::Refusal => "content_filter",
-        tollgate::StopReason::ContextWindowExceeded => "length",
-        tollgate::StopReason::EndTurn | tollgate::StopReason::StopSequence => "stop",
-    }
 }
 
 /// Opens the output for appending; if its last line was cut short, ends it first so the

@@ -30,6 +30,8 @@
 //! ```
 //!
 //! [`router`] gives the routes alone, to mount in a larger axum app.
+//! [`openai_completion`] and [`openai_embeddings`] write OpenAI's answer objects, for
+//! other writers of that shape (the `tollgate run` batch output) to share.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -62,6 +64,7 @@ pub use auth::MAX_WAIT_HEADER;
 pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
 pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
+pub use openai::{openai_completion, openai_embeddings};
 pub use ops::REQUEST_ID_HEADER;
 pub use router::router;
 pub use serve::{ServeOptions, bind, serve, serve_with, shutdown_signal};

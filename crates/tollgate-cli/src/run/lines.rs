@@ -6,13 +6,15 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
+use serde_json::Value;
 use tollgate::pipeline::{CallRecord, Outcome};
-use tollgate::{Error, Usage};
+use tollgate::{Error, Usage, clock};
+use tollgate_gateway::{openai_completion, openai_embeddings};
 
 use crate::input::Item;
-use crate::output::{self, ErrorPart, Meta, OutputLine, ResponsePart};
+use crate::output::{ErrorPart, Meta, OutputLine, ResponsePart};
 use crate::progress::Tally;
 use crate::record::CliRecorder;
 use crate::resume::retry_on_rerun;
@@ -55,14 +57,14 @@ impl LineWriter {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let request_id = format!("req_{:06}", n);
         let body = match &result {
-            Ok(Answer::Chat(r)) => Ok(output::chat_body(
-                &request_id,
-                r.model(),
-                &r.text(),
-                output::finish_reason(r.stop_reason()),
-                &usage,
+            // The answer's own usage, as the gateway gives it; the `tollgate` object
+            // sums every attempt's.
+            Ok(Answer::Chat(r)) => Ok(openai_completion(&request_id, unix_now(), r.model(), r)),
+            Ok(Answer::Embed(vectors)) => Ok(openai_embeddings(
+                &model,
+                vectors.iter().map(|v| Value::from(v.as_slice())).collect(),
+                usage.total_input_tokens(),
             )),
-            Ok(Answer::Embed(vectors)) => Ok(output::embeddings_body(&model, vectors, &usage)),
             Err(e) => Err(ErrorPart {
                 code: code(e).to_owned(),
                 message: e.to_string(),
@@ -117,6 +119,13 @@ impl LineWriter {
     }
 }
 
+/// Now in Unix seconds, a completion's `created`.
+fn unix_now() -> u64 {
+    clock::wall_now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The error's stable kind, as records name it.
 fn code(e: &Error) -> &'static str {
     e.kind()
@@ -131,3 +140,7 @@ fn add(a: Usage, b: Usage) -> Usage {
         output_tokens: a.output_tokens + b.output_tokens,
     }
 }
+
+#[cfg(test)]
+#[path = "lines_tests.rs"]
+mod tests;

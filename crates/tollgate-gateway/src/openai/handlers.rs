@@ -14,7 +14,7 @@ use tollgate::EmbeddingPurpose;
 use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 
 use super::request::{ChatRequest, EmbeddingsRequest};
-use super::response::{ChunkEncoder, completion};
+use super::response::{ChunkEncoder, openai_completion, openai_embeddings};
 use crate::answering::{Route, Tags, answered, post_route};
 use crate::auth::admitted;
 use crate::client::chat_client;
@@ -49,7 +49,7 @@ async fn chat(
         return Ok(sse_response(stream, encoder, &tags, &state));
     }
     let response = client.single_response(&request).await?;
-    Ok(Json(completion(&id, created, &req.model, &response)).into_response())
+    Ok(Json(openai_completion(&id, created, &req.model, &response)).into_response())
 }
 
 /// `POST /v1/embeddings`, as its metrics and span name it.
@@ -73,17 +73,15 @@ async fn embed(
     let vectors = client
         .embed_batch(&texts, EmbeddingPurpose::Document)
         .await?;
-    let data: Vec<Value> = vectors
+    let embeddings: Vec<Value> = vectors
         .into_iter()
-        .enumerate()
-        .map(|(index, v)| {
-            let embedding = if base64 {
+        .map(|v| {
+            if base64 {
                 let bytes: Vec<u8> = v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect();
                 Value::from(base64::engine::general_purpose::STANDARD.encode(bytes))
             } else {
                 json!(v.as_slice())
-            };
-            json!({"object": "embedding", "index": index, "embedding": embedding})
+            }
         })
         .collect();
     // The embeddings client reports vectors, not usage: the input is estimated the way
@@ -92,11 +90,5 @@ async fn embed(
         .iter()
         .map(|t| DefaultEstimator.estimate_text(t))
         .sum();
-    Ok(Json(json!({
-        "object": "list",
-        "data": data,
-        "model": req.model,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }))
-    .into_response())
+    Ok(Json(openai_embeddings(&req.model, embeddings, tokens)).into_response())
 }

@@ -8,3 +8,4 @@ mod request;
 mod response;
 
 pub(crate) use handlers::{chat_completions, embeddings};
+pub use response::{openai_completion, openai_embeddings};

@@ -1,6 +1,8 @@
-//! Answers in OpenAI's chat-completion format: a whole `chat.completion`, or
-//! `chat.completion.chunk` frames ending in `data: [DONE]` (with a usage chunk first
-//! when the client asked for `stream_options.include_usage`).
+//! Answers in OpenAI's formats: a whole `chat.completion`, or `chat.completion.chunk`
+//! frames ending in `data: [DONE]` (with a usage chunk first when the client asked for
+//! `stream_options.include_usage`), and the Embeddings API's `list`. The whole answers
+//! are public ([`openai_completion`], [`openai_embeddings`]): the `tollgate` command's
+//! batch output writes its bodies with them, so the shape is written in one place.
 
 use std::collections::HashMap;
 
@@ -31,8 +33,16 @@ pub(crate) fn usage(u: &Usage) -> Value {
     })
 }
 
-/// A whole `chat.completion` for `response`, under the model name the client asked for.
-pub(crate) fn completion(id: &str, created: u64, model: &str, response: &LlmResponse) -> Value {
+/// OpenAI's whole `chat.completion` object for `response`: `id`, `created` (Unix
+/// seconds) and `model` as given (the gateway passes the name the client asked for),
+/// one choice whose message has the text as `content`, a refusal as `refusal`, and
+/// the tool calls as `tool_calls` (`content` null when there are only tool calls),
+/// its `finish_reason` from the stop reason, and `usage` (`prompt_tokens` counts cached
+/// input too).
+///
+/// Public so that every OpenAI-shaped answer tollgate writes (the gateway's
+/// `/v1/chat/completions`, the `tollgate run` batch output) comes from this one writer.
+pub fn openai_completion(id: &str, created: u64, model: &str, response: &LlmResponse) -> Value {
     let text: String = response.text();
     let tool_calls: Vec<Value> = response
         .blocks()
@@ -69,6 +79,29 @@ pub(crate) fn completion(id: &str, created: u64, model: &str, response: &LlmResp
             "logprobs": null,
         }],
         "usage": usage(&response.usage()),
+    })
+}
+
+/// The Embeddings API's `list` object: `data` holds one `embedding` object per entry of
+/// `embeddings`, indexed in order (each the vector as a JSON array of floats, or the
+/// base64 string of its little-endian `f32`s), under `model`, with `usage` giving
+/// `prompt_tokens` as both the prompt and the total.
+///
+/// Public so that the gateway's `/v1/embeddings` and the `tollgate run` batch output
+/// write this shape in one place.
+pub fn openai_embeddings(model: &str, embeddings: Vec<Value>, prompt_tokens: u64) -> Value {
+    let data: Vec<Value> = embeddings
+        .into_iter()
+        .enumerate()
+        .map(|(index, embedding)| {
+            json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect();
+    json!({
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
     })
 }
 
