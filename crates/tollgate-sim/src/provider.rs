@@ -2,13 +2,16 @@
 //! catalog entry.
 //!
 //! An answer is generated text; a structured-output request gets the minimal instance of
-//! its schema ([`example_of`]); a request that declares tools, whose last turn is the
-//! user's (no tool result; a later system message is not a turn), gets a call of a tool with the minimal instance of that
-//! tool's schema as arguments and the tool-use stop, so that a client's tool loop runs
-//! against the demo (after the tool's result, text again). The tool is the one a
-//! `tool_choice` names, else the first; `tool_choice` none answers text. The answer is
-//! `output_tokens` long whatever the request's `max_tokens` (a client's default of
-//! 128000 included), unless that limit is lower.
+//! its schema ([`example_of`]), a `json_object` request a JSON object; a request that
+//! declares tools, whose last turn is the user's (no tool result; a later system message
+//! is not a turn), gets one call of a tool with the minimal instance of that tool's
+//! schema as arguments and the tool-use stop, so that a client's tool loop runs against
+//! the demo (after the tool's result, text again). The tool is the one a `tool_choice`
+//! names, else the first; `tool_choice` none answers text. Reasoning that turns thinking
+//! on opens the answer with a signed thinking block, and a `seed` draws the words
+//! (`answer.rs` says how each setting acts). The answer is `output_tokens` long, plus
+//! its thinking, whatever the request's `max_tokens` (a client's default of 128000
+//! included), unless that limit is lower.
 //!
 //! Options (`[models.ID.options]`), all optional:
 //!
@@ -44,12 +47,12 @@ use tollgate::provider::{
     ChatTransport, ModelOptions, Provider, ProviderContext, ProviderTransports, Signals,
 };
 use tollgate::{
-    Block, Dimension, Error, Json, LlmRequest, LlmResponse, ModelEntry, ProviderError,
-    ResponseBody, ResponseStream, Result, Role, StopReason, StreamEvent, ToolChoice, Usage,
+    Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseBody,
+    ResponseStream, Result, Usage,
 };
 
-/// The provider key.
-pub const KEY: &str = "sim";
+use crate::answer;
+pub use crate::answer::{KEY, example_of};
 
 /// Output produced per call when `output_tokens` is not set.
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 24;
@@ -315,25 +318,15 @@ impl SimChat {
             .output_limit(request.sampling_params().max_output_tokens())
             .unwrap_or(self.output_tokens)
             .max(1);
-        let sim_request = SimRequest::new(input, max_output, self.output_tokens);
+        let thinking = answer::thinking_tokens(request.sampling_params().reasoning());
+        let produced = self.output_tokens + thinking.unwrap_or(0);
+        let sim_request = SimRequest::new(input, max_output, produced);
         let (outcome, headers) = self.sim.call_with_headers(sim_request).await;
         self.signal(&headers, signals);
         match outcome {
             Ok(answer) => {
-                let (content, stop_reason) = if let Some(call) = tool_call(request) {
-                    (vec![call], StopReason::ToolUse)
-                } else {
-                    let text = match request.sampling_params().response_shape() {
-                        Some(shape) => example_of(shape.schema.value()).to_string(),
-                        None => generated_text(request, answer.output_tokens),
-                    };
-                    let stop_reason = if answer.output_tokens >= max_output {
-                        StopReason::MaxTokens
-                    } else {
-                        StopReason::EndTurn
-                    };
-                    (vec![Block::text(text)], stop_reason)
-                };
+                let (content, stop_reason) =
+                    answer::content(request, answer.output_tokens, max_output, thinking);
                 LlmResponse::new(ResponseBody {
                     model: self.model.name.clone(),
                     content,
@@ -365,156 +358,7 @@ impl ChatTransport for SimChat {
 
     async fn send_stream(&self, request: &LlmRequest, signals: &Signals) -> Result<ResponseStream> {
         let response = self.answer(request, signals).await?;
-        let started = Usage {
-            output_tokens: 0,
-            ..response.usage()
-        };
-        let mut events = vec![Ok(StreamEvent::Usage(started))];
-        if let Some(Block::ToolUse {
-            id, name, input, ..
-        }) = response.blocks().first()
-        {
-            // The arguments in two fragments, as providers stream them.
-            let json = input.value().to_string();
-            let half = json.len() / 2;
-            events.push(Ok(StreamEvent::ToolUseDelta {
-                index: 0,
-                id: Some(id.clone()),
-                name: Some(name.clone()),
-                input_json: json[..half].to_owned(),
-            }));
-            events.push(Ok(StreamEvent::ToolUseDelta {
-                index: 0,
-                id: None,
-                name: None,
-                input_json: json[half..].to_owned(),
-            }));
-        }
-        let text = response.text();
-        let mut rest = text.as_str();
-        while !rest.is_empty() {
-            let end = rest[1..].find(' ').map_or(rest.len(), |i| i + 1);
-            events.push(Ok(StreamEvent::TextDelta {
-                index: 0,
-                text: rest[..end].to_owned(),
-            }));
-            rest = &rest[end..];
-        }
-        events.push(Ok(StreamEvent::Usage(response.usage())));
-        events.push(Ok(StreamEvent::Stop(response.stop_reason())));
-        events.push(Ok(StreamEvent::Completed(response)));
+        let events = answer::stream_events(response);
         Ok(ResponseStream::new(stream::iter(events)))
-    }
-}
-
-const WORDS: &[&str] = &[
-    "tokens", "refill", "steadily", "so", "every", "caller", "waits", "its", "turn", "and", "no",
-    "request", "is", "sent", "before", "its", "share", "of", "the", "limit", "has", "been",
-    "reserved", "first",
-];
-
-/// The call a model makes when the request declares tools, its tool choice allows one
-/// and the user spoke last (not a tool result): the tool the choice names, else the first
-/// declared, its arguments the minimal instance of its schema ([`example_of`]), its id
-/// numbered by the turn, so that a client's tool loop runs against the demo. With
-/// `tool_choice` none, or a named tool the request does not declare, and after a tool
-/// result (even when the choice forces a tool, so a forcing client's loop ends), the
-/// model answers text.
-fn tool_call(request: &LlmRequest) -> Option<Block> {
-    let tools = request.tools_schema();
-    let tool = match request.sampling_params().tool_choice() {
-        Some(ToolChoice::None) => return None,
-        Some(ToolChoice::Tool(name)) => tools.iter().find(|t| &t.name == name)?,
-        Some(ToolChoice::Auto | ToolChoice::Required) | None => tools.first()?,
-    };
-    // A system message after the user's turn (Claude Code sends its environment so) is
-    // an instruction, not a speaker: the last turn is the last user or assistant one.
-    let last = request
-        .turns()
-        .iter()
-        .rev()
-        .find(|m| m.role != Role::System)?;
-    let answered = last
-        .content
-        .iter()
-        .any(|b| matches!(b, Block::ToolResult { .. }));
-    if last.role != Role::User || answered {
-        return None;
-    }
-    Some(Block::ToolUse {
-        id: format!("call_sim_{}", request.turns().len()),
-        name: tool.name.clone(),
-        input: Json::new(example_of(tool.input_schema.value())),
-        cache: None,
-    })
-}
-
-/// A deterministic answer of `tokens` words, opening with the prompt's last words.
-fn generated_text(request: &LlmRequest, tokens: u64) -> String {
-    let prompt = request.turns().last().map(|m| m.text()).unwrap_or_default();
-    let seed = prompt.bytes().fold(0usize, |h, b| {
-        h.wrapping_mul(31).wrapping_add(usize::from(b))
-    });
-    let mut words: Vec<&str> = Vec::new();
-    for i in 0..tokens as usize {
-        words.push(WORDS[(seed + i) % WORDS.len()]);
-    }
-    let mut text = words.join(" ");
-    if let Some(first) = text.get(..1) {
-        text = first.to_uppercase() + &text[1..];
-    }
-    text.push('.');
-    text
-}
-
-/// A minimal instance of a JSON Schema: required properties only, each the simplest value
-/// of its type, so structured-output requests get an answer that passes.
-pub fn example_of(schema: &serde_json::Value) -> serde_json::Value {
-    use serde_json::{Value, json};
-    if let Some(v) = schema.get("const") {
-        return v.clone();
-    }
-    if let Some(v) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-    {
-        return v.clone();
-    }
-    let ty = match schema.get("type") {
-        Some(Value::String(t)) => t.as_str(),
-        Some(Value::Array(ts)) => ts.first().and_then(Value::as_str).unwrap_or("null"),
-        _ if schema.get("properties").is_some() => "object",
-        _ => "null",
-    };
-    match ty {
-        "object" => {
-            let mut out = serde_json::Map::new();
-            let props = schema.get("properties").and_then(Value::as_object);
-            for name in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                let sub = props
-                    .and_then(|p| p.get(name))
-                    .cloned()
-                    .unwrap_or(json!({}));
-                out.insert(name.to_owned(), example_of(&sub));
-            }
-            Value::Object(out)
-        }
-        "array" => {
-            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let item = schema.get("items").cloned().unwrap_or(json!({}));
-            Value::Array((0..min).map(|_| example_of(&item)).collect())
-        }
-        "string" => json!("sim"),
-        "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(0)),
-        "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(0.0)),
-        "boolean" => json!(true),
-        _ => Value::Null,
     }
 }

@@ -2,38 +2,13 @@
 //! its brief answer to a client's large `max_tokens`: what a client's tool loop needs
 //! from the demo with no keys.
 
+mod common;
+
+use common::{models, tool};
 use futures::StreamExt;
 use tollgate::{
-    Block, Catalog, Conversation, Json, LlmRequest, Models, SamplingParams, StopReason,
-    StreamEvent, ToolChoice, ToolDefinition,
+    Block, Conversation, LlmRequest, SamplingParams, StopReason, StreamEvent, ToolChoice,
 };
-use tollgate_sim as _;
-
-fn models() -> Models {
-    let catalog = Catalog::from_toml_str(
-        r#"
-        [models.m]
-        provider = "sim"
-        max_output_tokens = 128000
-        default_output_tokens = 64
-        [models.m.options]
-        latency_ms = 10
-        output_tokens = 5
-        "#,
-    )
-    .unwrap();
-    Models::builder().catalog(catalog).build().unwrap()
-}
-
-fn tool(name: &str, schema: serde_json::Value) -> ToolDefinition {
-    ToolDefinition {
-        name: name.into(),
-        description: format!("The {name} tool"),
-        input_schema: Json::new(schema),
-        strict: None,
-        native: None,
-    }
-}
 
 /// A request offering `weather` (a required string and an optional number) then
 /// `convert` (a required number and boolean), under `choice`.
