@@ -176,7 +176,8 @@ pub(super) fn finish(
 
 /// Decodes a (non-streamed) Chat Completions body: the first choice. A body that does
 /// not decode is `ProviderError::Malformed` (retried) with its first bytes; a refusal
-/// or a `content_filter` finish is a refused answer ([`refused`]) with the usage billed.
+/// is an answer stopped by `Refusal`, a `content_filter` finish one stopped by
+/// `ContentFilter`, each with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
     decode_body(body).map_err(|e| keep_raw(e, body))
 }
