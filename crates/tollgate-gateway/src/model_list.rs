@@ -238,3 +238,48 @@ pub(crate) async fn retrieve(
     let listed = Listed { name: &name, entry };
     Ok(Json(listed.item(dialect)).into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tollgate::{Catalog, Models};
+    use tower::ServiceExt;
+
+    use crate::answering::served;
+    use crate::state::Gateway;
+
+    fn gateway() -> Gateway {
+        let catalog = r#"
+            [models.chat]
+            provider = "fake"
+            name = "fake-chat"
+            rpm = 60
+            max_output_tokens = 64
+        "#;
+        let catalog = Catalog::from_toml_str(catalog).unwrap();
+        Gateway::new(Models::builder().catalog(catalog).build().unwrap())
+    }
+
+    async fn status(router: Router<Gateway>, gateway: Gateway) -> StatusCode {
+        let request = Request::get("/v1/models").body(Body::empty()).unwrap();
+        let response = router.with_state(gateway).oneshot(request).await.unwrap();
+        response.status()
+    }
+
+    #[tokio::test]
+    async fn a_model_route_is_served_only_under_its_answering_layer() {
+        let gateway = gateway();
+        let bare = Router::new().route("/v1/models", get(super::list));
+        assert_eq!(
+            status(bare, gateway.clone()).await,
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let layered = Router::new().route("/v1/models", served(&gateway, super::LIST, super::list));
+        assert_eq!(status(layered, gateway.clone()).await, StatusCode::OK);
+        let text = gateway.metrics.encode();
+        assert!(text.contains(r#"route="models""#), "{text}");
+    }
+}
