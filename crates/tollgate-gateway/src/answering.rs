@@ -1,91 +1,165 @@
-//! A request's answer as every model route gives it: its server span, its labels (learnt
-//! as the handler goes, bounded to catalog and key ids), the failure in its dialect (an
-//! upstream or internal one masked, its detail logged under the request id), the end of
-//! the shutdown grace, and the count of it in `/metrics`.
+//! A request's answer as every model route gives it, from the layer [`served`] puts on
+//! the route (so a route cannot be served without it): its server span, its labels
+//! (learnt as the handler goes, bounded to catalog and key ids), the failure in its
+//! dialect (a handler's [`Failed`] answered again naming the request id, an upstream or
+//! internal one masked, its detail logged under the request id), the end of the
+//! shutdown grace, and the count of it in `/metrics`.
 
-use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::http::HeaderMap;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
+use axum::routing::{MethodRouter, any, get, post};
 use tracing::Instrument;
 
 use crate::error::{Dialect, GatewayError};
+use crate::failure::Failed;
 use crate::ids::RequestId;
 use crate::metrics::GatewayMetrics;
 use crate::state::Gateway;
 
-/// The [`Route`] `POST $path`, counted as `$label`.
-macro_rules! post_route {
-    ($label:literal, $path:literal) => {
-        $crate::answering::Route {
-            label: $label,
-            span_name: concat!("POST ", $path),
-            path: $path,
-            method: "POST",
-        }
-    };
-}
-pub(crate) use post_route;
-
-/// The [`Route`] `GET $path`, counted as `$label`.
-macro_rules! get_route {
-    ($label:literal, $path:literal) => {
-        $crate::answering::Route {
-            label: $label,
-            span_name: concat!("GET ", $path),
-            path: $path,
-            method: "GET",
-        }
-    };
-}
-pub(crate) use get_route;
-
-/// A route, as its metrics and its server span name it ([`post_route!`], [`get_route!`]).
+/// A route, as its metrics and its server span name it, and the dialect it answers in.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route {
     /// The `route` label of `tollgate_gateway_requests_total`.
-    pub(crate) label: &'static str,
-    /// The span's name, `POST <path>`.
-    pub(crate) span_name: &'static str,
+    label: &'static str,
     /// The path, OpenTelemetry's `http.route`.
-    pub(crate) path: &'static str,
-    /// The method, OpenTelemetry's `http.request.method`.
-    pub(crate) method: &'static str,
+    path: &'static str,
+    /// The method it takes.
+    method: Takes,
+    /// The dialect its answers and failures are in.
+    speaks: Speaks,
 }
 
-/// Runs a route's handler `run` on `request` in its server span, answers its failure in
-/// `dialect` (an upstream or internal one with a stable message and the request id, its
-/// detail logged), and counts the answer (and the request in flight meanwhile). When
-/// the shutdown grace ends first, the request is answered 503 then (dropping `run`
-/// cancels and settles its call).
-pub(crate) async fn answered<F, Fut>(
-    state: Gateway,
-    route: Route,
-    dialect: Dialect,
-    request: Request,
-    run: F,
-) -> Response
+impl Route {
+    /// `POST path`, counted as `label`, answering in `speaks`.
+    pub(crate) const fn post(label: &'static str, path: &'static str, speaks: Speaks) -> Self {
+        Route {
+            label,
+            path,
+            method: Takes::Post,
+            speaks,
+        }
+    }
+
+    /// `GET path` (and `HEAD`), counted as `label`, answering in `speaks`.
+    pub(crate) const fn get(label: &'static str, path: &'static str, speaks: Speaks) -> Self {
+        Route {
+            method: Takes::Get,
+            ..Route::post(label, path, speaks)
+        }
+    }
+
+    /// Every method on `path`, counted as `label`, answering in `speaks`; its span is
+    /// named by the request's method.
+    pub(crate) const fn any(label: &'static str, path: &'static str, speaks: Speaks) -> Self {
+        Route {
+            method: Takes::Any,
+            ..Route::post(label, path, speaks)
+        }
+    }
+}
+
+/// The method a route takes.
+#[derive(Debug, Clone, Copy)]
+enum Takes {
+    /// `POST`.
+    Post,
+    /// `GET` (and `HEAD`, which axum answers as `GET` without the body).
+    Get,
+    /// Every method.
+    Any,
+}
+
+impl Takes {
+    /// OpenTelemetry's `http.request.method` of a request by `method`: the route's own,
+    /// or the request's when it takes every method.
+    fn name(self, method: &axum::http::Method) -> &str {
+        match self {
+            Takes::Post => "POST",
+            Takes::Get => "GET",
+            Takes::Any => method.as_str(),
+        }
+    }
+}
+
+/// The dialect a route answers in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Speaks {
+    /// OpenAI's.
+    OpenAi,
+    /// Anthropic's.
+    Anthropic,
+    /// Anthropic's when the request carries `anthropic-version` (as Anthropic's SDKs and
+    /// Claude Code send), else OpenAI's.
+    ByVersionHeader,
+}
+
+impl Speaks {
+    /// The dialect of a request with `headers`.
+    fn of(self, headers: &HeaderMap) -> Dialect {
+        match self {
+            Speaks::OpenAi => Dialect::OpenAi,
+            Speaks::Anthropic => Dialect::Anthropic,
+            Speaks::ByVersionHeader if headers.contains_key("anthropic-version") => {
+                Dialect::Anthropic
+            }
+            Speaks::ByVersionHeader => Dialect::OpenAi,
+        }
+    }
+}
+
+/// `handler` served as `route` (by its method, or every method): under the layer that
+/// gives each request its [`Tags`] (in the request's extensions, as `Arc<Tags>`), runs the
+/// handler in its server span until the shutdown grace ends (then answering 503;
+/// dropping the handler cancels and settles its call), answers a [`Failed`] response in
+/// its dialect with the request id (an upstream or internal failure masked, its detail
+/// logged), and counts the answer (and the request in flight meanwhile).
+pub(crate) fn served<H, T>(state: &Gateway, route: Route, handler: H) -> MethodRouter<Gateway>
 where
-    F: FnOnce(Gateway, HeaderMap, Body, Arc<Tags>) -> Fut,
-    Fut: Future<Output = Result<Response, GatewayError>>,
+    H: Handler<T, Gateway>,
+    T: 'static,
 {
-    let (parts, body) = request.into_parts();
-    let request_id = RequestId::of(&parts.extensions);
-    let tags = Arc::new(Tags::start(&state.metrics, route, request_id));
-    let span = tags.span.clone();
+    let layer = from_fn_with_state((state.clone(), route), answered);
+    match route.method {
+        // Only the route's method: another is the router's 405, counted as unmatched.
+        Takes::Post => post(handler).route_layer(layer),
+        Takes::Get => get(handler).route_layer(layer),
+        // Every method (axum serves `any` as the method router's fallback).
+        Takes::Any => any(handler).layer(layer),
+    }
+}
+
+/// The layer of [`served`].
+async fn answered(
+    State((state, route)): State<(Gateway, Route)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let request_id = RequestId::of(request.extensions());
+    let dialect = route.speaks.of(request.headers());
+    let method = route.method.name(request.method()).to_owned();
+    let tags = Arc::new(Tags::start(
+        &state.metrics,
+        route,
+        &method,
+        dialect,
+        request_id,
+    ));
+    request.extensions_mut().insert(tags.clone());
     let grace_over = state.grace_over();
-    let work = run(state, parts.headers, body, tags.clone()).instrument(span);
-    let result = tokio::select! {
+    let work = next.run(request).instrument(tags.span.clone());
+    let response = tokio::select! {
         biased;
-        result = work => result,
-        () = grace_over => Err(GatewayError::ShuttingDown),
+        response = work => response,
+        () = grace_over => tags.fail(&GatewayError::ShuttingDown, dialect),
     };
-    let response = match result {
-        Ok(response) => response,
-        Err(e) => tags.fail(e, dialect),
+    let response = match response.extensions().get::<Failed>().cloned() {
+        Some(Failed(error, dialect)) => tags.fail(&error, dialect),
+        None => response,
     };
     tags.finish(response)
 }
@@ -100,21 +174,29 @@ pub(crate) struct Tags {
     metrics: Arc<GatewayMetrics>,
     route: &'static str,
     request_id: RequestId,
+    dialect: Dialect,
     model: OnceLock<String>,
     key: OnceLock<String>,
     span: tracing::Span,
 }
 
 impl Tags {
-    /// A request on `route` has arrived.
-    fn start(metrics: &Arc<GatewayMetrics>, route: Route, request_id: RequestId) -> Self {
+    /// A request on `route` by `method` has arrived, to be answered in `dialect`.
+    fn start(
+        metrics: &Arc<GatewayMetrics>,
+        route: Route,
+        method: &str,
+        dialect: Dialect,
+        request_id: RequestId,
+    ) -> Self {
         metrics.in_flight.inc();
+        let span_name = format!("{method} {}", route.path);
         let span = tracing::info_span!(
             target: "tollgate_gateway",
             "gateway.request",
-            otel.name = route.span_name,
+            otel.name = span_name.as_str(),
             otel.kind = "server",
-            http.request.method = route.method,
+            http.request.method = method,
             http.route = route.path,
             http.response.status_code = tracing::field::Empty,
             tollgate.gateway.key = tracing::field::Empty,
@@ -124,6 +206,7 @@ impl Tags {
             metrics: metrics.clone(),
             route: route.label,
             request_id,
+            dialect,
             model: OnceLock::new(),
             key: OnceLock::new(),
             span,
@@ -142,6 +225,11 @@ impl Tags {
         let _ = self.model.set(UNKNOWN.to_owned());
     }
 
+    /// The dialect the request is answered in.
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// The request's id (`x-request-id`, the client's or the gateway's).
     pub(crate) fn request_id(&self) -> &str {
         self.request_id.as_str()
@@ -149,9 +237,9 @@ impl Tags {
 
     /// The answer to failure `error` in `dialect`; an upstream or internal failure's
     /// detail goes to the log under the request id, as the client reads none of it.
-    pub(crate) fn fail(&self, error: GatewayError, dialect: Dialect) -> Response {
-        self.log(&error);
-        error.into_response_for(dialect, Some(self.request_id()))
+    pub(crate) fn fail(&self, error: &GatewayError, dialect: Dialect) -> Response {
+        self.log(error);
+        error.response_for(dialect, Some(self.request_id()))
     }
 
     /// The error body of a stream that failed after its 200 with `error`, logged as

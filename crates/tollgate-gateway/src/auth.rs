@@ -1,47 +1,88 @@
 //! Who is calling: the virtual key from `Authorization: Bearer` or `x-api-key`, and the
 //! job each of its requests runs as (its id, priority class and queue bound).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::Extension;
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use tollgate::{JobContext, Models};
 
 use crate::answering::Tags;
 use crate::error::GatewayError;
 use crate::extract::{decode, read_body};
+use crate::failure::Refusal;
 use crate::keys::VirtualKey;
 use crate::state::Gateway;
 
 /// A route's request body, which names the catalog model it is for.
 pub(crate) trait ForModel: DeserializeOwned + Send + 'static {
+    /// The failure of the dialect the body is in, which refusing it is answered as.
+    type Error: From<GatewayError> + IntoResponse;
+
     /// The catalog model the request asks for.
     fn model(&self) -> &str;
 }
 
-/// What every model route does first, in this order: the key from the headers (401
-/// before a byte of the body is read, so a wrong key costs the same whatever it sends),
-/// the body (413, 408, 400), then the model (404, 403); the request and the `Models` to
-/// call it through, with `tags` told the key and the (catalog) model as they are learnt.
-pub(crate) async fn admitted<T: ForModel>(
-    state: &Gateway,
-    headers: &HeaderMap,
-    body: Body,
-    tags: &Tags,
-) -> Result<(T, Models), GatewayError> {
-    let caller = Caller::authenticate(state, headers)?;
-    tags.key(caller.key_id());
-    let bytes = read_body(state.body_limit, state.body_timing, headers, body).await?;
-    let request: T = decode(bytes).await?;
-    // Labelled by the catalog id the name resolves to (an alias or pattern included),
-    // so the series stay bounded by the catalog whatever names clients send.
-    match state.models.catalog().model(request.model()) {
-        Some(entry) => tags.model(&entry.id),
-        None => tags.unknown_model(),
+/// A model route's request, admitted: what every model route does first, in this order:
+/// the key from the headers (401 before a byte of the body is read, so a wrong key costs
+/// the same whatever it sends), the body (413, 408, 400), then the model (404, 403); the
+/// request and the `Models` to call it through, with the request's [`Tags`] told the key
+/// and the (catalog) model as they are learnt. Refused in the body's dialect
+/// ([`ForModel::Error`]).
+pub(crate) struct Admitted<T>(pub(crate) T, pub(crate) Models);
+
+impl<T: ForModel> FromRequest<Gateway> for Admitted<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &Gateway) -> Result<Self, Response> {
+        let refused = |e: GatewayError| T::Error::from(e).into_response();
+        let (mut parts, body) = request.into_parts();
+        let tags = tags_of(&mut parts, state).await?;
+        let caller = Caller::authenticate(state, &parts.headers).map_err(refused)?;
+        tags.key(caller.key_id());
+        let bytes = read_body(state.body_limit, state.body_timing, &parts.headers, body)
+            .await
+            .map_err(refused)?;
+        let request: T = decode(bytes).await.map_err(refused)?;
+        // Labelled by the catalog id the name resolves to (an alias or pattern included),
+        // so the series stay bounded by the catalog whatever names clients send.
+        match state.models.catalog().model(request.model()) {
+            Some(entry) => tags.model(&entry.id),
+            None => tags.unknown_model(),
+        }
+        let models = caller
+            .models_for(state, &parts.headers, request.model())
+            .map_err(refused)?;
+        Ok(Admitted(request, models))
     }
-    let models = caller.models_for(state, headers, request.model())?;
-    Ok((request, models))
+}
+
+/// The request's [`Tags`], which the route's answering layer put there (a route served
+/// without it is answered 500, as a missing extension is).
+async fn tags_of(parts: &mut Parts, state: &Gateway) -> Result<Arc<Tags>, Response> {
+    let Extension(tags) = Extension::<Arc<Tags>>::from_request_parts(parts, state)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    Ok(tags)
+}
+
+/// The caller, from the headers alone, with the request's [`Tags`] told its key;
+/// refused (401) in the route's dialect.
+impl FromRequestParts<Gateway> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Gateway) -> Result<Self, Response> {
+        let tags = tags_of(parts, state).await?;
+        let caller = Caller::authenticate(state, &parts.headers)
+            .map_err(|e| Refusal::new(e, tags.dialect()).into_response())?;
+        tags.key(caller.key_id());
+        Ok(caller)
+    }
 }
 
 /// The request header that bounds this request's queue wait, in milliseconds.

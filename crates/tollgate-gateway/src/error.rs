@@ -354,6 +354,12 @@ impl GatewayError {
 
     /// [`GatewayError::into_response_in`], a masked message naming `request_id`.
     pub fn into_response_for(self, dialect: Dialect, request_id: Option<&str>) -> Response {
+        self.response_for(dialect, request_id)
+    }
+
+    /// [`GatewayError::into_response_for`], the failure kept (a route's answering layer
+    /// renders one that other handles share).
+    pub(crate) fn response_for(&self, dialect: Dialect, request_id: Option<&str>) -> Response {
         let Answer { class, wait, .. } = self.answer();
         let body = self.body_for(dialect, request_id);
         let mut response = (class.status(), axum::Json(body)).into_response();

@@ -42,6 +42,7 @@ mod auth;
 mod client;
 mod error;
 mod extract;
+mod failure;
 mod ids;
 mod keys;
 mod metrics;

@@ -11,23 +11,25 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::extract::{RawQuery, State};
+use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 use tollgate::ModelEntry;
 
-use crate::answering::{Route, Tags, answered, get_route};
+use crate::answering::{Route, Speaks, Tags};
 use crate::auth::Caller;
 use crate::error::{Dialect, GatewayError};
+use crate::failure::Refusal;
 use crate::state::Gateway;
 
-/// `GET /v1/models`, as its metrics and span name it.
-const LIST: Route = get_route!("models", "/v1/models");
+/// `GET /v1/models`, as its metrics and span name it; like `GET /v1/models/{id}`, in
+/// Anthropic's shape when the request carries `anthropic-version`.
+pub(crate) const LIST: Route = Route::get("models", "/v1/models", Speaks::ByVersionHeader);
 
 /// `GET /v1/models/{id}`, as its metrics and span name it.
-const RETRIEVE: Route = get_route!("model", "/v1/models/{id}");
+pub(crate) const RETRIEVE: Route = Route::get("model", "/v1/models/{id}", Speaks::ByVersionHeader);
 
 /// When a request lists no `limit`: Anthropic's default page size.
 const DEFAULT_LIMIT: usize = 20;
@@ -38,16 +40,6 @@ const MAX_LIMIT: usize = 1000;
 /// The RFC 3339 time given as every model's `created_at`: the catalog has no release
 /// dates, and Anthropic's API documents the epoch for an unknown one.
 const EPOCH: &str = "1970-01-01T00:00:00Z";
-
-/// The dialect a models request is answered in: Anthropic's when it carries
-/// `anthropic-version`, else OpenAI's.
-fn dialect_of(headers: &HeaderMap) -> Dialect {
-    if headers.contains_key("anthropic-version") {
-        Dialect::Anthropic
-    } else {
-        Dialect::OpenAi
-    }
-}
 
 /// One name the catalog serves: a model's id, or an alias of it.
 struct Listed<'c> {
@@ -111,36 +103,25 @@ fn listed<'c>(state: &'c Gateway, caller: &Caller) -> Vec<Listed<'c>> {
     names
 }
 
-/// `GET /v1/models`.
-pub(crate) async fn list(State(state): State<Gateway>, request: Request) -> Response {
-    let dialect = dialect_of(request.headers());
-    let query = request.uri().query().unwrap_or_default().to_owned();
-    answered(
-        state,
-        LIST,
-        dialect,
-        request,
-        move |state, headers, _, tags| list_page(state, headers, tags, dialect, query),
-    )
-    .await
-}
-
-async fn list_page(
-    state: Gateway,
-    headers: HeaderMap,
-    tags: Arc<Tags>,
-    dialect: Dialect,
-    query: String,
-) -> Result<Response, GatewayError> {
-    let caller = Caller::authenticate(&state, &headers)?;
-    tags.key(caller.key_id());
+/// `GET /v1/models`, in the request's dialect ([`Speaks::ByVersionHeader`]).
+pub(crate) async fn list(
+    State(state): State<Gateway>,
+    Extension(tags): Extension<Arc<Tags>>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, Refusal> {
+    let dialect = tags.dialect();
     let names = listed(&state, &caller);
     let body = match dialect {
         Dialect::OpenAi => {
             let data: Vec<Value> = names.iter().map(|n| n.item(dialect)).collect();
             json!({"object": "list", "data": data})
         }
-        Dialect::Anthropic => anthropic_page(&names, &Page::parse(&query)?),
+        Dialect::Anthropic => {
+            let page = Page::parse(query.as_deref().unwrap_or_default())
+                .map_err(|e| Refusal::new(e, dialect))?;
+            anthropic_page(&names, &page)
+        }
     };
     Ok(Json(body).into_response())
 }
@@ -225,12 +206,15 @@ fn anthropic_page(names: &[Listed<'_>], page: &Page) -> Value {
     })
 }
 
-/// `GET /v1/models/{id}`.
-pub(crate) async fn retrieve(State(state): State<Gateway>, request: Request) -> Response {
-    let dialect = dialect_of(request.headers());
+/// `GET /v1/models/{id}`, in the request's dialect ([`Speaks::ByVersionHeader`]).
+pub(crate) async fn retrieve(
+    State(state): State<Gateway>,
+    Extension(tags): Extension<Arc<Tags>>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Response, Refusal> {
     // The id as sent: everything after the prefix (a pattern's name may hold a `/`).
-    let name = request
-        .uri()
+    let name = uri
         .path()
         .strip_prefix("/v1/models/")
         .map(|id| {
@@ -239,36 +223,63 @@ pub(crate) async fn retrieve(State(state): State<Gateway>, request: Request) -> 
                 .into_owned()
         })
         .unwrap_or_default();
-    answered(
-        state,
-        RETRIEVE,
-        dialect,
-        request,
-        move |state, headers, _, tags| retrieve_one(state, headers, tags, dialect, name),
-    )
-    .await
-}
-
-async fn retrieve_one(
-    state: Gateway,
-    headers: HeaderMap,
-    tags: Arc<Tags>,
-    dialect: Dialect,
-    name: String,
-) -> Result<Response, GatewayError> {
-    let caller = Caller::authenticate(&state, &headers)?;
-    tags.key(caller.key_id());
+    let dialect = tags.dialect();
     let entry = match state.models.catalog().get(&name) {
         Ok(entry) => entry,
         Err(unknown) => {
             tags.unknown_model();
-            return Err(tollgate::Error::from(unknown).into());
+            return Err(Refusal::new(tollgate::Error::from(unknown), dialect));
         }
     };
     tags.model(&entry.id);
     if !caller.allows(&state, &entry.id) {
-        return Err(GatewayError::ModelNotAllowed(name));
+        return Err(Refusal::new(GatewayError::ModelNotAllowed(name), dialect));
     }
     let listed = Listed { name: &name, entry };
     Ok(Json(listed.item(dialect)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tollgate::{Catalog, Models};
+    use tower::ServiceExt;
+
+    use crate::answering::served;
+    use crate::state::Gateway;
+
+    fn gateway() -> Gateway {
+        let catalog = r#"
+            [models.chat]
+            provider = "fake"
+            name = "fake-chat"
+            rpm = 60
+            max_output_tokens = 64
+        "#;
+        let catalog = Catalog::from_toml_str(catalog).unwrap();
+        Gateway::new(Models::builder().catalog(catalog).build().unwrap())
+    }
+
+    async fn status(router: Router<Gateway>, gateway: Gateway) -> StatusCode {
+        let request = Request::get("/v1/models").body(Body::empty()).unwrap();
+        let response = router.with_state(gateway).oneshot(request).await.unwrap();
+        response.status()
+    }
+
+    #[tokio::test]
+    async fn a_model_route_is_served_only_under_its_answering_layer() {
+        let gateway = gateway();
+        let bare = Router::new().route("/v1/models", get(super::list));
+        assert_eq!(
+            status(bare, gateway.clone()).await,
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let layered = Router::new().route("/v1/models", served(&gateway, super::LIST, super::list));
+        assert_eq!(status(layered, gateway.clone()).await, StatusCode::OK);
+        let text = gateway.metrics.encode();
+        assert!(text.contains(r#"route="models""#), "{text}");
+    }
 }

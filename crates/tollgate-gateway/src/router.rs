@@ -6,8 +6,9 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::routing::{any, get, post};
+use axum::routing::get;
 
+use crate::answering::served;
 use crate::error::{Dialect, GatewayError};
 use crate::ids::RequestId;
 use crate::state::Gateway;
@@ -22,20 +23,49 @@ pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings,
 /// The `route` label of a request no route took (404 or 405), whatever its path.
 const UNMATCHED: &str = "unmatched";
 
-/// The gateway's routes over `state`: both dialects, `/health`, `/ready`, `/metrics`,
+/// The gateway's routes over `state`: both dialects (each model route [`served`] under
+/// its answering layer: span, count and error shape), `/health`, `/ready`, `/metrics`,
 /// with `x-request-id` on every answer; any other path or method is answered 404 or 405
 /// in the dialect's error shape (Anthropic's under `/v1/messages`, else OpenAI's).
 /// Mount it in a larger app, or [`crate::serve`] it.
 pub fn router(state: Gateway) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(openai::chat_completions))
-        .route("/v1/embeddings", post(openai::embeddings))
-        .route("/v1/models", get(model_list::list))
-        .route("/v1/models/{*id}", get(model_list::retrieve))
-        .route("/v1/messages", post(anthropic::messages))
-        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/responses", post(responses::responses))
-        .route("/v1/responses/{*rest}", any(responses::stored_response))
+        .route(
+            "/v1/chat/completions",
+            served(&state, openai::CHAT_COMPLETIONS, openai::chat_completions),
+        )
+        .route(
+            "/v1/embeddings",
+            served(&state, openai::EMBEDDINGS, openai::embeddings),
+        )
+        .route(
+            "/v1/models",
+            served(&state, model_list::LIST, model_list::list),
+        )
+        .route(
+            "/v1/models/{*id}",
+            served(&state, model_list::RETRIEVE, model_list::retrieve),
+        )
+        .route(
+            "/v1/messages",
+            served(&state, anthropic::MESSAGES, anthropic::messages),
+        )
+        .route(
+            "/v1/messages/count_tokens",
+            served(&state, anthropic::COUNT_TOKENS, anthropic::count_tokens),
+        )
+        .route(
+            "/v1/responses",
+            served(&state, responses::RESPONSES, responses::responses),
+        )
+        .route(
+            "/v1/responses/{*rest}",
+            served(
+                &state,
+                responses::STORED_RESPONSE,
+                responses::stored_response,
+            ),
+        )
         .route("/", get(ops::root))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))

@@ -157,3 +157,30 @@ async fn metrics_show_requests_queued_on_a_limiter_while_they_wait() {
         Some(0.0)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stored_response_request_is_counted_under_its_route() {
+    let fake = FakeProvider::new();
+    let gateway = Gateway::new(priced_models(&fake, None));
+    for method in ["GET", "DELETE"] {
+        let request = Request::builder()
+            .method(method)
+            .uri("/v1/responses/x")
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(
+            call(&gateway, request).await.status(),
+            StatusCode::NOT_FOUND
+        );
+    }
+    let text = scrape(&gateway).await;
+    assert_eq!(
+        sample(
+            &text,
+            r#"tollgate_gateway_requests_total{route="stored_response",model="",key="",status="404"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert!(!text.contains(r#"route="unmatched""#), "{text}");
+}

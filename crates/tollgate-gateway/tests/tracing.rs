@@ -165,3 +165,35 @@ async fn a_model_lookup_runs_in_a_get_server_span_naming_the_route_and_model() {
     assert_eq!(field("tollgate.model_id"), Some("chat"));
     assert_eq!(field("http.response.status_code"), Some("200"));
 }
+
+/// The fields of the server span of `request`, answered `status`.
+async fn server_span(
+    request: axum::http::Request<axum::body::Body>,
+    status: StatusCode,
+) -> Vec<(String, String)> {
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let gateway = Gateway::new(models(&FakeProvider::new()));
+    assert_eq!(call(&gateway, request).await.status(), status);
+    let spans = spans.0.lock().unwrap();
+    let server = spans.iter().find(|s| s.0 == "gateway.request");
+    server.expect("a gateway.request span").2.clone()
+}
+
+#[tokio::test]
+async fn a_stored_response_request_runs_in_a_server_span_named_by_its_method() {
+    let request = axum::http::Request::delete("/v1/responses/resp_1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let fields = server_span(request, StatusCode::NOT_FOUND).await;
+    for (name, value) in [
+        ("http.request.method", "DELETE"),
+        ("http.route", "/v1/responses/{*rest}"),
+        ("otel.name", "DELETE /v1/responses/{*rest}"),
+        ("http.response.status_code", "404"),
+    ] {
+        let seen = fields.iter().any(|(n, v)| n == name && v == value);
+        assert!(seen, "{name} {fields:?}");
+    }
+}

@@ -6,4 +6,4 @@ mod request;
 mod response;
 
 pub use handlers::TOKEN_COUNT_HEADER;
-pub(crate) use handlers::{count_tokens, messages};
+pub(crate) use handlers::{COUNT_TOKENS, MESSAGES, count_tokens, messages};

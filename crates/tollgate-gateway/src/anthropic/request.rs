@@ -499,6 +499,8 @@ fn tool(t: &Tool, i: usize) -> Result<ToolDefinition, GatewayError> {
 }
 
 impl crate::auth::ForModel for MessagesRequest {
+    type Error = crate::failure::AnthropicError;
+
     fn model(&self) -> &str {
         &self.model
     }

@@ -1,13 +1,12 @@
-//! The route handlers: authenticate, decode, call through `Models`, encode the
-//! answer or the failure in this dialect.
+//! The route handlers: over the admitted request (key, body and model checked by
+//! [`Admitted`]), call through `Models` and encode the answer; a failure is an
+//! [`OpenAiError`], which the route's answering layer answers in OpenAI's shape.
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use base64::Engine;
 use serde_json::{Value, json};
 use tollgate::EmbeddingPurpose;
@@ -15,29 +14,24 @@ use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 
 use super::request::{ChatRequest, EmbeddingsRequest};
 use super::response::{ChunkEncoder, openai_completion, openai_embeddings};
-use crate::answering::{Route, Tags, answered, post_route};
-use crate::auth::admitted;
+use crate::answering::{Route, Speaks, Tags};
+use crate::auth::Admitted;
 use crate::client::chat_client;
-use crate::error::{Dialect, GatewayError};
+use crate::failure::OpenAiError;
 use crate::ids;
 use crate::sse::{sse_response, unix_now};
 use crate::state::Gateway;
 
 /// `POST /v1/chat/completions`, as its metrics and span name it.
-const CHAT_COMPLETIONS: Route = post_route!("chat_completions", "/v1/chat/completions");
+pub(crate) const CHAT_COMPLETIONS: Route =
+    Route::post("chat_completions", "/v1/chat/completions", Speaks::OpenAi);
 
 /// `POST /v1/chat/completions`.
-pub(crate) async fn chat_completions(State(state): State<Gateway>, request: Request) -> Response {
-    answered(state, CHAT_COMPLETIONS, Dialect::OpenAi, request, chat).await
-}
-
-async fn chat(
-    state: Gateway,
-    headers: HeaderMap,
-    body: Body,
-    tags: Arc<Tags>,
-) -> Result<Response, GatewayError> {
-    let (req, models) = admitted::<ChatRequest>(&state, &headers, body, &tags).await?;
+pub(crate) async fn chat_completions(
+    State(state): State<Gateway>,
+    Extension(tags): Extension<Arc<Tags>>,
+    Admitted(req, models): Admitted<ChatRequest>,
+) -> Result<Response, OpenAiError> {
     let request = req.to_llm_request()?;
     let client = chat_client(&models, &request).await?;
     let id = ids::next("chatcmpl");
@@ -53,20 +47,12 @@ async fn chat(
 }
 
 /// `POST /v1/embeddings`, as its metrics and span name it.
-const EMBEDDINGS: Route = post_route!("embeddings", "/v1/embeddings");
+pub(crate) const EMBEDDINGS: Route = Route::post("embeddings", "/v1/embeddings", Speaks::OpenAi);
 
 /// `POST /v1/embeddings`.
-pub(crate) async fn embeddings(State(state): State<Gateway>, request: Request) -> Response {
-    answered(state, EMBEDDINGS, Dialect::OpenAi, request, embed).await
-}
-
-async fn embed(
-    state: Gateway,
-    headers: HeaderMap,
-    body: Body,
-    tags: Arc<Tags>,
-) -> Result<Response, GatewayError> {
-    let (req, models) = admitted::<EmbeddingsRequest>(&state, &headers, body, &tags).await?;
+pub(crate) async fn embeddings(
+    Admitted(req, models): Admitted<EmbeddingsRequest>,
+) -> Result<Response, OpenAiError> {
     let texts = req.texts()?;
     let base64 = req.base64()?;
     let client = models.embeddings(&req.model).await?;

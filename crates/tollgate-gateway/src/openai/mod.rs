@@ -7,5 +7,5 @@ mod handlers;
 mod request;
 mod response;
 
-pub(crate) use handlers::{chat_completions, embeddings};
+pub(crate) use handlers::{CHAT_COMPLETIONS, EMBEDDINGS, chat_completions, embeddings};
 pub use response::{openai_completion, openai_embeddings};

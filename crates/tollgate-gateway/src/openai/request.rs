@@ -435,12 +435,16 @@ impl EmbeddingsRequest {
 }
 
 impl crate::auth::ForModel for ChatRequest {
+    type Error = crate::failure::OpenAiError;
+
     fn model(&self) -> &str {
         &self.model
     }
 }
 
 impl crate::auth::ForModel for EmbeddingsRequest {
+    type Error = crate::failure::OpenAiError;
+
     fn model(&self) -> &str {
         &self.model
     }

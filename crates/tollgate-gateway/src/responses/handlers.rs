@@ -1,40 +1,39 @@
-//! The route handlers: authenticate, decode, call through `Models`, encode the answer
-//! or the failure in OpenAI's shape.
+//! The route handlers: over the admitted request (key, body and model checked by
+//! [`Admitted`]), call through `Models` and encode the answer; a failure is an
+//! [`OpenAiError`], which the route's answering layer answers in OpenAI's shape.
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 
 use super::output::{Echo, whole};
 use super::request::ResponsesRequest;
 use super::stream::EventEncoder;
-use crate::answering::{Route, Tags, answered, post_route};
-use crate::auth::admitted;
+use crate::answering::{Route, Speaks, Tags};
+use crate::auth::Admitted;
 use crate::client::chat_client;
-use crate::error::{Dialect, GatewayError};
-use crate::ids::RequestId;
+use crate::error::GatewayError;
+use crate::failure::OpenAiError;
 use crate::sse::sse_response;
 use crate::state::Gateway;
 
 /// `POST /v1/responses`, as its metrics and span name it.
-const RESPONSES: Route = post_route!("responses", "/v1/responses");
+pub(crate) const RESPONSES: Route = Route::post("responses", "/v1/responses", Speaks::OpenAi);
+
+/// Every method on `/v1/responses/{id}` and the paths under it, as its metrics and span
+/// name it.
+pub(crate) const STORED_RESPONSE: Route =
+    Route::any("stored_response", "/v1/responses/{*rest}", Speaks::OpenAi);
 
 /// `POST /v1/responses`.
-pub(crate) async fn responses(State(state): State<Gateway>, request: Request) -> Response {
-    answered(state, RESPONSES, Dialect::OpenAi, request, answer).await
-}
-
-async fn answer(
-    state: Gateway,
-    headers: HeaderMap,
-    body: Body,
-    tags: Arc<Tags>,
-) -> Result<Response, GatewayError> {
-    let (req, models) = admitted::<ResponsesRequest>(&state, &headers, body, &tags).await?;
+pub(crate) async fn responses(
+    State(state): State<Gateway>,
+    Extension(tags): Extension<Arc<Tags>>,
+    Admitted(req, models): Admitted<ResponsesRequest>,
+) -> Result<Response, OpenAiError> {
     let decoded = req.decode()?;
     let request = decoded.request;
     let client = chat_client(&models, &request).await?;
@@ -61,17 +60,18 @@ async fn answer(
 
 /// `GET`/`DELETE /v1/responses/{id}` and the routes under it: the gateway stores no
 /// responses, so each is a 404 in OpenAI's shape that says so.
-pub(crate) async fn stored_response(request: Request) -> Response {
-    let id = RequestId::of(request.extensions());
-    let path: String = request.uri().path().chars().take(200).collect();
-    GatewayError::NotKept {
+pub(crate) async fn stored_response(
+    Extension(_tags): Extension<Arc<Tags>>,
+    method: Method,
+    uri: Uri,
+) -> OpenAiError {
+    let path: String = uri.path().chars().take(200).collect();
+    OpenAiError(GatewayError::NotKept {
         param: "response_id".into(),
         code: "not_found",
         reason: format!(
-            "{} {path}: the gateway stores no responses (it answers with store: false); keep \
-             the answer on the client and send the whole conversation each time",
-            request.method()
+            "{method} {path}: the gateway stores no responses (it answers with store: false); \
+             keep the answer on the client and send the whole conversation each time"
         ),
-    }
-    .into_response_for(Dialect::OpenAi, Some(id.as_str()))
+    })
 }

@@ -12,4 +12,4 @@ mod request;
 mod stream;
 mod tools;
 
-pub(crate) use handlers::{responses, stored_response};
+pub(crate) use handlers::{RESPONSES, STORED_RESPONSE, responses, stored_response};

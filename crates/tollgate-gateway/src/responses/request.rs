@@ -438,6 +438,8 @@ fn reasoning_item(item: &Value, path: &str) -> Result<Option<Block>, GatewayErro
 }
 
 impl crate::auth::ForModel for ResponsesRequest {
+    type Error = crate::failure::OpenAiError;
+
     fn model(&self) -> &str {
         &self.model
     }
