@@ -23,7 +23,7 @@ pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings,
 /// The `route` label of a request no route took (404 or 405), whatever its path.
 const UNMATCHED: &str = "unmatched";
 
-/// The gateway's routes over `state`: both dialects (each model route [`served`] under
+/// The gateway's routes over `state`: both dialects (each model route served under
 /// its answering layer: span, count and error shape), `/health`, `/ready`, `/metrics`,
 /// with `x-request-id` on every answer; any other path or method is answered 404 or 405
 /// in the dialect's error shape (Anthropic's under `/v1/messages`, else OpenAI's).
