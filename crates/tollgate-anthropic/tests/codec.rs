@@ -104,6 +104,7 @@ fn a_bedrock_style_body_leaves_the_model_out() {
 #[test]
 fn tools_and_tool_choice_are_encoded() {
     let tool = ToolDefinition {
+        defer_loading: false,
         name: "lookup".into(),
         description: "Looks up".into(),
         input_schema: Json::new(json!({"type": "object", "properties": {}})),

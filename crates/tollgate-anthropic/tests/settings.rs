@@ -264,3 +264,18 @@ fn thinking_display_omitted_reaches_the_body_and_a_concise_summary_is_refused() 
         "{err:?}"
     );
 }
+
+#[test]
+fn a_deferred_tool_is_sent_with_defer_loading_and_a_loaded_one_without() {
+    let b = body(
+        vec![Message::new(Role::User, "hi")],
+        SamplingParams::new(),
+        vec![
+            city().with_defer_loading(true),
+            ToolDefinition::new("Other", "", Json::new(json!({"type": "object"}))),
+        ],
+    )
+    .unwrap();
+    assert_eq!(b["tools"][0]["defer_loading"], json!(true), "{b}");
+    assert!(b["tools"][1].get("defer_loading").is_none(), "{b}");
+}

@@ -104,6 +104,7 @@ async fn converse_encodes_system_messages_images_tools_cache_points_and_inferenc
             ),
         ],
         vec![ToolDefinition {
+            defer_loading: false,
             name: "lookup".into(),
             description: "Looks things up".into(),
             input_schema: Json::new(

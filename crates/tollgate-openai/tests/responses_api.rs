@@ -564,3 +564,30 @@ fn openais_own_tools_and_their_items_go_back_as_openai_wrote_them() {
         }
     )));
 }
+
+#[test]
+fn responses_request_writes_a_deferred_tools_defer_loading() {
+    let body = encode_responses_request(
+        &request(
+            vec![Message::new(Role::User, "hi")],
+            vec![weather().with_defer_loading(true)],
+            SamplingParams::new(),
+        ),
+        &options(),
+    )
+    .unwrap();
+    assert_eq!(body["tools"][0]["defer_loading"], json!(true), "{body}");
+    let loaded = encode_responses_request(
+        &request(
+            vec![Message::new(Role::User, "hi")],
+            vec![weather()],
+            SamplingParams::new(),
+        ),
+        &options(),
+    )
+    .unwrap();
+    assert!(
+        loaded["tools"][0].get("defer_loading").is_none(),
+        "{loaded}"
+    );
+}

@@ -304,6 +304,7 @@ fn weather_request() -> tollgate::LlmRequest {
     });
     Conversation::new()
         .with_tool(tollgate::ToolDefinition {
+            defer_loading: false,
             name: "weather".into(),
             description: "The weather in a city".into(),
             input_schema: tollgate::Json::new(schema),

@@ -253,6 +253,11 @@ pub struct ToolDefinition {
     /// defines it; `input_schema` is then unused. Refused by every other provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<NativeTool>,
+    /// Loaded only when the model searches for it (Anthropic's and OpenAI Responses'
+    /// `defer_loading`, with a tool-search tool), so a large tool list costs no context
+    /// until used. A provider without deferral sends the tool loaded: it stays callable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defer_loading: bool,
 }
 
 impl ToolDefinition {
@@ -268,12 +273,19 @@ impl ToolDefinition {
             input_schema,
             strict: None,
             native: None,
+            defer_loading: false,
         }
     }
 
     /// This tool with `strict` as given.
     pub fn with_strict(mut self, strict: Option<bool>) -> Self {
         self.strict = strict;
+        self
+    }
+
+    /// This tool, loaded only when the model searches for it (`true`), or up front.
+    pub fn with_defer_loading(mut self, defer: bool) -> Self {
+        self.defer_loading = defer;
         self
     }
 }

@@ -205,6 +205,9 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                 if let Some(strict) = t.strict {
                     tool["strict"] = json!(strict);
                 }
+                if t.defer_loading {
+                    tool["defer_loading"] = json!(true);
+                }
                 Ok(tool)
             })
             .collect::<Result<Vec<Value>>>()?;

@@ -476,7 +476,8 @@ fn tool(t: &Tool, i: usize) -> Result<ToolDefinition, GatewayError> {
             t.description.clone(),
             Json::new(schema.clone()),
         )
-        .with_strict(t.strict)),
+        .with_strict(t.strict)
+        .with_defer_loading(t.rest.get("defer_loading") == Some(&Value::Bool(true)))),
         (None | Some("custom"), None) => Err(GatewayError::BadBody(format!(
             "tools[{i}] (`{}`) needs `input_schema`, or a server tool's `type`",
             t.name

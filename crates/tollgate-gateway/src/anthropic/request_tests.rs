@@ -95,3 +95,14 @@ fn a_bad_tool_choice_names_the_accepted_values() {
     .to_string();
     assert!(err.contains("auto, any, tool, none"), "{err}");
 }
+
+#[test]
+fn a_client_tools_defer_loading_is_carried_not_dropped() {
+    let r = decode(json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "Read", "input_schema": {"type": "object"}, "defer_loading": true},
+                  {"name": "Bash", "input_schema": {"type": "object"}}]}))
+    .unwrap();
+    let deferred: Vec<bool> = r.tools_schema().iter().map(|t| t.defer_loading).collect();
+    assert_eq!(deferred, [true, false]);
+}

@@ -225,6 +225,7 @@ impl ChatRequest {
             .tools
             .iter()
             .map(|t| ToolDefinition {
+                defer_loading: false,
                 name: t.function.name.clone(),
                 description: t.function.description.clone(),
                 input_schema: Json::new(t.function.parameters.clone().unwrap_or_else(any_object)),

@@ -320,3 +320,18 @@ fn a_reasoning_item_the_gateway_sealed_replays_its_signed_block() {
     assert!(matches!(&d.request.messages()[1].content[0],
         Block::Thinking { origin: Some(o), signature: Some(s), .. } if o == "openai" && s == "rs_2 gAAAA-openai"));
 }
+
+#[test]
+fn a_function_tools_defer_loading_is_carried_not_dropped() {
+    let d = decode(json!({"model": "m", "input": "hi", "tools": [
+        {"type": "function", "name": "a", "parameters": {"type": "object"}, "defer_loading": true},
+        {"type": "function", "name": "b", "parameters": {"type": "object"}}]}))
+    .unwrap();
+    let deferred: Vec<bool> = d
+        .request
+        .tools_schema()
+        .iter()
+        .map(|t| t.defer_loading)
+        .collect();
+    assert_eq!(deferred, [true, false]);
+}

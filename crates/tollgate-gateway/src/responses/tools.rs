@@ -50,7 +50,12 @@ fn function(tool: &Value, path: &str) -> Result<ToolDefinition, GatewayError> {
         Some(s) => s.clone(),
     };
     let strict = tool.get("strict").and_then(Value::as_bool);
-    Ok(ToolDefinition::new(name, description.unwrap_or(""), Json::new(schema)).with_strict(strict))
+    let defer = tool.get("defer_loading").and_then(Value::as_bool) == Some(true);
+    Ok(
+        ToolDefinition::new(name, description.unwrap_or(""), Json::new(schema))
+            .with_strict(strict)
+            .with_defer_loading(defer),
+    )
 }
 
 /// A `custom` tool: a function of one string argument, [`CUSTOM_INPUT`], its grammar in

@@ -126,6 +126,9 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
                 if let Some(strict) = t.strict {
                     tool["strict"] = json!(strict);
                 }
+                if t.defer_loading {
+                    tool["defer_loading"] = json!(true);
+                }
                 Ok(tool)
             })
             .collect::<Result<Vec<_>>>()?;

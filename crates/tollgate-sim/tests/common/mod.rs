@@ -25,6 +25,7 @@ pub(crate) fn models() -> Models {
 /// A tool `name` taking arguments of `schema`.
 pub(crate) fn tool(name: &str, schema: serde_json::Value) -> ToolDefinition {
     ToolDefinition {
+        defer_loading: false,
         name: name.into(),
         description: format!("The {name} tool"),
         input_schema: Json::new(schema),

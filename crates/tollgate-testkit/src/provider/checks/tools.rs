@@ -35,6 +35,7 @@ fn tool_request() -> LlmRequest {
     let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
     Conversation::new()
         .with_tool(ToolDefinition {
+            defer_loading: false,
             name: call().name,
             description: "The weather in a city.".into(),
             input_schema: Json::new(schema),
