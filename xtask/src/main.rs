@@ -323,7 +323,7 @@ fn has_nextest() -> bool {
 }
 
 /// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 11] = [
+const BENCHES: [(&str, &str); 12] = [
     ("tollgate-bench", "overhead"),
     ("tollgate-bench", "pacing"),
     ("tollgate-bench", "adaptive"),
@@ -335,6 +335,7 @@ const BENCHES: [(&str, &str); 11] = [
     ("tollgate-bench", "gateway"),
     ("tollgate", "sse"),
     ("tollgate-bench", "batch"),
+    ("tollgate-bench", "keys"),
 ];
 
 /// The variable through which a benchmark hands its markdown section over (the bench

@@ -1,10 +1,12 @@
 //! Virtual keys (`keys.toml`): who may call the gateway, which models, at which
 //! priority, and how long their requests may queue.
 //!
-//! A key's secret is never stored: the file holds its SHA-256 (hex), and a presented
-//! secret is hashed and compared with every key's hash in constant time, so neither a
-//! wrong key nor a timing difference tells an attacker which hash was close.
+//! A key's secret is never stored: the file holds its SHA-256 (hex). A presented secret
+//! is hashed and its key found by that hash in one lookup (100,000 keys cost what one
+//! does), the match compared in constant time: the hash of a guess reveals nothing of a
+//! stored secret, so neither a wrong key nor a timing difference helps an attacker.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
@@ -228,6 +230,9 @@ pub fn hash_secret(secret: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
     keys: Vec<VirtualKey>,
+    /// Each key's place in `keys`, by the SHA-256 of its secret: one lookup finds the key
+    /// of a presented secret, however many keys there are.
+    by_hash: HashMap<[u8; 32], usize>,
 }
 
 #[derive(Deserialize)]
@@ -260,18 +265,22 @@ struct KeyLine {
 impl Keys {
     /// The keys `keys`: their ids must be distinct, and so must their secrets.
     pub fn new(keys: Vec<VirtualKey>) -> Result<Self, KeysError> {
+        let mut ids = HashSet::with_capacity(keys.len());
+        let mut by_hash = HashMap::with_capacity(keys.len());
         for (i, key) in keys.iter().enumerate() {
-            if keys[..i].iter().any(|k| k.id == key.id) {
+            if !ids.insert(key.id.as_str()) {
                 return Err(invalid(&key.id, "is defined twice"));
             }
-            if let Some(other) = keys[..i].iter().find(|k| k.hash == key.hash) {
+            if let Some(&other) = by_hash.get(&key.hash) {
+                let other: &VirtualKey = &keys[other];
                 return Err(KeysError::DuplicateSecret {
                     id: key.id.clone(),
                     other: other.id.clone(),
                 });
             }
+            by_hash.insert(key.hash, i);
         }
-        Ok(Keys { keys })
+        Ok(Keys { keys, by_hash })
     }
 
     /// Reads a keys file (see the module docs and `docs/gateway.md`).
@@ -311,17 +320,15 @@ impl Keys {
         Self::new(keys)
     }
 
-    /// The key whose secret is `secret`, if any. Every key's hash is compared in
-    /// constant time, and all of them are, whichever matches.
+    /// The key whose secret is `secret`, if any: one lookup by the secret's SHA-256,
+    /// whatever the number of keys. What the lookup's time could tell (how the presented
+    /// secret's hash falls in a table keyed at random per process) says nothing of a
+    /// stored secret, which SHA-256 does not give back; the match itself is compared in
+    /// constant time.
     pub fn authenticate(&self, secret: &str) -> Option<&VirtualKey> {
         let presented: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
-        let mut found = None;
-        for key in &self.keys {
-            if bool::from(key.hash.ct_eq(&presented)) {
-                found = Some(key);
-            }
-        }
-        found
+        let key = &self.keys[*self.by_hash.get(&presented)?];
+        bool::from(key.hash.ct_eq(&presented)).then_some(key)
     }
 
     /// Every key, in file order.
@@ -414,6 +421,34 @@ fn invalid(id: &str, reason: &str) -> KeysError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn authenticate_finds_each_of_many_keys_by_its_secret_and_no_key_for_a_guess() {
+        let hash = |secret: &str| -> [u8; 32] { Sha256::digest(secret.as_bytes()).into() };
+        let keys = Keys::new(
+            (0..5000)
+                .map(|i| VirtualKey::new(format!("k{i}"), hash(&format!("secret-{i}"))))
+                .collect(),
+        )
+        .unwrap();
+        for i in [0, 1, 2500, 4999] {
+            let found = keys
+                .authenticate(&format!("secret-{i}"))
+                .map(VirtualKey::id);
+            assert_eq!(found, Some(format!("k{i}").as_str()));
+        }
+        assert!(keys.authenticate("secret-5000").is_none());
+        assert!(keys.authenticate("").is_none());
+        let twice = Keys::new(vec![
+            VirtualKey::new("a", hash("s")),
+            VirtualKey::new("b", hash("t")),
+            VirtualKey::new("c", hash("s")),
+        ]);
+        assert!(
+            matches!(twice, Err(KeysError::DuplicateSecret { ref id, ref other }) if id == "c" && other == "a"),
+            "{twice:?}"
+        );
+    }
 
     fn file(secret: &str) -> String {
         format!(
