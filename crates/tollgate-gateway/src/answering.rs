@@ -3,7 +3,8 @@
 //! (learnt as the handler goes, bounded to catalog and key ids), the failure in its
 //! dialect (a handler's [`Failed`] answered again naming the request id, an upstream or
 //! internal one masked, its detail logged under the request id), the end of the
-//! shutdown grace, and the count of it in `/metrics`.
+//! shutdown grace, the `x-ratelimit-*` headers of the model and key it was for, and the
+//! count of it in `/metrics`.
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,6 +20,7 @@ use crate::error::{Dialect, GatewayError};
 use crate::failure::Failed;
 use crate::ids::RequestId;
 use crate::metrics::GatewayMetrics;
+use crate::room;
 use crate::state::Gateway;
 
 /// A route, as its metrics and its server span name it, and the dialect it answers in.
@@ -157,10 +159,14 @@ async fn answered(
         response = work => response,
         () = grace_over => tags.fail(&GatewayError::ShuttingDown, dialect),
     };
-    let response = match response.extensions().get::<Failed>().cloned() {
+    let mut response = match response.extensions().get::<Failed>().cloned() {
         Some(Failed(error, dialect)) => tags.fail(&error, dialect),
         None => response,
     };
+    if let Some(model) = tags.catalog_model() {
+        let rooms = room::for_request(&state, model, text_of(&tags.key)).await;
+        room::write(response.headers_mut(), &rooms);
+    }
     tags.finish(response)
 }
 
@@ -223,6 +229,14 @@ impl Tags {
     /// It asked for a model the catalog does not have: counted under one `unknown`.
     pub(crate) fn unknown_model(&self) {
         let _ = self.model.set(UNKNOWN.to_owned());
+    }
+
+    /// The catalog model it asked for, once known (not one the catalog lacks).
+    fn catalog_model(&self) -> Option<&str> {
+        self.model
+            .get()
+            .map(String::as_str)
+            .filter(|m| *m != UNKNOWN && !m.is_empty())
     }
 
     /// The dialect the request is answered in.

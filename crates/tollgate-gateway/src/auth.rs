@@ -110,6 +110,11 @@ impl Caller {
         })
     }
 
+    /// The caller's key (`None` on an open gateway).
+    pub(crate) fn key(&self) -> Option<&VirtualKey> {
+        self.key.as_ref()
+    }
+
     /// The caller's key id (empty on an open gateway).
     pub(crate) fn key_id(&self) -> &str {
         self.key.as_ref().map_or("", VirtualKey::id)

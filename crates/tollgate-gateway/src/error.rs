@@ -32,6 +32,21 @@ pub enum GatewayError {
     /// The key may not use this model.
     #[error("this key may not use model `{0}`")]
     ModelNotAllowed(String),
+    /// A key view was asked of a gateway that runs without virtual keys.
+    #[error(
+        "this gateway runs without virtual keys, so it has no key to describe; start it with \
+         a keys file (`tollgate serve --keys FILE`)"
+    )]
+    NoKeys,
+    /// A view of every key was asked with a key that is not an admin key.
+    #[error(
+        "this key may not read other keys' usage; an admin key may (`admin = true` in the \
+         keys file)"
+    )]
+    NotAdmin,
+    /// An admin asked for a key the keys file does not have.
+    #[error("no virtual key `{0}`")]
+    UnknownKey(String),
     /// The body could not be read as the route's request.
     #[error("invalid request body: {0}")]
     BadBody(String),
@@ -236,7 +251,12 @@ impl GatewayError {
     fn answer(&self) -> Answer {
         match self {
             GatewayError::Unauthorized => Answer::text(Class::Unauthorized, None),
-            GatewayError::ModelNotAllowed(_) => Answer::text(Class::Forbidden, None),
+            GatewayError::ModelNotAllowed(_) | GatewayError::NotAdmin => {
+                Answer::text(Class::Forbidden, None)
+            }
+            GatewayError::NoKeys | GatewayError::UnknownKey(_) => {
+                Answer::text(Class::NotFound, None)
+            }
             GatewayError::BadBody(_)
             | GatewayError::BadHeader { .. }
             | GatewayError::BadQuery { .. } => Answer::text(Class::BadRequest, None),
@@ -278,6 +298,9 @@ impl GatewayError {
         match self {
             GatewayError::Unauthorized => "invalid_api_key",
             GatewayError::ModelNotAllowed(_) => "model_not_allowed",
+            GatewayError::NoKeys => "no_keys",
+            GatewayError::NotAdmin => "not_admin",
+            GatewayError::UnknownKey(_) => "key_not_found",
             GatewayError::BadBody(_)
             | GatewayError::BadHeader { .. }
             | GatewayError::BadQuery { .. } => "invalid_request",
@@ -499,6 +522,9 @@ mod tests {
             (GatewayError::Unauthorized, 401),
             (GatewayError::BodyTooLarge(10), 413),
             (GatewayError::ModelNotAllowed("m".into()), 403),
+            (GatewayError::NotAdmin, 403),
+            (GatewayError::NoKeys, 404),
+            (GatewayError::UnknownKey("k".into()), 404),
             (Error::invalid_request("messages", "empty").into(), 400),
             (
                 Error::UnknownModel {

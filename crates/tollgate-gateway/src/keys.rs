@@ -6,7 +6,7 @@
 //! does), the match compared in constant time: the hash of a guess reveals nothing of a
 //! stored secret, so neither a wrong key nor a timing difference helps an attacker.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
@@ -105,6 +105,7 @@ pub struct VirtualKey {
     max_wait: Option<Duration>,
     caps: Limits,
     budget_usd_per_day: Option<f64>,
+    admin: bool,
 }
 
 impl fmt::Debug for VirtualKey {
@@ -117,6 +118,7 @@ impl fmt::Debug for VirtualKey {
             .field("max_wait", &self.max_wait)
             .field("caps", &self.caps)
             .field("budget_usd_per_day", &self.budget_usd_per_day)
+            .field("admin", &self.admin)
             .finish_non_exhaustive()
     }
 }
@@ -133,7 +135,25 @@ impl VirtualKey {
             max_wait: None,
             caps: Limits::default(),
             budget_usd_per_day: None,
+            admin: false,
         }
+    }
+
+    /// An admin key: besides what its other fields allow, it may read every key's usage
+    /// (`GET /v1/tollgate/keys`). Keys are not admin keys unless the file says so.
+    pub fn with_admin(mut self) -> Self {
+        self.admin = true;
+        self
+    }
+
+    /// Whether the key is an admin key.
+    pub fn is_admin(&self) -> bool {
+        self.admin
+    }
+
+    /// The catalog models the key may call by name, or `None` for every one.
+    pub fn models(&self) -> Option<&[String]> {
+        self.models.as_deref()
     }
 
     /// Caps the key's own rate across every model it calls: `rpm` requests and `tpm`
@@ -233,6 +253,8 @@ pub struct Keys {
     /// Each key's place in `keys`, by the SHA-256 of its secret: one lookup finds the key
     /// of a presented secret, however many keys there are.
     by_hash: HashMap<[u8; 32], usize>,
+    /// Each key's place in `keys`, by its id.
+    by_id: HashMap<String, usize>,
 }
 
 #[derive(Deserialize)]
@@ -260,15 +282,17 @@ struct KeyLine {
     tpm: Option<u64>,
     #[serde(default)]
     budget_usd_per_day: Option<f64>,
+    #[serde(default)]
+    admin: bool,
 }
 
 impl Keys {
     /// The keys `keys`: their ids must be distinct, and so must their secrets.
     pub fn new(keys: Vec<VirtualKey>) -> Result<Self, KeysError> {
-        let mut ids = HashSet::with_capacity(keys.len());
+        let mut by_id = HashMap::with_capacity(keys.len());
         let mut by_hash = HashMap::with_capacity(keys.len());
         for (i, key) in keys.iter().enumerate() {
-            if !ids.insert(key.id.as_str()) {
+            if by_id.insert(key.id.clone(), i).is_some() {
                 return Err(invalid(&key.id, "is defined twice"));
             }
             if let Some(&other) = by_hash.get(&key.hash) {
@@ -280,7 +304,11 @@ impl Keys {
             }
             by_hash.insert(key.hash, i);
         }
-        Ok(Keys { keys, by_hash })
+        Ok(Keys {
+            keys,
+            by_hash,
+            by_id,
+        })
     }
 
     /// Reads a keys file (see the module docs and `docs/gateway.md`).
@@ -304,6 +332,7 @@ impl Keys {
     /// rpm = 100                            # the key's own caps across its models
     /// tpm = 200000                         #   (omitted: none beyond the models')
     /// budget_usd_per_day = 25.0            # omitted: no budget
+    /// admin = false                        # true: may read every key's usage
     /// ```
     ///
     /// A field the format does not know, a malformed value, two keys with one id or one
@@ -329,6 +358,16 @@ impl Keys {
         let presented: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
         let key = &self.keys[*self.by_hash.get(&presented)?];
         bool::from(key.hash.ct_eq(&presented)).then_some(key)
+    }
+
+    /// The key whose id is `id`, if any.
+    pub fn get(&self, id: &str) -> Option<&VirtualKey> {
+        self.by_id.get(id).map(|&i| &self.keys[i])
+    }
+
+    /// The place in file order (from 0) of the key whose id is `id`, if any.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
     }
 
     /// Every key, in file order.
@@ -402,6 +441,9 @@ impl KeyLine {
             }
             key = key.with_budget_usd_per_day(usd);
         }
+        if self.admin {
+            key = key.with_admin();
+        }
         Ok(key)
     }
 }
@@ -419,173 +461,4 @@ fn invalid(id: &str, reason: &str) -> KeysError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn authenticate_finds_each_of_many_keys_by_its_secret_and_no_key_for_a_guess() {
-        let hash = |secret: &str| -> [u8; 32] { Sha256::digest(secret.as_bytes()).into() };
-        let keys = Keys::new(
-            (0..5000)
-                .map(|i| VirtualKey::new(format!("k{i}"), hash(&format!("secret-{i}"))))
-                .collect(),
-        )
-        .unwrap();
-        for i in [0, 1, 2500, 4999] {
-            let found = keys
-                .authenticate(&format!("secret-{i}"))
-                .map(VirtualKey::id);
-            assert_eq!(found, Some(format!("k{i}").as_str()));
-        }
-        assert!(keys.authenticate("secret-5000").is_none());
-        assert!(keys.authenticate("").is_none());
-        let twice = Keys::new(vec![
-            VirtualKey::new("a", hash("s")),
-            VirtualKey::new("b", hash("t")),
-            VirtualKey::new("c", hash("s")),
-        ]);
-        assert!(
-            matches!(twice, Err(KeysError::DuplicateSecret { ref id, ref other }) if id == "c" && other == "a"),
-            "{twice:?}"
-        );
-    }
-
-    fn file(secret: &str) -> String {
-        format!(
-            "[[keys]]\nid = \"nb\"\nsecret_sha256 = \"{}\"\nmodels = [\"demo\"]\n\
-             priority = \"interactive\"\nmax_wait_ms = 1500\n\n\
-             [[keys]]\nid = \"batch\"\nsecret_sha256 = \"{}\"\npriority = \"batch\"\n",
-            hash_secret(secret),
-            hash_secret("other-secret")
-        )
-    }
-
-    #[test]
-    fn keys_file_authenticates_by_hash_and_reads_models_priority_and_max_wait() {
-        let keys = Keys::from_toml_str(&file("s3cret")).unwrap();
-        let key = keys.authenticate("s3cret").unwrap();
-        assert_eq!(key.id(), "nb");
-        assert_eq!(key.priority(), Priority::Interactive);
-        assert_eq!(key.max_wait(), Some(Duration::from_millis(1500)));
-        assert!(key.allows("demo") && !key.allows("demo-slow"));
-        let batch = keys.authenticate("other-secret").unwrap();
-        assert_eq!((batch.id(), batch.priority()), ("batch", Priority::Batch));
-        assert!(batch.allows("anything"));
-        assert!(keys.authenticate("s3cre").is_none());
-        assert!(keys.authenticate("").is_none());
-    }
-
-    #[test]
-    fn keys_file_refuses_bad_hashes_priorities_and_repeated_ids_naming_the_key() {
-        let bad_hash = "[[keys]]\nid = \"a\"\nsecret_sha256 = \"abc\"\n";
-        let e = Keys::from_toml_str(bad_hash).unwrap_err();
-        assert!(
-            matches!(e, KeysError::Invalid { ref id, .. } if id == "a"),
-            "{e}"
-        );
-        let h = hash_secret("x");
-        let bad_priority =
-            format!("[[keys]]\nid = \"b\"\nsecret_sha256 = \"{h}\"\npriority = \"urgent\"\n");
-        let e = Keys::from_toml_str(&bad_priority).unwrap_err();
-        assert!(
-            matches!(e, KeysError::Invalid { ref id, .. } if id == "b"),
-            "{e}"
-        );
-        let twice = format!(
-            "[[keys]]\nid = \"c\"\nsecret_sha256 = \"{h}\"\n[[keys]]\nid = \"c\"\nsecret_sha256 = \"{h}\"\n"
-        );
-        assert!(matches!(
-            Keys::from_toml_str(&twice),
-            Err(KeysError::Invalid { .. })
-        ));
-    }
-
-    #[test]
-    fn keys_file_reads_rate_caps_and_daily_budget_and_refuses_a_negative_budget() {
-        let h = hash_secret("x");
-        let text = format!(
-            "[[keys]]\nid = \"a\"\nsecret_sha256 = \"{h}\"\nrpm = 30\nbudget_usd_per_day = 2.5\n\
-             [[keys]]\nid = \"b\"\nsecret_sha256 = \"{}\"\ntpm = 1000\n",
-            hash_secret("y")
-        );
-        let keys = Keys::from_toml_str(&text).unwrap();
-        let a = keys.authenticate("x").unwrap();
-        assert_eq!((a.caps().rpm, a.caps().tpm), (30, 0));
-        assert_eq!(a.budget_usd_per_day(), Some(2.5));
-        let b = keys.authenticate("y").unwrap();
-        assert_eq!(
-            (b.caps().rpm, b.caps().tpm, b.budget_usd_per_day()),
-            (0, 1000, None)
-        );
-        let negative =
-            format!("[[keys]]\nid = \"n\"\nsecret_sha256 = \"{h}\"\nbudget_usd_per_day = -1\n");
-        let e = Keys::from_toml_str(&negative).unwrap_err();
-        assert!(
-            matches!(e, KeysError::Invalid { ref id, ref reason } if id == "n" && reason.contains("budget_usd_per_day")),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn keys_file_refuses_two_keys_with_one_secret_in_any_case_naming_both() {
-        let h = hash_secret("shared");
-        let text = format!(
-            "[[keys]]\nid = \"first\"\nsecret_sha256 = \"{h}\"\n\
-             [[keys]]\nid = \"second\"\nsecret_sha256 = \"{}\"\n",
-            h.to_uppercase()
-        );
-        let e = Keys::from_toml_str(&text).unwrap_err();
-        assert!(
-            matches!(&e, KeysError::DuplicateSecret { id, other } if id == "second" && other == "first"),
-            "{e}"
-        );
-        // Neither the hash nor the secret is shown.
-        let shown = format!("{e} {e:?}");
-        assert!(
-            !shown.contains(&h) && !shown.contains(&h.to_uppercase()),
-            "{shown}"
-        );
-        // Built in code, too.
-        let e = Keys::new(vec![
-            VirtualKey::new("a", [3; 32]),
-            VirtualKey::new("b", [3; 32]),
-        ])
-        .unwrap_err();
-        assert!(matches!(e, KeysError::DuplicateSecret { .. }), "{e}");
-    }
-
-    #[test]
-    fn keys_file_refuses_an_unknown_field_naming_the_key_and_the_field() {
-        let h = hash_secret("x");
-        let text = format!(
-            "[[keys]]\nid = \"fine\"\nsecret_sha256 = \"{}\"\n\
-             [[keys]]\nid = \"typo\"\nsecret_sha256 = \"{h}\"\nbudget_usd_per_dya = 5.0\n",
-            hash_secret("y")
-        );
-        let e = Keys::from_toml_str(&text).unwrap_err();
-        assert!(
-            matches!(&e, KeysError::Invalid { id, reason } if id == "typo" && reason.contains("budget_usd_per_dya")),
-            "{e}"
-        );
-        assert!(e.to_string().starts_with("key `typo`:"), "{e}");
-        // A key without an id is named by its place; a stray top-level field is refused.
-        let e = Keys::from_toml_str(&format!(
-            "[[keys]]\nid = \"a\"\nsecret_sha256 = \"{h}\"\n[[keys]]\nsecret_sha256 = \"{h}\"\n"
-        ))
-        .unwrap_err();
-        assert!(
-            matches!(&e, KeysError::Invalid { id, reason } if id == "#2" && reason.contains("id")),
-            "{e}"
-        );
-        let e = Keys::from_toml_str("budget = 1\n").unwrap_err();
-        assert!(matches!(e, KeysError::Parse(_)), "{e}");
-    }
-
-    #[test]
-    fn virtual_key_debug_shows_neither_secret_nor_hash() {
-        let key = VirtualKey::new("nb", [7u8; 32]);
-        let shown = format!("{key:?}");
-        assert!(shown.contains("nb"));
-        assert!(!shown.contains(&hex::encode([7u8; 32])) && !shown.contains("[7, 7"));
-    }
-}
+mod tests;

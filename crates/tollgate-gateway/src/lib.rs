@@ -11,7 +11,9 @@
 //! `max_wait_ms`) is answered at once with 429 and the wait as `retry-after` (the
 //! limiter's estimate, or the provider's own `retry-after`). The answer (or failure) is
 //! encoded back in the client's dialect, whatever the model's provider; an upstream or
-//! internal failure as a stable message naming the request id.
+//! internal failure as a stable message naming the request id. Every model answer
+//! carries OpenAI's `x-ratelimit-*` headers from the model's and the key's limiters, and
+//! `GET /v1/tollgate/key` tells a key what it has left and has spent today.
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -44,6 +46,7 @@ mod error;
 mod extract;
 mod failure;
 mod ids;
+mod key_view;
 mod keys;
 mod metrics;
 mod model_list;
@@ -53,9 +56,11 @@ mod params;
 mod protocol;
 mod quota;
 mod responses;
+mod room;
 mod router;
 mod serve;
 mod spend_file;
+mod spent_today;
 mod sse;
 mod state;
 mod timing;

@@ -20,6 +20,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Outcome, Recorder};
 
+use crate::quota::today;
+use crate::spent_today::SpentToday;
+
 /// The content type of `GET /metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -84,6 +87,8 @@ pub struct GatewayMetrics {
     cost: Family<ModelKey, Counter<f64, AtomicU64>>,
     upstream: Family<UpstreamLabels, Counter>,
     queued: Family<LimiterLabels, Gauge>,
+    /// Today's spend by key and model, for `GET /v1/tollgate/key`.
+    pub(crate) spent_today: SpentToday,
 }
 
 impl Default for GatewayMetrics {
@@ -154,6 +159,7 @@ impl GatewayMetrics {
             cost,
             upstream,
             queued,
+            spent_today: SpentToday::default(),
         }
     }
 
@@ -221,6 +227,9 @@ impl Recorder for GatewayMetrics {
             .observe(record.queue_wait.as_secs_f64());
         if let Some(usd) = record.cost_usd {
             self.cost.get_or_create(&mk).inc_by(usd);
+            if !mk.key.is_empty() {
+                self.spent_today.add(today(), &mk.key, &mk.model, usd);
+            }
         }
         let usage = &record.usage;
         for (kind, n) in [

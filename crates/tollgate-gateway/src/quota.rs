@@ -103,9 +103,13 @@ impl KeyQuotas {
     }
 
     /// The key's own buckets, if it has caps.
-    #[cfg(test)]
     pub(crate) fn limiter(&self, key_id: &str) -> Option<&Arc<dyn LimiterBackend>> {
         self.by_id.get(key_id)?.limiter.as_ref()
+    }
+
+    /// The key's daily budget, if it has one.
+    pub(crate) fn budget(&self, key_id: &str) -> Option<&DailyBudget> {
+        self.by_id.get(key_id)?.budget.as_ref()
     }
 }
 
@@ -142,6 +146,11 @@ impl DailyBudget {
         }
     }
 
+    /// The budget a day, in USD.
+    pub(crate) fn limit_usd(&self) -> f64 {
+        self.limit_usd
+    }
+
     /// The cap of `day` (days since the epoch): the same one all day, a fresh one the
     /// first time a later day is asked for.
     pub(crate) fn on(&self, day: u64) -> SpendCap {
@@ -163,7 +172,7 @@ impl DailyBudget {
 
 /// `days` since 1970-01-01 as `YYYY-MM-DD` (the proleptic Gregorian calendar; Howard
 /// Hinnant's `civil_from_days`).
-fn civil_date(days: u64) -> String {
+pub(crate) fn civil_date(days: u64) -> String {
     let z = i64::try_from(days).unwrap_or(i64::MAX / 2) + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

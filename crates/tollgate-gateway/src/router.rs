@@ -12,13 +12,13 @@ use crate::answering::served;
 use crate::error::{Dialect, GatewayError};
 use crate::ids::RequestId;
 use crate::state::Gateway;
-use crate::{anthropic, model_list, openai, ops, responses};
+use crate::{anthropic, key_view, model_list, openai, ops, responses};
 
 /// What the gateway serves, for the message of a request to anything else.
 pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings, \
     GET /v1/models, GET /v1/models/{id}, POST /v1/messages, POST /v1/messages/count_tokens, \
-    POST /v1/responses, GET /health, GET /ready, GET /metrics, and GET / and HEAD / \
-    (an empty 200)";
+    POST /v1/responses, GET /v1/tollgate/key, GET /v1/tollgate/keys (admin), GET /health, \
+    GET /ready, GET /metrics, and GET / and HEAD / (an empty 200)";
 
 /// The `route` label of a request no route took (404 or 405), whatever its path.
 const UNMATCHED: &str = "unmatched";
@@ -65,6 +65,18 @@ pub fn router(state: Gateway) -> Router {
                 responses::STORED_RESPONSE,
                 responses::stored_response,
             ),
+        )
+        .route(
+            "/v1/tollgate/key",
+            served(&state, key_view::KEY, key_view::own),
+        )
+        .route(
+            "/v1/tollgate/keys",
+            served(&state, key_view::KEYS, key_view::all),
+        )
+        .route(
+            "/v1/tollgate/keys/{id}",
+            served(&state, key_view::ONE_KEY, key_view::one),
         )
         .route("/", get(ops::root))
         .route("/health", get(ops::health))
