@@ -59,6 +59,7 @@ mod spend_file;
 mod sse;
 mod state;
 mod timing;
+mod tls;
 
 pub use anthropic::TOKEN_COUNT_HEADER;
 pub use auth::MAX_WAIT_HEADER;
@@ -72,3 +73,4 @@ pub use serve::{ServeOptions, bind, serve, serve_with, shutdown_signal};
 pub use spend_file::{FileSpendLedger, SpendFileError};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};
 pub use timing::BodyTiming;
+pub use tls::{TlsConfig, TlsError};
