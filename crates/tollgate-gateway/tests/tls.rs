@@ -2,8 +2,8 @@
 //! over TLS, HTTP/2 over TLS (ALPN) and h2c with prior knowledge on a plain port each get
 //! a model answer; unusable certificate or key files are typed errors naming the file;
 //! a client that completes TCP and then sends nothing (no handshake, no preface) is
-//! closed after the header read timeout, and an idle HTTP/2 connection is sent GOAWAY
-//! (those on tokio's paused clock).
+//! closed after the header read timeout, and an HTTP/2 connection is sent GOAWAY when
+//! idle that long and at shutdown (those on tokio's paused clock).
 
 mod common;
 
@@ -238,5 +238,63 @@ async fn an_idle_h2c_connection_is_sent_goaway_after_the_header_read_timeout() {
     assert!(
         types.contains(&GOAWAY),
         "no GOAWAY before the close: {types:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_shutdown_an_h2c_connection_is_sent_a_graceful_goaway() {
+    let fake = FakeProvider::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // An idle timeout far away: only the shutdown can close the connection.
+    let options = ServeOptions::DEFAULT.with_header_read_timeout(Duration::from_secs(3600));
+    tokio::spawn(tollgate_gateway::serve_with(
+        listener,
+        Gateway::new(common::models(&fake)),
+        async move {
+            let _ = stopped.await;
+        },
+        options,
+    ));
+    let mut client = TcpStream::connect(address).await.unwrap();
+    client
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    // The server's SETTINGS (and its ack of ours), and nothing else for a minute.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        !frame_types(&seen).contains(&GOAWAY),
+        "GOAWAY before the shutdown"
+    );
+    stop.send(()).unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            if frame_types(&seen).contains(&GOAWAY) {
+                return true;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        got,
+        Ok(true),
+        "no GOAWAY at shutdown: {:?}",
+        frame_types(&seen)
     );
 }
