@@ -29,6 +29,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`serve_with`] speaks HTTP/1.1 and HTTP/2 (h2c with prior knowledge on a plain
+//! port; over TLS, h2 or HTTP/1.1 by ALPN with [`ServeOptions::with_tls`] and
+//! [`TlsConfig::from_pem_files`]).
+//!
 //! [`router`] gives the routes alone, to mount in a larger axum app.
 //! [`openai_completion`] and [`openai_embeddings`] write OpenAI's answer objects, for
 //! other writers of that shape (the `tollgate run` batch output) to share.
