@@ -11,7 +11,7 @@ use tollgate::limit::InProcessLimiters;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder, SpendLedger};
 use tollgate_gateway::{
     BodyTiming, DEFAULT_BODY_LIMIT, FileSpendLedger, Gateway, GatewayMetrics, Keys, ServeOptions,
-    bind, serve_with, shutdown_signal,
+    TlsConfig, bind, serve_with, shutdown_signal,
 };
 
 use crate::CliResult;
@@ -76,6 +76,13 @@ pub(crate) struct ServeArgs {
     /// file, for `tollgate usage`.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    /// HTTP/2 by ALPN, HTTP/1.1 kept.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Sends the gateway's and the pipeline's warnings (a failure masked from its client,
@@ -189,15 +196,22 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
                 args.listen
             )
         })?;
+    // Read before binding, so a bad file refuses the start with nothing listening.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
     let listener = bind(listen, args.max_connections)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let address = listener.local_addr()?;
-    println!("tollgate serve: listening on http://{address} ({count} models from {origin})");
-    let options = ServeOptions::DEFAULT
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("tollgate serve: listening on {scheme}://{address} ({count} models from {origin})");
+    let mut options = ServeOptions::DEFAULT
         .with_grace(Duration::from_secs(args.shutdown_grace_secs))
         .with_header_read_timeout(Duration::from_secs(args.header_read_timeout_secs))
         .with_max_connections(args.max_connections)
         .with_drain_linger(Duration::from_secs(args.drain_linger_secs));
+    options.tls = tls;
     serve_with(listener, gateway, shutdown_signal(), options).await?;
     println!("tollgate serve: stopped");
     Ok(ExitCode::SUCCESS)

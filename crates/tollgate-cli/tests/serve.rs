@@ -8,17 +8,21 @@ use common::serving::spawn_serve;
 use common::text;
 use serde_json::{Value, json};
 
+/// A chat completion on `demo` at `url`.
+async fn chat_demo(http: &reqwest::Client, url: &str) -> reqwest::Response {
+    http.post(format!("{url}/v1/chat/completions"))
+        .json(&json!({"model": "demo", "messages": [{"role": "user", "content": "Hello"}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn serve_on_the_demo_catalog_answers_a_chat_completion_and_stops_on_sigterm() {
     let mut serving = spawn_serve(&[]);
     let url = serving.url.clone();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let response = http
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({"model": "demo", "messages": [{"role": "user", "content": "Hello"}]}))
-        .send()
-        .await
-        .unwrap();
+    let response = chat_demo(&http, &url).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers().contains_key("x-request-id"));
     let v: Value = response.json().await.unwrap();
@@ -179,11 +183,18 @@ fn refused_start(keys: &std::path::Path) -> String {
 /// Runs `tollgate GLOBAL serve --keys FILE ARGS` expecting it to refuse to start: its
 /// stderr.
 fn refused_start_with(global: &[&str], keys: &std::path::Path, args: &[&str]) -> String {
+    let mut all = vec!["--keys", keys.to_str().unwrap()];
+    all.extend_from_slice(args);
+    refused(global, &all)
+}
+
+/// Runs `tollgate GLOBAL serve --listen 127.0.0.1:0 ARGS` expecting it to refuse to
+/// start: its stderr.
+fn refused(global: &[&str], args: &[&str]) -> String {
     use std::io::BufRead;
     let mut child = common::tollgate()
         .args(global)
-        .args(["serve", "--listen", "127.0.0.1:0", "--keys"])
-        .arg(keys)
+        .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -195,7 +206,7 @@ fn refused_start_with(global: &[&str], keys: &std::path::Path, args: &[&str]) ->
         if line.unwrap().contains("listening on") {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("serve started with {} {args:?}", keys.display());
+            panic!("serve started with {args:?}");
         }
     }
     let output = child.wait_with_output().unwrap();
@@ -251,4 +262,59 @@ fn serve_refuses_budget_state_beside_redis_where_the_budgets_are_kept_in_redis()
         "{err}"
     );
     assert!(!state.exists());
+}
+
+/// A self-signed certificate for 127.0.0.1 and its key, written to `dir`: the two paths.
+fn tls_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    (cert, key, made.cert.pem())
+}
+
+#[tokio::test]
+async fn serve_with_tls_cert_and_key_answers_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, pem) = tls_files(dir.path());
+    let mut serving = spawn_serve(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let url = serving.url.clone();
+    assert!(url.starts_with("https://"), "{}", serving.banner);
+    let root = reqwest::Certificate::from_pem(pem.as_bytes()).unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .tls_certs_only([root])
+        .build()
+        .unwrap();
+    let response = chat_demo(&http, &url).await;
+    assert_eq!(response.status(), 200);
+    // Offered h2 by ALPN, the client speaks HTTP/2.
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    let v: Value = response.json().await.unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    serving.terminate();
+}
+
+#[test]
+fn serve_refuses_to_start_with_a_bad_tls_key_or_only_one_of_the_tls_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, _, _) = tls_files(dir.path());
+    let bad = dir.path().join("bad-key.pem");
+    std::fs::write(&bad, "not a key\n").unwrap();
+    let cert = cert.to_str().unwrap();
+    let err = refused(
+        &[],
+        &["--tls-cert", cert, "--tls-key", bad.to_str().unwrap()],
+    );
+    assert!(
+        err.contains("bad-key.pem") && err.contains("no PEM private key"),
+        "{err}"
+    );
+    let err = refused(&[], &["--tls-cert", cert]);
+    assert!(err.contains("--tls-key"), "{err}");
 }

@@ -31,6 +31,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`serve_with`] speaks HTTP/1.1 and HTTP/2 (h2c with prior knowledge on a plain
+//! port; over TLS, h2 or HTTP/1.1 by ALPN with [`ServeOptions::with_tls`] and
+//! [`TlsConfig::from_pem_files`]).
+//!
 //! [`router`] gives the routes alone, to mount in a larger axum app.
 //! [`openai_completion`] and [`openai_embeddings`] write OpenAI's answer objects, for
 //! other writers of that shape (the `tollgate run` batch output) to share.
@@ -64,6 +68,7 @@ mod spent_today;
 mod sse;
 mod state;
 mod timing;
+mod tls;
 
 pub use anthropic::TOKEN_COUNT_HEADER;
 pub use auth::MAX_WAIT_HEADER;
@@ -77,3 +82,4 @@ pub use serve::{ServeOptions, bind, serve, serve_with, shutdown_signal};
 pub use spend_file::{FileSpendLedger, SpendFileError};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};
 pub use timing::BodyTiming;
+pub use tls::{TlsConfig, TlsError};

@@ -1,8 +1,11 @@
-//! Serving the routes: a backlog sized for the connection limit, a header read timeout
-//! (which also bounds how long a keep-alive connection may sit idle), a connection limit
+//! Serving the routes: a backlog sized for the connection limit, HTTP/1.1 and HTTP/2
+//! (over TLS by ALPN, or h2c with prior knowledge), a header read timeout (which also
+//! bounds a TLS handshake and how long a connection may sit idle), a connection limit
 //! that makes room by closing the longest-idle connection rather than leaving a new
 //! client in the backlog, parse errors answered with a JSON body, and a shutdown that
 //! answers everyone.
+
+mod drive;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,30 +17,29 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::Request;
 use axum::response::Response;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 use tollgate::clock;
-use tower::ServiceExt;
 
-use crate::protocol::JsonErrors;
 use crate::router::router;
 use crate::state::Gateway;
+use crate::tls::TlsConfig;
 
 /// How [`serve_with`] treats connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServeOptions {
     /// How long requests in flight may take to finish once shutdown starts; past it they
     /// are answered 503 (a stream ends with an error event) and their connections close.
     pub grace: Duration,
     /// How long a client may take to send a request's headers, counted from when the
-    /// connection is ready for them: for a new connection and for an idle keep-alive one
-    /// alike, so it is also the idle timeout.
+    /// connection is ready for them: for a new connection (its TLS handshake included)
+    /// and for an idle keep-alive one alike, so it is also the idle timeout (an HTTP/2
+    /// connection with no request in flight that long is sent GOAWAY).
     pub header_read_timeout: Duration,
     /// The most connections served at once. At the limit, the connection idle longest
     /// (none of its requests in flight) is closed to make room; only when every one is
@@ -47,6 +49,9 @@ pub struct ServeOptions {
     /// stay open so that a request a client sends on one is answered 503 with
     /// `retry-after` (and `connection: close`) instead of meeting a closed socket.
     pub drain_linger: Duration,
+    /// TLS on the listener (ALPN `h2`, `http/1.1`); `None`: plain TCP, HTTP/1.1 or h2c
+    /// with prior knowledge.
+    pub tls: Option<TlsConfig>,
 }
 
 impl ServeOptions {
@@ -57,6 +62,7 @@ impl ServeOptions {
         header_read_timeout: Duration::from_secs(10),
         max_connections: 4096,
         drain_linger: Duration::from_secs(2),
+        tls: None,
     };
 
     /// The defaults with this `grace`.
@@ -80,6 +86,12 @@ impl ServeOptions {
     /// The defaults with this drain linger.
     pub fn with_drain_linger(mut self, linger: Duration) -> Self {
         self.drain_linger = linger;
+        self
+    }
+
+    /// The defaults with TLS on the listener.
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 }
@@ -125,7 +137,8 @@ pub async fn serve(
 /// reach their clients before the connections are dropped.
 const ANSWER_WINDOW: Duration = Duration::from_secs(5);
 
-/// Serves `state`'s router on `listener` (HTTP/1.1, keep-alive) until `shutdown`
+/// Serves `state`'s router on `listener` (HTTP/1.1 with keep-alive, and HTTP/2: over
+/// [`ServeOptions::tls`] by ALPN, else h2c with prior knowledge) until `shutdown`
 /// completes. Then it stops accepting and drains: `/ready` answers 503, requests still
 /// queued on a limiter (and any that arrive, on connections already open) are answered
 /// 503 with `retry-after` and `connection: close`, requests already sent get
@@ -139,10 +152,12 @@ pub async fn serve_with(
     options: ServeOptions,
 ) -> std::io::Result<()> {
     let app = router(state.clone());
-    let mut builder = http1::Builder::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
     let connections = Connections::new(options.max_connections);
     let mut shutdown = pin!(shutdown);
     loop {
@@ -166,30 +181,14 @@ pub async fn serve_with(
         };
         let _ = stream.set_nodelay(true);
         let connection = connections.open(slot);
-        let app = app.clone();
-        let service = hyper::service::service_fn({
-            let connection = connection.clone();
-            move |request: Request<hyper::body::Incoming>| {
-                let busy = connection.begin();
-                let app = app.clone();
-                async move {
-                    let response = app.oneshot(request.map(Body::new)).await?;
-                    Ok::<_, std::convert::Infallible>(track(response, busy))
-                }
-            }
-        });
-        let builder = builder.clone();
+        let driven = drive::Driven {
+            app: app.clone(),
+            builder: builder.clone(),
+            tls: options.tls.clone(),
+            idle_timeout: options.header_read_timeout,
+        };
         tokio::spawn(async move {
-            let io = JsonErrors::new(TokioIo::new(stream));
-            let served = builder.serve_connection(io, service).with_upgrades();
-            let mut served = pin!(served);
-            tokio::select! {
-                _ = served.as_mut() => {}
-                () = connection.closing() => {
-                    served.as_mut().graceful_shutdown();
-                    let _ = served.await;
-                }
-            }
+            driven.serve(stream, &connection).await;
             connection.close();
         });
     }
@@ -437,12 +436,17 @@ struct Busy(Arc<Connection>);
 impl Drop for Busy {
     fn drop(&mut self) {
         let connection = &self.0;
+        // Under the lock, so that whoever reads both sees the count and the time agree.
+        let mut since = connection
+            .idle_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if connection.active.fetch_sub(1, Ordering::SeqCst) == 1 {
-            *connection
-                .idle_since
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = clock::now();
+            *since = clock::now();
+            drop(since);
             connection.all.became_idle.notify_one();
+        } else {
+            drop(since);
         }
         connection
             .all

@@ -13,7 +13,7 @@ use common::{SECRET, keys, models};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tollgate_fake::{FakeProvider, FakeReply};
-use tollgate_gateway::{BodyTiming, Gateway, ServeOptions, bind, serve_with};
+use tollgate_gateway::{BodyTiming, Gateway, ServeOptions};
 
 /// A bound on each wait: only a locked-up gateway reaches it.
 const HANG: Duration = Duration::from_secs(60);
@@ -30,15 +30,7 @@ async fn keyed(options: ServeOptions, timing: BodyTiming, answers: usize) -> Soc
         .with_keys(keys())
         .unwrap()
         .with_body_timing(timing);
-    let listener = bind("127.0.0.1:0".parse().unwrap(), 8192).unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(serve_with(
-        listener,
-        gateway,
-        std::future::pending(),
-        options,
-    ));
-    address
+    common::serve_until_the_end(gateway, options).await
 }
 
 /// A chat request's head with `auth` (an `authorization` line or nothing) announcing a

@@ -10,7 +10,7 @@ use axum::http::{Request, Response};
 use tokio::sync::oneshot;
 use tollgate::{Catalog, Models};
 use tollgate_fake::FakeProvider;
-use tollgate_gateway::{Gateway, Keys, hash_secret, router, serve};
+use tollgate_gateway::{Gateway, Keys, ServeOptions, bind, hash_secret, router, serve, serve_with};
 use tower::ServiceExt;
 
 pub mod stalling;
@@ -130,6 +130,20 @@ impl Running {
     pub fn at(&self, path: &str) -> String {
         format!("{}{}", self.url, path)
     }
+}
+
+/// Serves `gateway` with `options` on a free 127.0.0.1 port (a backlog of 8,192) until
+/// the test ends: the address.
+pub async fn serve_until_the_end(gateway: Gateway, options: ServeOptions) -> std::net::SocketAddr {
+    let listener = bind("127.0.0.1:0".parse().unwrap(), 8192).unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(serve_with(
+        listener,
+        gateway,
+        std::future::pending(),
+        options,
+    ));
+    address
 }
 
 /// A client without a proxy (the tests talk to 127.0.0.1 only).
