@@ -16,14 +16,14 @@ use crate::catalog::{Catalog, KnownProviders, ModelEntry, ModelKind};
 use crate::client::{DecisionClient, EmbeddingsClient, LlmClient};
 use crate::credentials::{CredentialStore, MemoryCredentialStore};
 use crate::error::{Error, Result};
-use crate::limit::{
-    FallbackChain, InProcessLimiters, LimiterBackend, LimiterConfig, LimiterFactory,
-};
+use crate::limit::{FallbackChain, InProcessLimiters, LimiterBackend, LimiterFactory};
 use crate::pipeline::{
-    CircuitBreaker, DeploymentRuntime, FallbackChat, FallbackOptions, JobContext, ModelRuntime,
-    PipelineChat, PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder, Server,
+    CircuitBreaker, FallbackChat, FallbackOptions, JobContext, ModelRuntime, PipelineChat,
+    PipelineConfig, PipelineDecision, PipelineEmbeddings, Recorder,
 };
 use crate::provider::{Provider, ProviderContext, ProviderRegistry, ProviderTransports};
+
+mod assemble;
 
 type BuiltProvider = Arc<OnceCell<Arc<dyn ProviderTransports>>>;
 
@@ -68,7 +68,15 @@ struct Inner {
     config: Arc<PipelineConfig>,
     credentials: Arc<dyn CredentialStore>,
     registry: ProviderRegistry,
+    /// Where the models' buckets are built (kept for [`Models::reloaded`]).
+    factories: Factories,
     built: Mutex<HashMap<&'static str, BuiltProvider>>,
+}
+
+/// The limiter factories: the default, and those given for some models (by catalog id).
+struct Factories {
+    default: Arc<dyn LimiterFactory>,
+    for_model: HashMap<String, Arc<dyn LimiterFactory>>,
 }
 
 impl fmt::Debug for Models {
@@ -197,55 +205,11 @@ impl ModelsBuilder {
         }
         let default: Arc<dyn LimiterFactory> =
             self.limiters.unwrap_or_else(|| Arc::new(InProcessLimiters));
-        let mut runtimes = HashMap::new();
-        for m in catalog.models() {
-            let factory = limiters_for.get(&m.id).unwrap_or(&default);
-            let provider = registry.get(&m.provider);
-            // Where a model's (or deployment's) calls go, for `server.address`.
-            let server = |entry: &ModelEntry| {
-                if let Some(p) = provider {
-                    p.prepare(entry);
-                }
-                provider
-                    .and_then(|p| p.base_url(entry))
-                    .and_then(|url| Server::of(&url))
-            };
-            let deployments = if m.deployments.is_empty() {
-                vec![DeploymentRuntime::new(
-                    None,
-                    m.clone(),
-                    factory.build(&LimiterConfig::for_model(m))?,
-                    server(m),
-                )]
-            } else {
-                m.deployments
-                    .iter()
-                    .map(|d| {
-                        let mut config = LimiterConfig::for_model(m);
-                        config.model_id = format!("{}/{}", m.id, d.name);
-                        let entry = m.for_deployment(d);
-                        let server = server(&entry);
-                        Ok(DeploymentRuntime::new(
-                            Some(d.name.clone()),
-                            entry,
-                            factory.build(&config)?,
-                            server,
-                        ))
-                    })
-                    .collect::<Result<Vec<_>>>()?
-            };
-            runtimes.insert(
-                m.id.clone(),
-                Arc::new(ModelRuntime::new(
-                    m.clone(),
-                    catalog.clone(),
-                    config.clone(),
-                    deployments,
-                    // An unlinked provider fails the model's first call: no conventions name.
-                    provider.map_or("_OTHER", |p| p.conventions_name()),
-                )),
-            );
-        }
+        let factories = Factories {
+            default,
+            for_model: limiters_for,
+        };
+        let runtimes = assemble::runtimes(&catalog, &registry, &config, &factories, None)?;
         Ok(Models {
             inner: Arc::new(Inner {
                 catalog,
@@ -253,6 +217,7 @@ impl ModelsBuilder {
                 config,
                 credentials,
                 registry,
+                factories,
                 built: Mutex::new(HashMap::new()),
             }),
             job: None,
