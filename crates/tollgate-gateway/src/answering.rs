@@ -15,6 +15,7 @@ use axum::response::Response;
 use axum::routing::{MethodRouter, any, get, post};
 use tracing::Instrument;
 
+use crate::access::Access;
 use crate::error::{Dialect, GatewayError};
 use crate::failure::Failed;
 use crate::ids::RequestId;
@@ -142,12 +143,14 @@ async fn answered(
     let request_id = RequestId::of(request.extensions());
     let dialect = route.speaks.of(request.headers());
     let method = route.method.name(request.method()).to_owned();
+    let access = request.extensions().get::<Arc<Access>>().cloned();
     let tags = Arc::new(Tags::start(
         &state.metrics,
         route,
         &method,
         dialect,
         request_id,
+        access,
     ));
     request.extensions_mut().insert(tags.clone());
     let grace_over = state.grace_over();
@@ -178,6 +181,8 @@ pub(crate) struct Tags {
     model: OnceLock<String>,
     key: OnceLock<String>,
     span: tracing::Span,
+    /// The request's access-log entry, when the access log is on.
+    access: Option<Arc<Access>>,
 }
 
 impl Tags {
@@ -188,8 +193,12 @@ impl Tags {
         method: &str,
         dialect: Dialect,
         request_id: RequestId,
+        access: Option<Arc<Access>>,
     ) -> Self {
         metrics.in_flight.inc();
+        if let Some(access) = &access {
+            access.route(route.path);
+        }
         let span_name = format!("{method} {}", route.path);
         let span = tracing::info_span!(
             target: "tollgate_gateway",
@@ -210,6 +219,7 @@ impl Tags {
             model: OnceLock::new(),
             key: OnceLock::new(),
             span,
+            access,
         }
     }
 
@@ -217,12 +227,24 @@ impl Tags {
     /// from catalog ids, so a flood of made-up names adds no series.
     pub(crate) fn model(&self, model: &str) {
         self.span.record("tollgate.model_id", model);
+        if let Some(access) = &self.access {
+            access.model(model);
+        }
         let _ = self.model.set(model.to_owned());
     }
 
     /// It asked for a model the catalog does not have: counted under one `unknown`.
     pub(crate) fn unknown_model(&self) {
+        if let Some(access) = &self.access {
+            access.model(UNKNOWN);
+        }
         let _ = self.model.set(UNKNOWN.to_owned());
+    }
+
+    /// The request's access-log entry, when the access log is on: a stream's polling
+    /// runs with it, so the records of the call it carries reach it.
+    pub(crate) fn access(&self) -> Option<&Arc<Access>> {
+        self.access.as_ref()
     }
 
     /// The dialect the request is answered in.
@@ -271,6 +293,9 @@ impl Tags {
     pub(crate) fn key(&self, key: &str) {
         if !key.is_empty() {
             self.span.record("tollgate.gateway.key", key);
+            if let Some(access) = &self.access {
+                access.key(key);
+            }
         }
         let _ = self.key.set(key.to_owned());
     }

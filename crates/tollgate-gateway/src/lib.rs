@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod access;
 mod answering;
 mod anthropic;
 mod auth;
@@ -60,6 +61,7 @@ mod sse;
 mod state;
 mod timing;
 
+pub use access::ACCESS_TARGET;
 pub use anthropic::TOKEN_COUNT_HEADER;
 pub use auth::MAX_WAIT_HEADER;
 pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
