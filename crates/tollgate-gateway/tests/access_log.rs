@@ -1,8 +1,9 @@
 //! The access log: one `tollgate::access` event per request, with its request id,
 //! method, route, status, model, key and (from the pipeline's records) tokens, cost,
 //! attempts and upstream status; fields that do not apply left out; a stream's line
-//! written when it ends; and the gateway's warnings beside it. In process, on tokio's
-//! paused clock, with a `tracing` layer that keeps every event's fields.
+//! written when it ends or its client hangs up; and the gateway's warnings beside it. In
+//! process (the hang-up over a 127.0.0.1 socket), on tokio's paused clock, with a
+//! `tracing` layer that keeps every event's fields.
 
 mod common;
 
@@ -227,4 +228,48 @@ async fn operations_and_unmatched_paths_write_a_line_each_named_by_route() {
             (Some("unmatched"), Some("404"), None)
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_the_client_hangs_up_on_writes_its_line_with_the_cancelled_attempt() {
+    use futures::StreamExt;
+    let (events, _guard) = capture();
+    let dropped = common::stalling::Dropped::default();
+    let metrics = Arc::new(tollgate_gateway::GatewayMetrics::new());
+    let models = tollgate::Models::builder()
+        .catalog(common::stalling::catalog())
+        .provider(common::stalling::Stalling(dropped.clone()))
+        .recorder(metrics.clone())
+        .build()
+        .unwrap();
+    let running = common::start(Gateway::new(models).with_metrics(metrics)).await;
+    let response = common::client()
+        .post(running.at("/v1/chat/completions"))
+        .json(&json!({"model": "talk", "stream": true,
+            "messages": [{"role": "user", "content": "Hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    body.next().await.unwrap().unwrap();
+    assert!(events.access().is_empty(), "not written while it streams");
+    drop(body);
+    // Bounded: a gateway that never noticed fails here instead of hanging.
+    for _ in 0..600 {
+        if !events.access().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let lines = events.access();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0].get("status"), Some("200"));
+    assert_eq!(
+        lines[0].get("upstream_error"),
+        Some("cancelled"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[0].get("input_tokens"), Some("7"), "{lines:?}");
+    running.stop().await.unwrap();
 }
