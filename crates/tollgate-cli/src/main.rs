@@ -30,6 +30,7 @@ mod record;
 mod resume;
 mod run;
 mod serve;
+mod serve_log;
 mod setup;
 mod simulate;
 mod usage;

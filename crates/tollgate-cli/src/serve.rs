@@ -16,6 +16,7 @@ use tollgate_gateway::{
 
 use crate::CliResult;
 use crate::record::CliRecorder;
+use crate::serve_log::LogArgs;
 use crate::setup::Source;
 
 /// Serve the catalog's models over HTTP in the OpenAI and Anthropic formats, every
@@ -83,15 +84,11 @@ pub(crate) struct ServeArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-}
-
-/// Sends the gateway's and the pipeline's warnings (a failure masked from its client,
-/// with its request id; an accept error; a grace passed) to stderr, as lines of text.
-fn log_warnings() {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
-        .try_init();
+    /// The log on stderr: the access log and the gateway's and pipeline's warnings and
+    /// errors (a failure masked from its client, with its request id; an accept error; a
+    /// grace passed).
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 /// The command's recorder, without keeping records in memory (a server runs for days),
@@ -137,7 +134,7 @@ fn budget_state(
 }
 
 pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
-    log_warnings();
+    args.log.install()?;
     let metrics = Arc::new(GatewayMetrics::new());
     let recorder = ServeRecorder {
         cli: CliRecorder::with_file(args.record.as_deref())?,

@@ -16,6 +16,7 @@ use axum::response::Response;
 use axum::routing::{MethodRouter, any, get, post};
 use tracing::Instrument;
 
+use crate::access::Access;
 use crate::error::{Dialect, GatewayError};
 use crate::failure::Failed;
 use crate::ids::RequestId;
@@ -144,12 +145,14 @@ async fn answered(
     let request_id = RequestId::of(request.extensions());
     let dialect = route.speaks.of(request.headers());
     let method = route.method.name(request.method()).to_owned();
+    let access = request.extensions().get::<Arc<Access>>().cloned();
     let tags = Arc::new(Tags::start(
         &state.metrics,
         route,
         &method,
         dialect,
         request_id,
+        access,
     ));
     request.extensions_mut().insert(tags.clone());
     let grace_over = state.grace_over();
@@ -184,6 +187,8 @@ pub(crate) struct Tags {
     model: OnceLock<String>,
     key: OnceLock<String>,
     span: tracing::Span,
+    /// The request's access-log entry, when the access log is on.
+    access: Option<Arc<Access>>,
 }
 
 impl Tags {
@@ -194,8 +199,12 @@ impl Tags {
         method: &str,
         dialect: Dialect,
         request_id: RequestId,
+        access: Option<Arc<Access>>,
     ) -> Self {
         metrics.in_flight.inc();
+        if let Some(access) = &access {
+            access.route(route.path);
+        }
         let span_name = format!("{method} {}", route.path);
         let span = tracing::info_span!(
             target: "tollgate_gateway",
@@ -216,6 +225,7 @@ impl Tags {
             model: OnceLock::new(),
             key: OnceLock::new(),
             span,
+            access,
         }
     }
 
@@ -223,11 +233,17 @@ impl Tags {
     /// from catalog ids, so a flood of made-up names adds no series.
     pub(crate) fn model(&self, model: &str) {
         self.span.record("tollgate.model_id", model);
+        if let Some(access) = &self.access {
+            access.model(model);
+        }
         let _ = self.model.set(model.to_owned());
     }
 
     /// It asked for a model the catalog does not have: counted under one `unknown`.
     pub(crate) fn unknown_model(&self) {
+        if let Some(access) = &self.access {
+            access.model(UNKNOWN);
+        }
         let _ = self.model.set(UNKNOWN.to_owned());
     }
 
@@ -237,6 +253,12 @@ impl Tags {
             .get()
             .map(String::as_str)
             .filter(|m| *m != UNKNOWN && !m.is_empty())
+    }
+
+    /// The request's access-log entry, when the access log is on: a stream's polling
+    /// runs with it, so the records of the call it carries reach it.
+    pub(crate) fn access(&self) -> Option<&Arc<Access>> {
+        self.access.as_ref()
     }
 
     /// The dialect the request is answered in.
@@ -285,6 +307,9 @@ impl Tags {
     pub(crate) fn key(&self, key: &str) {
         if !key.is_empty() {
             self.span.record("tollgate.gateway.key", key);
+            if let Some(access) = &self.access {
+                access.key(key);
+            }
         }
         let _ = self.key.set(key.to_owned());
     }

@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod access;
 mod answering;
 mod anthropic;
 mod auth;
@@ -70,6 +71,7 @@ mod state;
 mod timing;
 mod tls;
 
+pub use access::ACCESS_TARGET;
 pub use anthropic::TOKEN_COUNT_HEADER;
 pub use auth::MAX_WAIT_HEADER;
 pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};

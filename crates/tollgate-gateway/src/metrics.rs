@@ -6,7 +6,8 @@
 //! `Models` built with it as (or within) its recorder adds per model and key the calls,
 //! the time they queued on the limiters (a histogram), tokens, cost, and the upstream
 //! 429s and 5xx its attempts met. Queue depth is read from every model's limiter at
-//! scrape time.
+//! scrape time. The same records fill in the access log's per-call fields of the
+//! request they were made for.
 
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
@@ -208,6 +209,7 @@ fn key_of(job_id: Option<&String>) -> String {
 
 impl Recorder for GatewayMetrics {
     fn record_call(&self, record: &CallRecord) {
+        crate::access::Access::note_call(record);
         let model = record.model_id.clone();
         let key = key_of(record.job_id.as_ref());
         let outcome = match &record.outcome {
@@ -251,6 +253,7 @@ impl Recorder for GatewayMetrics {
     }
 
     fn record_attempt(&self, record: &AttemptRecord) {
+        crate::access::Access::note_attempt(record);
         let status = match &record.outcome {
             Outcome::Failed {
                 status: Some(429), ..

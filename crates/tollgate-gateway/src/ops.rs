@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::access::Access;
 use crate::ids::{self, RequestId};
 use crate::state::Gateway;
 
@@ -57,7 +58,10 @@ pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
 /// Echoes the client's `x-request-id` (if it is up to 200 visible ASCII characters) or
 /// makes one, on the answer whatever it is; handlers read it from the request's
 /// extensions ([`RequestId::of`]). While the gateway drains for shutdown, every answer
-/// says `connection: close`, so clients stop reusing its connections.
+/// says `connection: close`, so clients stop reusing its connections. When the access
+/// log is on, the request's [`Access`] entry goes in the extensions too (a model route's
+/// answering layer fills it in), its work runs with it as the records' destination, and
+/// it is written once the answer (and a stream's end) is done with.
 pub(crate) async fn request_id(
     State(state): State<Gateway>,
     mut request: Request,
@@ -70,14 +74,35 @@ pub(crate) async fn request_id(
         .filter(|v| !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map_or_else(|| ids::next("req"), str::to_owned);
     let value = HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("req"));
-    request.extensions_mut().insert(RequestId::new(id));
-    let mut response = next.run(request).await;
+    let id = RequestId::new(id);
+    let access = Access::start(&id, request.method(), route_of(request.uri().path()));
+    request.extensions_mut().insert(id);
+    if let Some(access) = &access {
+        request.extensions_mut().insert(access.clone());
+    }
+    let mut response = Access::scoped(access.as_ref(), next.run(request)).await;
+    if let Some(access) = &access {
+        access.status(response.status().as_u16());
+    }
     let headers = response.headers_mut();
     headers.insert(REQUEST_ID_HEADER, value);
     if state.is_draining() {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+/// The access log's route of a request on `path` until a model route's answering layer
+/// names its own: an operation's path, else `unmatched` (as the request counter has it:
+/// a client's made-up path is never written).
+fn route_of(path: &str) -> &'static str {
+    match path {
+        "/" => "/",
+        "/health" => "/health",
+        "/ready" => "/ready",
+        "/metrics" => "/metrics",
+        _ => "unmatched",
+    }
 }
 
 /// Reads every model's (and key's) limiter queue into the gauge; a limiter that cannot

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use tollgate::clock::wall_now;
 use tollgate::{ResponseStream, StreamEvent};
 
+use crate::access::Within;
 use crate::answering::Tags;
 use crate::error::{Dialect, GatewayError};
 use crate::state::Gateway;
@@ -47,7 +48,9 @@ pub(crate) fn frame(event: Option<&str>, data: &str) -> Bytes {
 /// A `200 text/event-stream` answer of `stream`'s events in `encoder`'s format; the
 /// body ends after the encoder's last frame or its error frames. A failure reads as
 /// [`Tags::fail`] answers it (an upstream one masked, naming the request id, its detail
-/// logged); the end of the shutdown grace ends the stream with an error event too.
+/// logged); the end of the shutdown grace ends the stream with an error event too. The
+/// stream is read within the request's access-log entry, which it holds (through the
+/// [`Tags`]) until it ends, so the request's access line is written then.
 pub(crate) fn sse_response<E: Encoder>(
     stream: ResponseStream,
     encoder: E,
@@ -56,6 +59,7 @@ pub(crate) fn sse_response<E: Encoder>(
 ) -> Response {
     let grace_over: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(state.grace_over());
     let tags = tags.clone();
+    let stream = Within::new(stream, tags.access());
     let frames = futures::stream::unfold(
         (stream, encoder, grace_over, false),
         move |(mut stream, mut encoder, mut grace_over, done)| {

@@ -4,16 +4,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::{call, post, priced_models};
 use serde_json::json;
-use tollgate::Usage;
 use tollgate_fake::{FakeProvider, FakeReply, Fault};
-use tollgate_gateway::{Gateway, GatewayMetrics, Keys, METRICS_CONTENT_TYPE, hash_secret};
+use tollgate_gateway::{Gateway, METRICS_CONTENT_TYPE};
 
 async fn scrape(gateway: &Gateway) -> String {
     let r = call(
@@ -47,23 +45,7 @@ async fn metrics_count_requests_calls_tokens_cost_waits_and_upstream_429s_per_mo
             retry_after: Some(Duration::from_secs(1)),
         },
     );
-    let usage = Usage {
-        input_tokens: 10,
-        output_tokens: 50,
-        ..Usage::default()
-    };
-    fake.reply_any(FakeReply::text("ok").with_usage(usage));
-    let metrics = Arc::new(GatewayMetrics::new());
-    let models = priced_models(&fake, Some(metrics.clone()));
-    let keys = Keys::from_toml_str(&format!(
-        "[[keys]]\nid = \"nb\"\nsecret_sha256 = \"{}\"\n",
-        hash_secret("nb-secret")
-    ))
-    .unwrap();
-    let gateway = Gateway::new(models)
-        .with_keys(keys)
-        .unwrap()
-        .with_metrics(metrics);
+    let gateway = common::priced_gateway(&fake);
     let body = json!({"model": "priced", "messages": [{"role": "user", "content": "Hi"}]});
     let ok = call(
         &gateway,

@@ -38,7 +38,13 @@ impl Serving {
 /// Starts `tollgate serve --listen 127.0.0.1:0 ARGS` and reads the bound address from
 /// its output.
 pub fn spawn_serve(args: &[&str]) -> Serving {
+    spawn_serve_with(&[], args)
+}
+
+/// [`spawn_serve`] with the variables `env` set in its environment.
+pub fn spawn_serve_with(env: &[(&str, &str)], args: &[&str]) -> Serving {
     let mut child = tollgate()
+        .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::piped())

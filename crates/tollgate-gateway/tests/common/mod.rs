@@ -73,6 +73,29 @@ pub fn priced_models(
     builder.build().unwrap()
 }
 
+/// A gateway over [`PRICED`] with key `nb` (secret `nb-secret`), its metrics the
+/// `Models`' recorder (so `/metrics` and the access log have the calls' figures), the
+/// fake answering 10 tokens in and 50 out.
+pub fn priced_gateway(fake: &FakeProvider) -> Gateway {
+    let usage = tollgate::Usage {
+        input_tokens: 10,
+        output_tokens: 50,
+        ..tollgate::Usage::default()
+    };
+    fake.reply_any(tollgate_fake::FakeReply::text("ok").with_usage(usage));
+    let metrics = std::sync::Arc::new(tollgate_gateway::GatewayMetrics::new());
+    let models = priced_models(fake, Some(metrics.clone()));
+    let keys = Keys::from_toml_str(&format!(
+        "[[keys]]\nid = \"nb\"\nsecret_sha256 = \"{}\"\n",
+        hash_secret("nb-secret")
+    ))
+    .unwrap();
+    Gateway::new(models)
+        .with_metrics(metrics)
+        .with_keys(keys)
+        .unwrap()
+}
+
 /// The secret of the test key `notebook`, allowed `chat` and `slow` only.
 pub const SECRET: &str = "tg-test-secret-0123456789";
 
