@@ -31,6 +31,7 @@ mod resume;
 mod run;
 mod serve;
 mod serve_log;
+mod serve_reload;
 mod setup;
 mod simulate;
 mod usage;

@@ -11,12 +11,13 @@ use tollgate::limit::InProcessLimiters;
 use tollgate::pipeline::{AttemptRecord, CallRecord, Recorder, SpendLedger};
 use tollgate_gateway::{
     BodyTiming, DEFAULT_BODY_LIMIT, FileSpendLedger, Gateway, GatewayMetrics, Keys, ServeOptions,
-    TlsConfig, bind, serve_with, shutdown_signal,
+    TlsConfig, bind, serve_live, shutdown_signal,
 };
 
 use crate::CliResult;
 use crate::record::CliRecorder;
 use crate::serve_log::LogArgs;
+use crate::serve_reload::{self, Files};
 use crate::setup::Source;
 
 /// Serve the catalog's models over HTTP in the OpenAI and Anthropic formats, every
@@ -168,13 +169,13 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
                                     --redis the keys' budgets are kept in Redis"
                             .into());
                     }
-                    gateway.with_keys_on(keys, factory.as_ref(), source.spend.clone())?
+                    gateway.with_keys_on(keys, factory.clone(), source.spend.clone())?
                 }
                 None => {
                     // Checked before the state file is made, so a refused start leaves none.
                     keys.check_against(gateway.models().catalog())?;
                     let ledger = budget_state(args.budget_state.as_deref(), path, &keys)?;
-                    gateway.with_keys_on(keys, &InProcessLimiters, ledger)?
+                    gateway.with_keys_on(keys, Arc::new(InProcessLimiters), ledger)?
                 }
             };
         }
@@ -209,7 +210,13 @@ pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
         .with_max_connections(args.max_connections)
         .with_drain_linger(Duration::from_secs(args.drain_linger_secs));
     options.tls = tls;
-    serve_with(listener, gateway, shutdown_signal(), options).await?;
+    let files = Files {
+        catalog: source.catalog_file(),
+        keys: args.keys.clone(),
+    };
+    let live = serve_reload::live(gateway, files);
+    tokio::spawn(serve_reload::reload_on_hangup(live.clone()));
+    serve_live(listener, live, shutdown_signal(), options).await?;
     println!("tollgate serve: stopped");
     Ok(ExitCode::SUCCESS)
 }

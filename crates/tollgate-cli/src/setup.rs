@@ -75,13 +75,18 @@ impl std::fmt::Display for CatalogOrigin {
 impl Source {
     /// Loads the catalog: `--catalog`, else `tollgate.toml` here, else the demo.
     pub(crate) fn catalog(&self) -> Result<(Catalog, CatalogOrigin), Box<dyn std::error::Error>> {
-        let path = match &self.catalog {
-            Some(p) => Some(p.clone()),
-            None => Some(PathBuf::from(DEFAULT_CATALOG)).filter(|p| Path::new(p).exists()),
-        };
-        match path {
+        match self.catalog_file() {
             Some(p) => Ok((Catalog::from_toml_file(&p)?, CatalogOrigin::File(p))),
             None => Ok((Catalog::from_toml_str(DEMO_CATALOG)?, CatalogOrigin::Demo)),
+        }
+    }
+
+    /// The catalog file: `--catalog`, else `tollgate.toml` here if there is one, else none
+    /// (the embedded demo catalog).
+    pub(crate) fn catalog_file(&self) -> Option<PathBuf> {
+        match &self.catalog {
+            Some(p) => Some(p.clone()),
+            None => Some(PathBuf::from(DEFAULT_CATALOG)).filter(|p| Path::new(p).exists()),
         }
     }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+
+use crate::reload::ReloadError;
 use tollgate::{Error, ProviderError};
 
 /// The `retry-after` of a 503 that says "not here, not now": a request still queued
@@ -123,6 +125,9 @@ pub enum GatewayError {
         /// What is accepted, and what was sent.
         reason: String,
     },
+    /// A reload asked on the admin route did not happen.
+    #[error(transparent)]
+    Reload(#[from] ReloadError),
     /// What tollgate's pipeline (or `Models`) failed with.
     #[error(transparent)]
     Tollgate(#[from] Error),
@@ -257,6 +262,8 @@ impl GatewayError {
             GatewayError::NoKeys | GatewayError::UnknownKey(_) => {
                 Answer::text(Class::NotFound, None)
             }
+            GatewayError::Reload(ReloadError::NotReloadable) => Answer::text(Class::NotFound, None),
+            GatewayError::Reload(ReloadError::Refused(_)) => Answer::text(Class::BadRequest, None),
             GatewayError::BadBody(_)
             | GatewayError::BadHeader { .. }
             | GatewayError::BadQuery { .. } => Answer::text(Class::BadRequest, None),
@@ -301,6 +308,8 @@ impl GatewayError {
             GatewayError::NoKeys => "no_keys",
             GatewayError::NotAdmin => "not_admin",
             GatewayError::UnknownKey(_) => "key_not_found",
+            GatewayError::Reload(ReloadError::NotReloadable) => "not_reloadable",
+            GatewayError::Reload(ReloadError::Refused(_)) => "reload_refused",
             GatewayError::BadBody(_)
             | GatewayError::BadHeader { .. }
             | GatewayError::BadQuery { .. } => "invalid_request",

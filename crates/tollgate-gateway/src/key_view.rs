@@ -2,7 +2,10 @@
 //! key's limits, the room its own caps leave, what is left of today's budget and what it
 //! spent today by model. An admin key (`admin = true` in the keys file) may ask the same
 //! of every key: `GET /v1/tollgate/keys` (a page of them, in file order) and
-//! `GET /v1/tollgate/keys/{id}`. Answered in OpenAI's dialect.
+//! `GET /v1/tollgate/keys/{id}`, and ask for a live reload, `POST /v1/tollgate/reload`.
+//! Answered in OpenAI's dialect.
+
+use std::sync::Weak;
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -14,6 +17,7 @@ use crate::error::GatewayError;
 use crate::failure::OpenAiError;
 use crate::keys::VirtualKey;
 use crate::quota::{civil_date, today};
+use crate::reload::ReloadError;
 use crate::room::{self, Room};
 use crate::state::Gateway;
 
@@ -191,4 +195,33 @@ fn rooms(rooms: &[Room]) -> Value {
         );
     }
     Value::Object(out)
+}
+
+/// `POST /v1/tollgate/reload`.
+pub(crate) const RELOAD: Route =
+    Route::post("tollgate_reload", "/v1/tollgate/reload", Speaks::OpenAi);
+
+/// `POST /v1/tollgate/reload`, for an admin key: reloads, and answers what is served
+/// now, or 400 with why the reload was refused (the old catalog and keys kept).
+pub(crate) async fn reload(
+    State(state): State<Gateway>,
+    caller: Caller,
+) -> Result<Json<Value>, OpenAiError> {
+    admin(&caller)?;
+    let live = state
+        .live
+        .as_ref()
+        .and_then(Weak::upgrade)
+        .ok_or(GatewayError::Reload(ReloadError::NotReloadable))?;
+    // The source reads files: off the runtime's workers.
+    let outcome = tokio::task::spawn_blocking(move || live.reload())
+        .await
+        .map_err(|_| GatewayError::Reload(ReloadError::NotReloadable))?;
+    let reloaded = outcome.map_err(GatewayError::Reload)?;
+    Ok(Json(json!({
+        "object": "tollgate.reload",
+        "reloaded": true,
+        "models": reloaded.models,
+        "keys": reloaded.keys,
+    })))
 }

@@ -35,7 +35,9 @@
 //! port; over TLS, h2 or HTTP/1.1 by ALPN with [`ServeOptions::with_tls`] and
 //! [`TlsConfig::from_pem_files`]).
 //!
-//! [`router`] gives the routes alone, to mount in a larger axum app.
+//! [`router`] gives the routes alone, to mount in a larger axum app. A [`LiveGateway`]
+//! (served by [`serve_live`]) swaps keys and catalog whole on a reload, each request
+//! running on the ones it arrived under.
 //! [`openai_completion`] and [`openai_embeddings`] write OpenAI's answer objects, for
 //! other writers of that shape (the `tollgate run` batch output) to share.
 
@@ -53,6 +55,7 @@ mod failure;
 mod ids;
 mod key_view;
 mod keys;
+mod live;
 mod metrics;
 mod model_list;
 mod openai;
@@ -60,6 +63,7 @@ mod ops;
 mod params;
 mod protocol;
 mod quota;
+mod reload;
 mod responses;
 mod room;
 mod router;
@@ -76,11 +80,13 @@ pub use anthropic::TOKEN_COUNT_HEADER;
 pub use auth::MAX_WAIT_HEADER;
 pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
 pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
+pub use live::{LiveGateway, ReloadSource};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
 pub use openai::{openai_completion, openai_embeddings};
 pub use ops::REQUEST_ID_HEADER;
+pub use reload::{ReloadError, Reloaded};
 pub use router::router;
-pub use serve::{ServeOptions, bind, serve, serve_with, shutdown_signal};
+pub use serve::{ServeOptions, bind, serve, serve_live, serve_with, shutdown_signal};
 pub use spend_file::{FileSpendLedger, SpendFileError};
 pub use state::{DEFAULT_BODY_LIMIT, Gateway};
 pub use timing::BodyTiming;

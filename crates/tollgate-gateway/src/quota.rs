@@ -5,7 +5,6 @@
 //! [`FileSpendLedger`](crate::FileSpendLedger), kept across restarts).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -18,16 +17,23 @@ use crate::keys::{Keys, KeysError, VirtualKey};
 /// A day, in seconds.
 const DAY: u64 = 24 * 60 * 60;
 
-/// Every key's caps and budget, by key id.
+/// Every key's caps and budget, by key id, and where they were built (for a reload).
 #[derive(Debug, Default)]
 pub(crate) struct KeyQuotas {
     by_id: HashMap<String, KeyQuota>,
+    /// The factory of the keys' buckets (`None`: in this process).
+    factory: Option<Arc<dyn LimiterFactory>>,
+    /// The ledger of the keys' budgets (`None`: in this process).
+    ledger: Option<Arc<dyn SpendLedger>>,
 }
 
 #[derive(Debug, Default)]
 struct KeyQuota {
+    /// What the key's buckets and budget were built for.
+    caps: tollgate::catalog::Limits,
+    budget_usd: Option<f64>,
     limiter: Option<Arc<dyn LimiterBackend>>,
-    budget: Option<DailyBudget>,
+    budget: Option<Arc<DailyBudget>>,
 }
 
 impl KeyQuotas {
@@ -36,51 +42,80 @@ impl KeyQuotas {
     /// the factory cannot build.
     pub(crate) fn build(
         keys: &Keys,
-        factory: &dyn LimiterFactory,
-        ledger: Option<&Arc<dyn SpendLedger>>,
+        factory: Arc<dyn LimiterFactory>,
+        ledger: Option<Arc<dyn SpendLedger>>,
     ) -> Result<Self, KeysError> {
-        let make = |key: &VirtualKey, config: &LimiterConfig| {
-            factory.build(config).map_err(|e| KeysError::Limiter {
-                id: key.id().to_owned(),
-                source: Box::new(e),
-            })
-        };
-        Self::build_with(keys, make, ledger)
+        KeyQuotas {
+            factory: Some(factory),
+            ledger,
+            ..KeyQuotas::default()
+        }
+        .reloaded(keys)
     }
 
-    /// The caps and budgets of `keys`, all in this process (which cannot fail).
+    /// The caps and budgets of `keys`, all in this process.
     pub(crate) fn in_process(keys: &Keys) -> Self {
-        let in_process = |_: &VirtualKey, config: &LimiterConfig| {
-            Ok::<_, Infallible>(Arc::new(TokenBucketRateLimiter::new(config.clone())) as _)
-        };
-        let Ok(quotas) = Self::build_with(keys, in_process, None);
-        quotas
+        // Buckets in this process are built by no factory, and cannot fail.
+        KeyQuotas::default().reloaded(keys).unwrap_or_default()
     }
 
-    fn build_with<E>(
-        keys: &Keys,
-        mut make: impl FnMut(&VirtualKey, &LimiterConfig) -> Result<Arc<dyn LimiterBackend>, E>,
-        ledger: Option<&Arc<dyn SpendLedger>>,
-    ) -> Result<Self, E> {
+    /// The caps and budgets of `keys`, on the same factory and ledger as these: a key
+    /// whose caps and budget are what they were keeps its buckets (their level and
+    /// queue) and its budget (today's spend); any other gets new ones. Fails naming the
+    /// key whose buckets the factory cannot build.
+    pub(crate) fn reloaded(&self, keys: &Keys) -> Result<Self, KeysError> {
         let mut by_id = HashMap::new();
         for key in keys.iter() {
-            let limiter = match key.caps() {
-                caps if caps == tollgate::catalog::Limits::default() => None,
-                caps => {
-                    // The key's caps are ours, not a provider's: no throttle on 429s and
-                    // no allowance for a provider's late first arrival.
-                    let config = LimiterConfig::new(limiter_id(key), caps)
-                        .with_adaptive(false)
-                        .with_arrival_allowance(Duration::ZERO);
-                    Some(make(key, &config)?)
-                }
+            let (caps, budget_usd) = (key.caps(), key.budget_usd_per_day());
+            let old = self
+                .by_id
+                .get(key.id())
+                .filter(|old| old.caps == caps && old.budget_usd == budget_usd);
+            let quota = match old {
+                Some(old) => KeyQuota {
+                    caps,
+                    budget_usd,
+                    limiter: old.limiter.clone(),
+                    budget: old.budget.clone(),
+                },
+                None => KeyQuota {
+                    caps,
+                    budget_usd,
+                    limiter: self.limiter_for(key)?,
+                    budget: budget_usd
+                        .map(|usd| Arc::new(DailyBudget::new(key.id(), usd, self.ledger.clone()))),
+                },
             };
-            let budget = key
-                .budget_usd_per_day()
-                .map(|usd| DailyBudget::new(key.id(), usd, ledger.cloned()));
-            by_id.insert(key.id().to_owned(), KeyQuota { limiter, budget });
+            by_id.insert(key.id().to_owned(), quota);
         }
-        Ok(KeyQuotas { by_id })
+        Ok(KeyQuotas {
+            by_id,
+            factory: self.factory.clone(),
+            ledger: self.ledger.clone(),
+        })
+    }
+
+    /// New buckets for `key`'s caps, if it has any.
+    fn limiter_for(&self, key: &VirtualKey) -> Result<Option<Arc<dyn LimiterBackend>>, KeysError> {
+        let caps = key.caps();
+        if caps == tollgate::catalog::Limits::default() {
+            return Ok(None);
+        }
+        // The key's caps are ours, not a provider's: no throttle on 429s and no
+        // allowance for a provider's late first arrival.
+        let config = LimiterConfig::new(limiter_id(key), caps)
+            .with_adaptive(false)
+            .with_arrival_allowance(Duration::ZERO);
+        match &self.factory {
+            None => Ok(Some(Arc::new(TokenBucketRateLimiter::new(config)))),
+            Some(factory) => factory
+                .build(&config)
+                .map(Some)
+                .map_err(|e| KeysError::Limiter {
+                    id: key.id().to_owned(),
+                    source: Box::new(e),
+                }),
+        }
     }
 
     /// `job` with `key`'s buckets and today's budget, when it has them.
@@ -109,7 +144,7 @@ impl KeyQuotas {
 
     /// The key's daily budget, if it has one.
     pub(crate) fn budget(&self, key_id: &str) -> Option<&DailyBudget> {
-        self.by_id.get(key_id)?.budget.as_ref()
+        self.by_id.get(key_id)?.budget.as_deref()
     }
 }
 
@@ -221,7 +256,8 @@ mod tests {
             VirtualKey::new("free", [2; 32]).with_budget_usd_per_day(3.0),
         ])
         .unwrap();
-        let quotas = KeyQuotas::build(&keys, &tollgate::limit::InProcessLimiters, None).unwrap();
+        let quotas =
+            KeyQuotas::build(&keys, Arc::new(tollgate::limit::InProcessLimiters), None).unwrap();
         assert_eq!(quotas.limiter("capped").unwrap().model_id(), "key:capped");
         assert!(quotas.limiter("free").is_none());
         let free = keys.iter().find(|k| k.id() == "free").unwrap();
@@ -250,7 +286,7 @@ mod tests {
             VirtualKey::new("capped", [2; 32]).with_caps(60, 0),
         ])
         .unwrap();
-        let e = KeyQuotas::build(&keys, &Refusing, None).unwrap_err();
+        let e = KeyQuotas::build(&keys, Arc::new(Refusing), None).unwrap_err();
         assert!(
             matches!(&e, KeysError::Limiter { id, .. } if id == "capped"),
             "{e}"

@@ -17,7 +17,8 @@ use crate::{anthropic, key_view, model_list, openai, ops, responses};
 /// What the gateway serves, for the message of a request to anything else.
 pub(crate) const ROUTES: &str = "POST /v1/chat/completions, POST /v1/embeddings, \
     GET /v1/models, GET /v1/models/{id}, POST /v1/messages, POST /v1/messages/count_tokens, \
-    POST /v1/responses, GET /v1/tollgate/key, GET /v1/tollgate/keys (admin), GET /health, \
+    POST /v1/responses, GET /v1/tollgate/key, GET /v1/tollgate/keys and \
+    POST /v1/tollgate/reload (admin), GET /health, \
     GET /ready, GET /metrics, and GET / and HEAD / (an empty 200)";
 
 /// The `route` label of a request no route took (404 or 405), whatever its path.
@@ -69,6 +70,10 @@ pub fn router(state: Gateway) -> Router {
         .route(
             "/v1/tollgate/key",
             served(&state, key_view::KEY, key_view::own),
+        )
+        .route(
+            "/v1/tollgate/reload",
+            served(&state, key_view::RELOAD, key_view::reload),
         )
         .route(
             "/v1/tollgate/keys",

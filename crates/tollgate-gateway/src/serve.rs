@@ -25,7 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 use tollgate::clock;
 
-use crate::router::router;
+use crate::live::LiveGateway;
 use crate::state::Gateway;
 use crate::tls::TlsConfig;
 
@@ -151,7 +151,21 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServeOptions,
 ) -> std::io::Result<()> {
-    let app = router(state.clone());
+    serve_live(listener, LiveGateway::new(state), shutdown, options).await
+}
+
+/// [`serve_with`] for a [`LiveGateway`]: each request is served by the gateway current
+/// when it arrives, so a reload ([`LiveGateway::reload`], or `POST /v1/tollgate/reload`)
+/// takes effect for the next request while those in flight finish on theirs.
+pub async fn serve_live(
+    listener: TcpListener,
+    live: Arc<LiveGateway>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
+) -> std::io::Result<()> {
+    let app = live.router();
+    // The shutdown state is shared by every gateway a reload makes: any one tells it.
+    let state = live.current();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

@@ -87,7 +87,7 @@ pub enum SpendFileError {
 /// let dir = tempfile::tempdir()?;
 /// let ledger = FileSpendLedger::open(dir.path().join("keys.spend.json"))?;
 /// let gateway = Gateway::new(Models::builder().catalog(catalog).build()?)
-///     .with_keys_on(keys, &InProcessLimiters, Some(Arc::new(ledger)))?;
+///     .with_keys_on(keys, Arc::new(InProcessLimiters), Some(Arc::new(ledger)))?;
 /// # drop(gateway);
 /// # Ok(()) }
 /// ```

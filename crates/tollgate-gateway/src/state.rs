@@ -1,7 +1,7 @@
 //! [`Gateway`]: what every route shares (the `Models`, the virtual keys, the caps).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use tokio::sync::watch;
 use tollgate::Models;
@@ -11,6 +11,7 @@ use tollgate::pipeline::{RetryPolicy, SpendLedger};
 use crate::keys::{Keys, KeysError};
 use crate::metrics::GatewayMetrics;
 use crate::quota::KeyQuotas;
+use crate::reload::Reload;
 use crate::timing::BodyTiming;
 
 /// The default cap on a request body: 8 MiB, room for long conversations and a few
@@ -33,6 +34,8 @@ pub struct Gateway {
     /// Turns true when the shutdown grace ends: requests still in flight are answered
     /// 503 (a stream ends with an error event) before their connections close.
     grace_over: Arc<watch::Sender<bool>>,
+    /// The live gateway it is served by, if any (for the admin reload route).
+    pub(crate) live: Option<Weak<dyn Reload>>,
 }
 
 impl Gateway {
@@ -49,6 +52,7 @@ impl Gateway {
             draining: Arc::default(),
             queue_closed: Arc::new(watch::Sender::new(false)),
             grace_over: Arc::new(watch::Sender::new(false)),
+            live: None,
         }
     }
 
@@ -77,13 +81,50 @@ impl Gateway {
     pub fn with_keys_on(
         mut self,
         keys: Keys,
-        factory: &dyn LimiterFactory,
+        factory: Arc<dyn LimiterFactory>,
         ledger: Option<Arc<dyn SpendLedger>>,
     ) -> Result<Self, KeysError> {
         keys.check_against(self.models.catalog())?;
-        self.quotas = Arc::new(KeyQuotas::build(&keys, factory, ledger.as_ref())?);
+        self.quotas = Arc::new(KeyQuotas::build(&keys, factory, ledger)?);
         self.keys = Some(Arc::new(keys));
         Ok(self)
+    }
+
+    /// This gateway with `models` and `keys` (`None`: open to any caller) for the
+    /// requests to come, everything else shared with it (metrics, body limits, the
+    /// shutdown state): what a live reload swaps in (see [`LiveGateway`](crate::LiveGateway)),
+    /// while requests in flight finish on this one. A key whose caps and budget are
+    /// unchanged keeps its buckets and today's spend; new or changed ones get new ones,
+    /// on the factory and ledger this gateway's keys were given. Give `models` as
+    /// [`Models::reloaded`] makes them, so that models whose limits did not change keep
+    /// their limiters. Fails as [`Gateway::with_keys_on`] does, naming the key, and this
+    /// gateway is untouched.
+    pub fn reloaded(&self, models: Models, keys: Option<Keys>) -> Result<Gateway, KeysError> {
+        let mut next = self.clone();
+        next.models = models;
+        match keys {
+            Some(keys) => {
+                keys.check_against(next.models.catalog())?;
+                next.quotas = Arc::new(self.quotas.reloaded(&keys)?);
+                next.keys = Some(Arc::new(keys));
+            }
+            None => {
+                next.quotas = Arc::default();
+                next.keys = None;
+            }
+        }
+        Ok(next)
+    }
+
+    /// This gateway, served by `live`.
+    pub(crate) fn with_live(mut self, live: Weak<dyn Reload>) -> Self {
+        self.live = Some(live);
+        self
+    }
+
+    /// The virtual keys it accepts (`None`: it is open).
+    pub fn keys(&self) -> Option<&Keys> {
+        self.keys.as_deref()
     }
 
     /// Counts into `metrics` (served at `GET /metrics`). Give the same metrics to the

@@ -28,7 +28,11 @@ fn thrifty() -> Keys {
 fn gateway_on(fake: &FakeProvider, path: &std::path::Path) -> Gateway {
     let ledger: Arc<dyn SpendLedger> = Arc::new(FileSpendLedger::open(path).unwrap());
     Gateway::new(priced_models(fake, None))
-        .with_keys_on(thrifty(), &InProcessLimiters, Some(ledger))
+        .with_keys_on(
+            thrifty(),
+            std::sync::Arc::new(InProcessLimiters),
+            Some(ledger),
+        )
         .unwrap()
 }
 
@@ -107,7 +111,7 @@ fn a_gateway_refuses_a_budget_over_an_unpriced_model_naming_the_key_and_the_mode
         "{e}"
     );
     let e = Gateway::new(models(&fake))
-        .with_keys_on(thrifty(), &InProcessLimiters, None)
+        .with_keys_on(thrifty(), std::sync::Arc::new(InProcessLimiters), None)
         .unwrap_err();
     assert!(matches!(e, KeysError::UnpricedBudget { .. }), "{e}");
 }

@@ -176,7 +176,7 @@ async fn replicas_on_one_spend_ledger_share_a_keys_daily_budget() {
         Gateway::new(priced_models(fake, None))
             .with_keys_on(
                 keys.clone(),
-                &tollgate::limit::InProcessLimiters,
+                std::sync::Arc::new(tollgate::limit::InProcessLimiters),
                 Some(book.clone()),
             )
             .unwrap()
