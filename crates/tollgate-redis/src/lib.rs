@@ -49,6 +49,7 @@ mod reserve;
 mod script;
 mod snapshot;
 mod spend;
+mod target;
 
 pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 pub use factory::RedisLimiters;
