@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{fresh_prefix, rpm_with_one_second_burst, spawn_child};
+use common::{busiest, fresh_prefix, rpm_with_one_second_burst, spawn_children};
 use tollgate::limit::{Cost, LimiterConfig, Priority};
 use tollgate_redis::{RedisConfig, RedisLimiters};
 
@@ -98,19 +98,6 @@ async fn primary_of(url: &str, slot: u16) -> Option<u16> {
     })
 }
 
-/// The most slot starts in any window of `window_s` seconds.
-fn busiest(starts: &[u64], window_s: u64) -> usize {
-    (0..starts.len())
-        .map(|i| {
-            starts[i..]
-                .iter()
-                .take_while(|s| **s < starts[i] + window_s * 1_000_000)
-                .count()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// The limit's bound on sorted slot starts: no window of 1 or 2 s holds more than the
 /// burst plus the refill, nor the whole run more than the burst plus the run's refill.
 fn assert_within_limit(starts: &[u64], what: &str) {
@@ -184,14 +171,11 @@ async fn models_on_every_primary_hold_their_limits_across_processes() {
         model_in(&url, &prefix, 10923..=16383).await,
     ];
     let spec = format!("{prefix} {} {}", models[0], models[1]);
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            spawn_child(
-                "cluster_child_books_greedily",
-                &[(CHILD_ENV, &spec), ("TOLLGATE_REDIS_CLUSTER_URL", &url)],
-            )
-        })
-        .collect();
+    let children = spawn_children(
+        PROCESSES,
+        "cluster_child_books_greedily",
+        &[(CHILD_ENV, &spec), ("TOLLGATE_REDIS_CLUSTER_URL", &url)],
+    );
     let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut processes_booking = 0;
     for child in children {
@@ -236,4 +220,148 @@ async fn models_on_every_primary_hold_their_limits_across_processes() {
             .unwrap();
         assert!(exists, "{model}'s hash is on the primary of slot {slot}");
     }
+}
+
+/// Waits (real time: the cluster's failure detection and election run on it) until
+/// `done` holds, for at most `limit`: a bound on liveness, not on speed.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut() -> F,
+) {
+    let begin = tollgate::clock::now();
+    while !done().await {
+        assert!(begin.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A reservation on `limiter`: its slot's start, or the error.
+async fn book(limiter: &tollgate_redis::RedisLimiter) -> tollgate::Result<u64> {
+    let (mut r, booking) = limiter
+        .reserve_booked(Cost::call(0, 0), Priority::default())
+        .await?;
+    r.mark_sent();
+    Ok(booking.unwrap().start_us)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() {
+    let Some(url) = cluster_url() else { return };
+    let dir = std::path::PathBuf::from(
+        tollgate_testkit::peers::url("TOLLGATE_REDIS_CLUSTER_DIR").expect("the cluster's dir"),
+    );
+    let prefix = fresh_prefix();
+    let model = model_in(&url, &prefix, 0..=5460).await;
+    let slot = keyslot(&url, &format!("{prefix}:{{{model}}}:lim")).await;
+    let limiters =
+        RedisLimiters::new(RedisConfig::new(url.clone()).with_key_prefix(prefix)).unwrap();
+    let limiter = limiters.limiter(&config(&model));
+    let mut starts = Vec::new();
+    // Before: the burst and more, paced.
+    while starts.len() < 2 * CAPACITY {
+        starts.push(book(&limiter).await.unwrap());
+    }
+    // Every write so far on the replica (`WAIT`): what this test checks is the limiter
+    // across a failover, not Redis's asynchronous replication (see docs/distributed.md).
+    let port = primary_of(&url, slot)
+        .await
+        .expect("a primary for the slot");
+    let no_timeout = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut primary = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&no_timeout)
+        .await
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    assert_eq!(
+        acked, 1,
+        "the primary on {port} has a replica with every booking (else restart the peers)"
+    );
+    let pidfile = dir.join(format!("redis@cluster-{port}.pid"));
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "killed the primary (pid {pid})");
+    drop(primary);
+    // While the slot has no primary, calls fail closed, with the limiter's error.
+    let mut failures = 0;
+    loop {
+        match book(&limiter).await {
+            Err(tollgate::Error::LimiterUnavailable { backend, .. }) => {
+                assert_eq!(backend, "redis");
+                failures += 1;
+            }
+            Err(e) => panic!("not the fail-closed error: {e}"),
+            Ok(start) if failures == 0 => {
+                // Answered by the dying primary's last moments: counted all the same.
+                starts.push(start);
+                assert!(
+                    starts.len() < 4 * CAPACITY,
+                    "calls went on without a primary"
+                );
+            }
+            Ok(start) => {
+                starts.push(start);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(failures < 600, "no replica took over the slot");
+    }
+    assert!(failures > 0, "calls failed while the slot had no primary");
+    // The nodes' view of who serves the slot follows by gossip.
+    eventually(
+        Duration::from_secs(60),
+        "the cluster names a new primary",
+        || {
+            let url = url.clone();
+            async move { primary_of(&url, slot).await.is_some_and(|p| p != port) }
+        },
+    )
+    .await;
+    // After: paced again, from what the replica had.
+    let before = starts.len();
+    while starts.len() < before + 2 * CAPACITY {
+        starts.push(book(&limiter).await.unwrap());
+    }
+    starts.sort_unstable();
+    assert_within_limit(&starts, &model);
+    // The killed node back, as a replica of the promoted one, for the next run.
+    let restarted = std::process::Command::new("bash")
+        .arg(dir.join(format!("{port}.sh")))
+        .status()
+        .unwrap();
+    assert!(restarted.success());
+    let back = format!("redis://127.0.0.1:{port}/");
+    eventually(
+        Duration::from_secs(60),
+        "the old primary rejoins as a replica",
+        || {
+            let back = back.clone();
+            async move {
+                let Ok(mut c) = redis::Client::open(back.as_str())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                else {
+                    return false;
+                };
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap_or_default();
+                info.contains("master_link_status:up")
+            }
+        },
+    )
+    .await;
 }
