@@ -334,6 +334,11 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
     }
     starts.sort_unstable();
     assert_within_limit(&starts, &model);
+    // The snapshot script, on the promoted primary (which had to be sent it again).
+    let snapshot = tollgate::limit::LimiterBackend::snapshot(&limiter)
+        .await
+        .unwrap();
+    assert_eq!(snapshot.levels.len(), 1, "{snapshot:?}");
     // The killed node back, as a replica of the promoted one, for the next run.
     let restarted = std::process::Command::new("bash")
         .arg(dir.join(format!("{port}.sh")))
@@ -363,5 +368,50 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
             }
         },
     )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spend_caps_on_the_cluster_count_every_ledgers_calls_against_one_account() {
+    let Some(url) = cluster_url() else { return };
+    let mut prefix = fresh_prefix();
+    while keyslot(&url, &format!("{prefix}:instances")).await <= 5460 {
+        prefix = fresh_prefix();
+    }
+    // A cap whose account (and its settle ids, same hash tag) is off the failover's slots.
+    let mut cap = String::new();
+    for i in 0.. {
+        cap = format!("key:{i} daily budget");
+        if keyslot(&url, &format!("{prefix}:{{spend:{cap}}}:acct")).await > 5460 {
+            break;
+        }
+    }
+    let ledger = || -> Arc<dyn tollgate::pipeline::SpendLedger> {
+        let config = RedisConfig::new(url.clone()).with_key_prefix(prefix.clone());
+        Arc::new(RedisLimiters::new(config).unwrap().spend())
+    };
+    let here = tollgate::SpendCap::shared(cap.as_str(), 1.0, ledger());
+    let there = tollgate::SpendCap::shared(cap.as_str(), 1.0, ledger());
+    let hold = here.reserve(0.6).await.unwrap();
+    match there.reserve(0.5).await {
+        Err(tollgate::Error::SpendCapExceeded { remaining_usd, .. }) => {
+            assert!((remaining_usd - 0.4).abs() < 1e-9, "{remaining_usd}")
+        }
+        other => panic!("expected SpendCapExceeded, got {other:?}"),
+    }
+    hold.settle(0.25);
+    // The settle (a script call with its id key beside the account) runs on a task.
+    eventually(Duration::from_secs(10), "the settle lands", || {
+        let there = there.clone();
+        async move {
+            match there.reserve(0.75).await {
+                Ok(h) => {
+                    h.settle(0.0);
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+    })
     .await;
 }
