@@ -38,7 +38,7 @@
 #                            starts (or reuses, while every node answers and the cluster
 #                            says cluster_state:ok) this run's Redis Cluster alone: three
 #                            primaries with one replica each on six free 127.0.0.1 ports
-#                            (cluster-enabled, no persistence, node timeout 1 s, full
+#                            (cluster-enabled, no persistence, node timeout 3 s, full
 #                            coverage not required), and prints its two lines
 #   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
 #                            installs llmock if missing, starts one more llmock named NAME
@@ -350,7 +350,7 @@ start_cluster_nodes() {
 cd "$dir"
 setsid "$binary" --port $port --bind 127.0.0.1 --save '' --appendonly no \\
   --cluster-enabled yes --cluster-config-file "$dir/nodes-$port.conf" \\
-  --cluster-node-timeout 1000 --cluster-require-full-coverage no \\
+  --cluster-node-timeout 3000 --cluster-require-full-coverage no \\
   --cluster-replica-validity-factor 0 --dir "$dir" \\
   >>"$dir/$port.log" 2>&1 </dev/null &
 echo \$! >"$dir/redis@cluster-$port.pid"
