@@ -78,6 +78,17 @@ async fn model_in(url: &str, prefix: &str, slots: std::ops::RangeInclusive<u16>)
     unreachable!()
 }
 
+/// A fresh key prefix whose settle ids' counter (`<prefix>:instances`) is off the
+/// failover test's slots.
+async fn prefix_off_the_failover(url: &str) -> String {
+    loop {
+        let prefix = fresh_prefix();
+        if keyslot(url, &format!("{prefix}:instances")).await > 5460 {
+            return prefix;
+        }
+    }
+}
+
 /// The port of the live primary that serves `slot`, if one does.
 async fn primary_of(url: &str, slot: u16) -> Option<u16> {
     let mut c = any_node(url).await;
@@ -138,12 +149,7 @@ async fn cluster_child_books_greedily() {
             let (limiter, starts, model) = (limiter.clone(), starts.clone(), model.to_owned());
             tasks.push(tokio::spawn(async move {
                 while begin.elapsed() < RUN {
-                    let (mut r, booking) = limiter
-                        .reserve_booked(Cost::call(0, 0), Priority::default())
-                        .await
-                        .unwrap();
-                    r.mark_sent();
-                    let start = booking.unwrap().start_us;
+                    let start = book(&limiter).await.unwrap();
                     starts.lock().unwrap().push((model.clone(), start));
                 }
             }));
@@ -160,12 +166,8 @@ async fn cluster_child_books_greedily() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_on_every_primary_hold_their_limits_across_processes() {
     let Some(url) = cluster_url() else { return };
-    // The settle ids' counter (`<prefix>:instances`) off the failover test's slots too.
-    let mut prefix = fresh_prefix();
-    while keyslot(&url, &format!("{prefix}:instances")).await <= 5460 {
-        prefix = fresh_prefix();
-    }
-    // One model on each of the other two primaries, and a second one beside the first.
+    let prefix = prefix_off_the_failover(&url).await;
+    // One model on each of the other two primaries.
     let models = [
         model_in(&url, &prefix, 5461..=10922).await,
         model_in(&url, &prefix, 10923..=16383).await,
@@ -374,10 +376,7 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spend_caps_on_the_cluster_count_every_ledgers_calls_against_one_account() {
     let Some(url) = cluster_url() else { return };
-    let mut prefix = fresh_prefix();
-    while keyslot(&url, &format!("{prefix}:instances")).await <= 5460 {
-        prefix = fresh_prefix();
-    }
+    let prefix = prefix_off_the_failover(&url).await;
     // A cap whose account (and its settle ids, same hash tag) is off the failover's slots.
     let mut cap = String::new();
     for i in 0.. {
