@@ -238,6 +238,20 @@ async fn eventually<F: std::future::Future<Output = bool>>(
     }
 }
 
+/// Runs a killed node's start script (from `scripts/peers.sh`) when dropped.
+struct Revive(std::path::PathBuf);
+
+impl Drop for Revive {
+    fn drop(&mut self) {
+        let started = std::process::Command::new("bash").arg(&self.0).status();
+        assert!(
+            started.is_ok_and(|s| s.success()) || std::thread::panicking(),
+            "could not start {} again",
+            self.0.display()
+        );
+    }
+}
+
 /// A reservation on `limiter`: its slot's start, or the error.
 async fn book(limiter: &tollgate_redis::RedisLimiter) -> tollgate::Result<u64> {
     let (mut r, booking) = limiter
@@ -292,6 +306,8 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
         .status()
         .unwrap();
     assert!(killed.success(), "killed the primary (pid {pid})");
+    // Started again however this test ends, so that the cluster stays whole.
+    let revive = Revive(dir.join(format!("{port}.sh")));
     drop(primary);
     // While the slot has no primary, calls fail closed, with the limiter's error.
     let mut failures = 0;
@@ -316,7 +332,11 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(failures < 600, "no replica took over the slot");
+        assert!(
+            failures < 600,
+            "calls never went through again: no replica took over, or the promoted one \
+             refused the scripts it lacks"
+        );
     }
     assert!(failures > 0, "calls failed while the slot had no primary");
     // The nodes' view of who serves the slot follows by gossip.
@@ -342,11 +362,7 @@ async fn a_killed_primary_fails_its_calls_closed_until_its_replica_takes_over() 
         .unwrap();
     assert_eq!(snapshot.levels.len(), 1, "{snapshot:?}");
     // The killed node back, as a replica of the promoted one, for the next run.
-    let restarted = std::process::Command::new("bash")
-        .arg(dir.join(format!("{port}.sh")))
-        .status()
-        .unwrap();
-    assert!(restarted.success());
+    drop(revive);
     let back = format!("redis://127.0.0.1:{port}/");
     eventually(
         Duration::from_secs(60),
