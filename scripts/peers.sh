@@ -28,8 +28,8 @@
 #                            TOLLGATE_PEERS_AGENTS_PYTHON=… (the Agents SDK's venv's
 #                            python) and TOLLGATE_PEERS_CLIENTS=… (the real clients'
 #                            node_modules: the AI SDK, and `.bin/claude`, `.bin/codex`)
-#                            lines on stdout
-#                            and, for the Redis Cluster tests, TOLLGATE_REDIS_CLUSTER_URL=…
+#                            lines on stdout, and for the Redis Cluster tests (it runs
+#                            `redis-cluster` below too) TOLLGATE_REDIS_CLUSTER_URL=…
 #                            (redis+cluster://… with the six nodes as seeds) and
 #                            TOLLGATE_REDIS_CLUSTER_DIR=… (the nodes' pid files,
 #                            redis@cluster-PORT.pid, and start scripts, PORT.sh)
