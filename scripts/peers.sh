@@ -28,8 +28,18 @@
 #                            TOLLGATE_PEERS_AGENTS_PYTHON=… (the Agents SDK's venv's
 #                            python) and TOLLGATE_PEERS_CLIENTS=… (the real clients'
 #                            node_modules: the AI SDK, and `.bin/claude`, `.bin/codex`)
-#                            lines on stdout
+#                            lines on stdout, and for the Redis Cluster tests (it runs
+#                            `redis-cluster` below too) TOLLGATE_REDIS_CLUSTER_URL=…
+#                            (redis+cluster://… with the six nodes as seeds) and
+#                            TOLLGATE_REDIS_CLUSTER_DIR=… (the nodes' pid files,
+#                            redis@cluster-PORT.pid, and start scripts, PORT.sh)
 #   scripts/peers.sh stop    stops the servers this run started, by their saved PIDs only
+#   scripts/peers.sh redis-cluster
+#                            starts (or reuses, while every node answers and the cluster
+#                            says cluster_state:ok) this run's Redis Cluster alone: three
+#                            primaries with one replica each on six free 127.0.0.1 ports
+#                            (cluster-enabled, no persistence, node timeout 3 s, full
+#                            coverage not required), and prints its two lines
 #   scripts/peers.sh llmock NAME [--rpm N] [--tpm N] [--latency-ms N]
 #                            installs llmock if missing, starts one more llmock named NAME
 #                            on a free port with its own rate limits (`llmock serve --rpm
@@ -239,6 +249,168 @@ launch() {
   return 1
 }
 
+# rcmd PORT ARG…: one command to the Redis on PORT (RESP, from Python: no redis-cli
+# needed); prints the reply (an array one element a line); fails on an error reply.
+rcmd() {
+  "$PYTHON" - "$@" <<'PY'
+import socket, sys
+port, args = int(sys.argv[1]), [a.encode() for a in sys.argv[2:]]
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+f = s.makefile("rb")
+def read():
+    line = f.readline().rstrip(b"\r\n")
+    kind, rest = line[:1], line[1:].decode()
+    if kind == b"-":
+        sys.exit("peers.sh: redis on %d: %s" % (port, rest))
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2].decode()
+    if kind == b"*":
+        return [read() for _ in range(int(rest))]
+    return rest
+v = read()
+print("\n".join(map(str, v)) if isinstance(v, list) else v)
+PY
+}
+
+# cluster_ports: a base port B with B..B+5 and their cluster bus ports (+10000) free.
+cluster_ports() {
+  "$PYTHON" - <<'PY'
+import random, socket
+for _ in range(200):
+    base = random.randrange(20000, 30000)
+    try:
+        socks = []
+        for p in [base + i for i in range(6)] + [base + 10000 + i for i in range(6)]:
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in socks:
+            s.close()
+PY
+}
+
+# cluster_ok PORT…: every node answers and says cluster_state:ok.
+cluster_ok() {
+  local port
+  for port in "$@"; do
+    rcmd "$port" CLUSTER INFO 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+  done
+}
+
+# replicas_synced PORT…: each of these replicas has its primary's data.
+replicas_synced() {
+  local port
+  for port in "$@"; do
+    rcmd "$port" INFO replication | grep -q '^master_link_status:up' || return 1
+  done
+}
+
+# start_cluster: this run's cluster (reused while it is healthy); prints its two lines. A
+# cluster that did not come up is stopped again.
+start_cluster() {
+  start_cluster_nodes || {
+    stop_cluster
+    return 1
+  }
+}
+
+start_cluster_nodes() {
+  local dir="$RUN_DIR/cluster" env="$RUN_DIR/cluster.env"
+  mkdir -p "$RUN_DIR"
+  if [[ -f "$env" ]]; then
+    local ports
+    ports=$(sed -n 's/^TOLLGATE_REDIS_CLUSTER_URL=redis+cluster:\/\///p' "$env" | tr ',' '\n' | sed 's/.*://')
+    # shellcheck disable=SC2086
+    if cluster_ok $ports; then
+      log "redis cluster of run $PEERS_RUN already up"
+      cat "$env"
+      return 0
+    fi
+    stop_cluster
+  fi
+  mkdir -p "$dir"
+  local base binary port i
+  base=$(cluster_ports)
+  binary=$(redis_binary)
+  [[ -n "$base" && -n "$binary" ]] || { log "no free ports or no redis-server for the cluster"; return 1; }
+  local ports=() seeds=()
+  for i in 0 1 2 3 4 5; do
+    port=$((base + i))
+    ports+=("$port")
+    seeds+=("127.0.0.1:$port")
+    # The node's start script: the failover test runs it again to bring a killed node back
+    # (it rejoins from its nodes.conf, as a replica of whoever took its slots).
+    cat >"$dir/$port.sh" <<SH
+#!/usr/bin/env bash
+cd "$dir"
+setsid "$binary" --port $port --bind 127.0.0.1 --save '' --appendonly no \\
+  --cluster-enabled yes --cluster-config-file "$dir/nodes-$port.conf" \\
+  --cluster-node-timeout 3000 --cluster-require-full-coverage no \\
+  --cluster-replica-validity-factor 0 --dir "$dir" \\
+  >>"$dir/$port.log" 2>&1 </dev/null &
+echo \$! >"$dir/redis@cluster-$port.pid"
+SH
+    bash "$dir/$port.sh"
+  done
+  for port in "${ports[@]}"; do
+    for _ in $(seq 1 120); do redis_up "$port" && break; sleep 0.25; done
+    redis_up "$port" || { log "cluster node $port did not start"; tail -20 "$dir/$port.log" >&2; return 1; }
+  done
+  # Three primaries with a third of the slots each (the ranges redis-cli would give).
+  local ranges=("0 5460" "5461 10922" "10923 16383")
+  for i in 0 1 2; do
+    # shellcheck disable=SC2046
+    rcmd "${ports[$i]}" CLUSTER ADDSLOTS $(seq ${ranges[$i]}) >/dev/null
+  done
+  for port in "${ports[@]:1}"; do rcmd "$port" CLUSTER MEET 127.0.0.1 "$base" >/dev/null; done
+  for _ in $(seq 1 120); do
+    [[ $(rcmd "$base" CLUSTER NODES | grep -c 'connected') == 6 ]] && break
+    sleep 0.25
+  done
+  # Replica i+3 follows primary i (once it knows the primary's id).
+  for i in 0 1 2; do
+    local id
+    id=$(rcmd "${ports[$i]}" CLUSTER MYID)
+    for _ in $(seq 1 120); do
+      rcmd "${ports[$((i + 3))]}" CLUSTER REPLICATE "$id" >/dev/null 2>&1 && break
+      sleep 0.25
+    done
+  done
+  for _ in $(seq 1 240); do
+    if cluster_ok "${ports[@]}" &&
+      [[ $(rcmd "$base" CLUSTER NODES | grep -c 'slave') == 3 ]] &&
+      replicas_synced "${ports[@]:3}"; then
+      local list
+      list=$(IFS=,; echo "${seeds[*]}")
+      {
+        echo "TOLLGATE_REDIS_CLUSTER_URL=redis+cluster://$list"
+        echo "TOLLGATE_REDIS_CLUSTER_DIR=$dir"
+      } >"$env"
+      log "redis cluster up on 127.0.0.1:$base-$((base + 5)) (3 primaries, 3 replicas)"
+      cat "$env"
+      return 0
+    fi
+    sleep 0.25
+  done
+  log "the redis cluster did not reach cluster_state:ok"
+  return 1
+}
+
+# stop_cluster: the cluster's nodes, by their saved PIDs only.
+stop_cluster() {
+  local pidfile
+  for pidfile in "$RUN_DIR"/cluster/*.pid; do
+    [[ -e "$pidfile" ]] || continue
+    stop_pid "$pidfile"
+  done
+  rm -rf "$RUN_DIR/cluster" "$RUN_DIR/cluster.env"
+}
+
 start() {
   install
   if [[ -f "$RUN_DIR/urls.env" ]]; then
@@ -257,6 +429,7 @@ start() {
     if [[ $all_up == 1 ]]; then
       log "run $PEERS_RUN already up"
       cat "$RUN_DIR/urls.env"
+      start_cluster
       return 0
     fi
     stop
@@ -282,6 +455,7 @@ start() {
     echo "TOLLGATE_PEERS_CLIENTS=$PEERS_HOME/clients/node_modules"
   } >"$RUN_DIR/urls.env"
   cat "$RUN_DIR/urls.env"
+  start_cluster
 }
 
 # stop_pid PIDFILE: signals the PID saved there only while it still runs the server it was
@@ -302,6 +476,7 @@ stop_pid() {
 
 stop() {
   [[ -d "$RUN_DIR" ]] || return 0
+  stop_cluster
   local pidfile
   for pidfile in "$RUN_DIR"/*.pid; do
     [[ -e "$pidfile" ]] || continue
@@ -370,6 +545,7 @@ stop_llmock() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+redis-cluster) start_cluster ;;
 llmock)
   shift
   extra_llmock "$@"
@@ -377,7 +553,7 @@ llmock)
 stop-llmock) stop_llmock "${2:-}" ;;
 litellm) install_litellm ;;
 *)
-  echo "usage: scripts/peers.sh start|stop|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME|litellm" >&2
+  echo "usage: scripts/peers.sh start|stop|redis-cluster|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME|litellm" >&2
   exit 2
   ;;
 esac

@@ -203,7 +203,8 @@ fn test_all() -> ExitCode {
             (false, false) => Outcome::Skipped,
         }
     });
-    // The conformance tier's mock servers (llmock, aimock) and a private redis-server:
+    // The conformance tier's mock servers (llmock, aimock), a private redis-server and a
+    // private Redis Cluster (three primaries, three replicas; TOLLGATE_REDIS_CLUSTER_URL):
     // installed if missing and started on free 127.0.0.1 ports by scripts/peers.sh,
     // stopped after the steps. The
     // tests get their URLs, and TOLLGATE_PEERS_REQUIRED so that a missing one fails.

@@ -67,7 +67,8 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     credentials: Option<PathBuf>,
     /// Keep every model's rate limits in this Redis (redis://host:port/), shared with
-    /// every other process using it: several `tollgate run`s on one key pace as one.
+    /// every other process using it: several `tollgate run`s on one key pace as one. A
+    /// Redis Cluster: redis+cluster://host:port, or seeds redis://a:7000,redis://b:7001.
     #[arg(long, global = true, value_name = "URL")]
     redis: Option<String>,
     /// The prefix of every key --redis writes (default `tollgate`): deployments that

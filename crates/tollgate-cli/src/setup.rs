@@ -40,9 +40,10 @@ impl LimiterFactory for Backend {
     }
 }
 
-/// The backend of `--redis URL`: every model's buckets in that Redis (keys
-/// `<prefix>:{<model id>}:lim`, the prefix `tollgate` unless `--redis-prefix` says), shared by every process using it; failing closed (a
-/// call whose reservation Redis cannot answer is not sent).
+/// The backend of `--redis URL`: every model's buckets in that Redis or Redis Cluster
+/// (keys `<prefix>:{<model id>}:lim`, the prefix `tollgate` unless `--redis-prefix`
+/// says), shared by every process using it; failing closed (a call whose reservation
+/// Redis cannot answer is not sent).
 pub(crate) fn redis(
     url: &str,
     prefix: Option<&str>,
@@ -52,7 +53,7 @@ pub(crate) fn redis(
         config = config.with_key_prefix(prefix);
     }
     let limiters = RedisLimiters::new(config)
-        .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/"))?;
+        .map_err(|e| format!("--redis: {e}; give a URL such as redis://127.0.0.1:6379/ (a cluster: redis+cluster://host:7000, or redis://a:7000,redis://b:7001)"))?;
     Ok(limiters)
 }
 

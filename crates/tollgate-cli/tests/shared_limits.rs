@@ -88,10 +88,16 @@ fn run_processes_sharing_one_redis_pace_as_one_where_apart_they_meet_429s() {
     );
 
     // Together on one Redis: one limit for all four.
+    runs_pace_as_one(dir.path(), &model, limits, &url);
+}
+
+/// Four `tollgate run`s at once on `--redis url` (one node or a cluster), on `model`
+/// with `limits` at a fresh provider: every request answered, none refused by it.
+fn runs_pace_as_one(dir: &Path, model: &str, limits: &str, url: &str) {
     let shared = Served::new(provider(), 4);
-    let catalog = dir.path().join("shared.toml");
-    std::fs::write(&catalog, shared.catalog(&model, limits)).unwrap();
-    let runs = start(&dir.path().join("shared"), &catalog, &model, Some(&url));
+    let catalog = dir.join("shared.toml");
+    std::fs::write(&catalog, shared.catalog(model, limits)).unwrap();
+    let runs = start(&dir.join("shared"), &catalog, model, Some(url));
     for (p, (child, ids)) in runs.into_iter().enumerate() {
         let result = child.wait_with_output().unwrap();
         assert!(
@@ -100,7 +106,7 @@ fn run_processes_sharing_one_redis_pace_as_one_where_apart_they_meet_429s() {
             text(&result.stdout),
             text(&result.stderr)
         );
-        let out = dir.path().join(format!("shared/p{p}/out.jsonl"));
+        let out = dir.join(format!("shared/p{p}/out.jsonl"));
         let parsed = output_lines(&out);
         assert_one_line_per_id(&parsed, &ids);
         assert!(parsed.iter().all(|l| l["error"].is_null()), "{parsed:#?}");
@@ -111,6 +117,52 @@ fn run_processes_sharing_one_redis_pace_as_one_where_apart_they_meet_429s() {
         stats.accepted,
         (PROCESSES * PER_PROCESS) as u64,
         "{stats:?}"
+    );
+}
+
+/// The Redis Cluster slot of a hash tag (CRC16/XMODEM mod 16384), to keep this test's
+/// keys off the slots tollgate-redis's failover test kills the primary of (0–5460).
+fn slot(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for b in tag.bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+#[test]
+fn run_processes_sharing_one_redis_cluster_pace_as_one() {
+    let Some(url) = tollgate_testkit::peers::url("TOLLGATE_REDIS_CLUSTER_URL") else {
+        return;
+    };
+    assert_eq!(slot("123456789"), 12739, "the cluster's CRC16");
+    let dir = tempfile::tempdir().unwrap();
+    // `redis+cluster://` with every node as a seed; the model's key on a slot of its own.
+    let mut models = (0..)
+        .map(|i| format!("cluster-{}-{i}", std::process::id()))
+        .filter(|m| slot(m) > 5460);
+    let model = models.next().unwrap();
+    runs_pace_as_one(dir.path(), &model, "rpm = 600\nburst_seconds = 1", &url);
+    // The other form: comma-separated redis:// seeds.
+    let seeds: Vec<String> = url
+        .trim_start_matches("redis+cluster://")
+        .split(',')
+        .map(|s| format!("redis://{s}"))
+        .collect();
+    let again = dir.path().join("seeds");
+    std::fs::create_dir_all(&again).unwrap();
+    runs_pace_as_one(
+        &again,
+        &models.next().unwrap(),
+        "rpm = 600\nburst_seconds = 1",
+        &seeds.join(","),
     );
 }
 

@@ -18,7 +18,7 @@ use tollgate::{Dimension, Error};
 use crate::config::{FailurePolicy, RedisClock, RedisLimiterError, key_for};
 use crate::conn::Conn;
 use crate::epochs::EpochCell;
-use crate::script::{SCRIPT, ScriptArgs};
+use crate::script::{Invocation, SCRIPT, ScriptArgs};
 
 /// A throttle factor of 1, in millionths.
 pub(crate) const FACTOR_ONE_MICRO: u64 = 1_000_000;
@@ -170,7 +170,7 @@ impl Buckets {
         second_key: Option<&str>,
         args: ScriptArgs,
         amounts: impl Fn(Dimension) -> i64,
-    ) -> redis::ScriptInvocation<'static> {
+    ) -> Invocation {
         let mut inv = SCRIPT.prepare_invoke();
         inv.key(&self.key).key(second_key.unwrap_or(&self.key));
         inv.arg(op).arg(self.now_arg(at));

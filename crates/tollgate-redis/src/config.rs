@@ -41,7 +41,9 @@ pub enum FailurePolicy {
 /// Where and how the buckets live in Redis.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// The Redis URL, e.g. `redis://127.0.0.1:6379/`.
+    /// The Redis URL: one node, e.g. `redis://127.0.0.1:6379/`, or a Redis Cluster,
+    /// `redis+cluster://host:7000` or comma-separated seeds
+    /// `redis://a:7000,redis://b:7001` (see `docs/distributed.md`).
     pub url: String,
     /// The key prefix (default `tollgate`): keys are `{prefix}:{<model>}:lim`.
     pub key_prefix: String,
@@ -130,8 +132,11 @@ pub(crate) fn key_for(prefix: &str, model_id: &str) -> String {
     format!("{prefix}:{{{tag}}}:lim")
 }
 
-/// The URL without a password.
+/// The URL (or comma-separated URLs) without a password.
 pub(crate) fn shown(url: &str) -> String {
+    if url.contains(',') {
+        return url.split(',').map(shown).collect::<Vec<_>>().join(",");
+    }
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])

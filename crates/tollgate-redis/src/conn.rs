@@ -1,6 +1,6 @@
-//! The connection to Redis that every model of one [`RedisLimiters`](crate::RedisLimiters)
-//! shares: connected lazily, reconnecting on its own, each script call bounded by the call
-//! timeout on the server clock. Beside it, one subscription to the models' epoch channels
+//! The connection to Redis (one node or a cluster, `target.rs`) that every model of one
+//! [`RedisLimiters`](crate::RedisLimiters) shares: connected lazily, reconnecting on its
+//! own, each script call bounded by the call timeout on the server clock. Beside it, one subscription to the models' epoch channels
 //! (`epochs.rs`).
 
 use std::fmt;
@@ -10,19 +10,22 @@ use std::time::Duration;
 use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use crate::epochs::Epochs;
 
 use crate::config::{RedisClock, RedisConfig, RedisLimiterError, shown};
+use crate::script::Invocation;
+use crate::target::{Shared, Target};
 
 /// The connection, shared by every model of one [`RedisLimiters`](crate::RedisLimiters).
 pub(crate) struct Conn {
     pub(crate) config: RedisConfig,
     /// The URL with any password removed, for errors.
     pub(crate) shown_url: String,
-    manager: OnceCell<ConnectionManager>,
+    /// The node or cluster the URL names.
+    target: Target,
+    manager: OnceCell<Shared>,
     /// Ids for idempotent settles: `<instance>:<n>`; the instance is a Redis `INCR`.
     instance: OnceCell<u64>,
     next_op: AtomicU64,
@@ -39,9 +42,11 @@ impl fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(config: RedisConfig) -> Conn {
+    /// The connection for `config`, whose URL was read as `target`.
+    pub(crate) fn new(config: RedisConfig, target: Target) -> Conn {
         Conn {
             shown_url: shown(&config.url),
+            target,
             config,
             manager: OnceCell::new(),
             instance: OnceCell::new(),
@@ -55,23 +60,14 @@ impl Conn {
         self.next_op.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) async fn manager(&self) -> Result<ConnectionManager, RedisLimiterError> {
+    pub(crate) async fn manager(&self) -> Result<Shared, RedisLimiterError> {
         self.manager
             .get_or_try_init(|| async {
-                let client = redis::Client::open(self.config.url.as_str())
-                    .map_err(|e| self.redis_error(e))?;
                 let timeouts = match self.config.clock {
                     RedisClock::Server => Some(self.config.call_timeout),
                     RedisClock::Tokio { .. } => None,
                 };
-                let config = ConnectionManagerConfig::new()
-                    .set_number_of_retries(1)
-                    .set_min_delay(Duration::from_millis(20))
-                    .set_max_delay(Duration::from_millis(200))
-                    .set_connection_timeout(timeouts)
-                    .set_response_timeout(timeouts);
-                ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| self.redis_error(e))
+                Shared::lazy(&self.target, timeouts).map_err(|e| self.redis_error(e))
             })
             .await
             .cloned()
@@ -87,7 +83,7 @@ impl Conn {
     /// One script call, bounded by the call timeout on the server clock.
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        invocation: &Invocation,
     ) -> Result<T, RedisLimiterError> {
         let mut manager = self.manager().await?;
         let call = invocation.invoke_async::<T>(&mut manager);
@@ -144,11 +140,12 @@ impl Conn {
 /// until the [`Conn`] is dropped; reconnects after a failure.
 async fn subscriber(conn: Weak<Conn>, ready: tokio::sync::oneshot::Sender<()>) {
     let mut ready = Some(ready);
-    loop {
+    for attempt in 0.. {
         let Some(c) = conn.upgrade() else { return };
         let pattern = format!("{}:*:ep", c.config.key_prefix);
+        let url = c.target.subscribe_url(attempt).to_owned();
         let subscribed = async {
-            let client = redis::Client::open(c.config.url.as_str())?;
+            let client = redis::Client::open(url.as_str())?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.psubscribe(&pattern).await?;
             Ok::<_, redis::RedisError>(pubsub)

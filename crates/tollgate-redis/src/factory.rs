@@ -6,10 +6,11 @@ use std::sync::Arc;
 use tollgate::limit::{LimiterBackend, LimiterConfig, LimiterFactory};
 use tollgate::{Error, Result};
 
-use crate::config::{RedisConfig, shown};
+use crate::config::RedisConfig;
 use crate::conn::Conn;
 use crate::limiter::RedisLimiter;
 use crate::spend::RedisSpend;
+use crate::target::Target;
 
 /// The [`LimiterFactory`] that puts models' buckets on Redis. Cheap to clone; all models
 /// built by one factory share one auto-reconnecting connection.
@@ -20,15 +21,15 @@ pub struct RedisLimiters {
 
 impl RedisLimiters {
     /// A factory for `config`. Connects lazily, on the first reservation; fails only for
-    /// an invalid URL.
+    /// an invalid URL. The URL names one node (`redis://host:port/`) or a Redis Cluster:
+    /// `redis+cluster://host:port` or several comma-separated seeds.
     pub fn new(config: RedisConfig) -> Result<Self> {
-        let info = redis::parse_redis_url(&config.url).ok_or_else(|| Error::InvalidRequest {
+        let target = Target::parse(&config.url).map_err(|reason| Error::InvalidRequest {
             field: "redis url".into(),
-            reason: format!("`{}` is not a redis:// URL", shown(&config.url)),
+            reason,
         })?;
-        drop(info);
         Ok(RedisLimiters {
-            conn: Arc::new(Conn::new(config)),
+            conn: Arc::new(Conn::new(config, target)),
         })
     }
 

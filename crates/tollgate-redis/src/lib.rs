@@ -12,7 +12,10 @@
 //! is a second call (`background.rs`), and so is what the answer said about the rate
 //! (`feedback.rs`: 429s, 529s, rate-limit headers), which every process then sees. See
 //! `docs/distributed.md`. [`RedisLimiters::spend`] puts spend caps' accounts on the same
-//! Redis ([`RedisSpend`]), so a cap counts every process's calls.
+//! Redis ([`RedisSpend`]), so a cap counts every process's calls. The URL may name a
+//! Redis Cluster instead of one node (`redis+cluster://host:port`, or comma-separated
+//! seeds `redis://a:7000,redis://b:7001`): every script's keys share one hash slot, so a
+//! reservation is still one round trip, on the primary of its model's slot.
 //!
 //! ```
 //! use tollgate_redis::{FailurePolicy, RedisConfig, RedisLimiters};
@@ -49,6 +52,7 @@ mod reserve;
 mod script;
 mod snapshot;
 mod spend;
+mod target;
 
 pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 pub use factory::RedisLimiters;

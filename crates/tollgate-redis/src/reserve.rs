@@ -307,7 +307,7 @@ impl Buckets {
     /// One script call answered by integers, counted (and its failure too).
     async fn counted_call(
         &self,
-        inv: &redis::ScriptInvocation<'static>,
+        inv: &crate::script::Invocation,
     ) -> Result<Vec<i64>, RedisLimiterError> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         self.conn.invoke(inv).await.inspect_err(|_| {

@@ -1,5 +1,6 @@
 //! The reservation script (`limiter.lua`), with the throttle's constants filled in, and
-//! the arguments every call passes it.
+//! the arguments every call passes it; [`Lua`], a script sent as `EVALSHA`, and as
+//! `EVAL` (which caches it again) when the node answers `NOSCRIPT`.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tollgate::limit::throttle;
 pub(crate) const LEARNED_LIMIT_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// The script's source, with the throttle's constants filled in.
-pub(crate) static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
+pub(crate) static SCRIPT: LazyLock<Lua> = LazyLock::new(|| {
     let us = |d: Duration| d.as_micros().to_string();
     let src = include_str!("limiter.lua")
         .replace("@HOLDOFF_US@", &us(throttle::DECREASE_HOLDOFF))
@@ -33,8 +34,93 @@ pub(crate) static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| {
             "@LEARNED_LIMIT_TTL_MS@",
             &LEARNED_LIMIT_TTL.as_millis().to_string(),
         );
-    redis::Script::new(&src)
+    Lua::new(src)
 });
+
+/// A Lua script: its source and SHA1. Unlike `redis::Script`, whose reload on `NOSCRIPT`
+/// is a `SCRIPT LOAD` that a cluster client sends to every node (and fails while one is
+/// down, as after a failover), the reload here is one `EVAL` on the node the keys route
+/// to: one more round trip, on that node only.
+#[derive(Debug)]
+pub(crate) struct Lua {
+    src: String,
+    hash: String,
+}
+
+impl Lua {
+    /// The script `src`.
+    pub(crate) fn new(src: String) -> Lua {
+        let hash = redis::Script::new(&src).get_hash().to_owned();
+        Lua { src, hash }
+    }
+
+    /// An invocation with no keys or arguments yet.
+    pub(crate) fn prepare_invoke(&'static self) -> Invocation {
+        Invocation {
+            script: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// An invocation with `key` as its first key.
+    pub(crate) fn key(&'static self, key: impl redis::ToRedisArgs) -> Invocation {
+        let mut inv = self.prepare_invoke();
+        inv.key(key);
+        inv
+    }
+}
+
+/// One call of a [`Lua`] script: its keys (every one in one hash slot) and arguments.
+#[derive(Debug)]
+pub(crate) struct Invocation {
+    script: &'static Lua,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Invocation {
+    /// Appends a key.
+    pub(crate) fn key(&mut self, key: impl redis::ToRedisArgs) -> &mut Self {
+        key.write_redis_args(&mut self.keys);
+        self
+    }
+
+    /// Appends an argument.
+    pub(crate) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// `EVALSHA` (`cached`) or `EVAL` of the script with these keys and arguments.
+    fn cmd(&self, cached: bool) -> redis::Cmd {
+        let mut cmd = if cached {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(&self.script.hash);
+            c
+        } else {
+            let mut c = redis::cmd("EVAL");
+            c.arg(&self.script.src);
+            c
+        };
+        cmd.arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+
+    /// Runs the script on `con`: `EVALSHA`, then `EVAL` if the node lacks the script (a
+    /// restarted server, or a replica promoted after a failover, starts with none).
+    pub(crate) async fn invoke_async<T: redis::FromRedisValue>(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        match self.cmd(true).query_async(con).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.cmd(false).query_async(con).await
+            }
+            other => other,
+        }
+    }
+}
 
 /// `ARGV[3]` to `ARGV[11]` of a script call, whose meaning depends on the operation (see
 /// the head of `limiter.lua`); empty where unused.

@@ -14,9 +14,9 @@ use tollgate::{Error, Result};
 
 use crate::config::RedisLimiterError;
 use crate::conn::Conn;
+use crate::script::Lua;
 
-static SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("spend.lua")));
+static SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(include_str!("spend.lua").to_owned()));
 
 /// How long an untouched account is kept by default: two days, past a daily budget's
 /// day.

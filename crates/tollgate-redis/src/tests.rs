@@ -27,3 +27,36 @@ fn burst_capacity_matches_the_in_process_limiter() {
     assert_eq!(capacity(Burst::Seconds(1), 30), 1);
     assert_eq!(capacity(Burst::Seconds(10), 600), 100);
 }
+
+#[test]
+fn one_url_is_one_node_and_seeds_or_the_cluster_scheme_a_cluster() {
+    use crate::target::Target;
+    let one = |u: &str| Target::Single(u.to_owned());
+    let cluster = |u: &[&str]| Target::Cluster(u.iter().map(|s| (*s).to_owned()).collect());
+    assert_eq!(Target::parse("redis://h:1/"), Ok(one("redis://h:1/")));
+    assert_eq!(
+        Target::parse("redis+cluster://h:7000"),
+        Ok(cluster(&["redis://h:7000"]))
+    );
+    assert_eq!(
+        Target::parse("redis://a:7000, redis://b:7001"),
+        Ok(cluster(&["redis://a:7000", "redis://b:7001"]))
+    );
+    // A bare seed takes the first one's scheme and credentials.
+    assert_eq!(
+        Target::parse("rediss+cluster://:pw@a:7000,b:7001"),
+        Ok(cluster(&["rediss://:pw@a:7000", "rediss://:pw@b:7001"]))
+    );
+    let bad = Target::parse("redis://:secret@a:1,").unwrap_err();
+    assert!(!bad.contains("secret"), "{bad}");
+    assert!(Target::parse("a:1").is_err());
+    assert!(Target::parse("http://a:1").is_err());
+}
+
+#[test]
+fn cluster_urls_in_errors_hide_every_password() {
+    assert_eq!(
+        shown("redis://:a@h:1,redis://:b@k:2"),
+        "redis://***@h:1,redis://***@k:2"
+    );
+}

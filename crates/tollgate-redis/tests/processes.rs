@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{fresh_prefix, redis_url, rpm_with_one_second_burst, spawn_child};
+use common::{busiest, fresh_prefix, redis_url, rpm_with_one_second_burst, spawn_children};
 use tollgate::limit::{Cost, LimiterConfig, Priority};
 use tollgate_redis::{RedisConfig, RedisLimiters};
 
@@ -65,14 +65,11 @@ async fn child_books_greedily() {
 fn several_processes_share_one_limit_and_no_window_exceeds_capacity_plus_refill() {
     let Some(url) = redis_url() else { return };
     let prefix = fresh_prefix();
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            spawn_child(
-                "child_books_greedily",
-                &[(CHILD_PREFIX_ENV, &prefix), ("TOLLGATE_REDIS_URL", &url)],
-            )
-        })
-        .collect();
+    let children = spawn_children(
+        PROCESSES,
+        "child_books_greedily",
+        &[(CHILD_PREFIX_ENV, &prefix), ("TOLLGATE_REDIS_URL", &url)],
+    );
     let mut starts = Vec::new();
     let mut per_process = Vec::new();
     for child in children {
@@ -95,15 +92,7 @@ fn several_processes_share_one_limit_and_no_window_exceeds_capacity_plus_refill(
     let rate_per_s = (RPM / 60) as usize;
     for window_s in [1u64, 2] {
         let bound = CAPACITY + rate_per_s * window_s as usize;
-        let busiest = (0..starts.len())
-            .map(|i| {
-                starts[i..]
-                    .iter()
-                    .take_while(|s| **s < starts[i] + window_s * 1_000_000)
-                    .count()
-            })
-            .max()
-            .unwrap_or(0);
+        let busiest = busiest(&starts, window_s);
         assert!(
             busiest <= bound,
             "{busiest} slots in {window_s} s (bound {bound})"

@@ -258,3 +258,21 @@ pub fn spawn_child(test: &str, envs: &[(&str, &str)]) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// `n` children running the ignored test `test` (see [`spawn_child`]).
+pub fn spawn_children(n: usize, test: &str, envs: &[(&str, &str)]) -> Vec<std::process::Child> {
+    (0..n).map(|_| spawn_child(test, envs)).collect()
+}
+
+/// The most slot starts (µs, sorted) in any window of `window_s` seconds.
+pub fn busiest(starts: &[u64], window_s: u64) -> usize {
+    (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|s| **s < starts[i] + window_s * 1_000_000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
