@@ -105,6 +105,7 @@ fn a_bedrock_style_body_leaves_the_model_out() {
 fn tools_and_tool_choice_are_encoded() {
     let tool = ToolDefinition {
         defer_loading: false,
+        cache: None,
         name: "lookup".into(),
         description: "Looks up".into(),
         input_schema: Json::new(json!({"type": "object", "properties": {}})),
@@ -196,6 +197,23 @@ fn cache_marks_become_cache_control_with_the_one_hour_ttl_where_chosen() {
     assert_eq!(
         body["messages"][0]["content"][0]["cache_control"],
         json!({"type": "ephemeral"})
+    );
+}
+
+#[test]
+fn a_tools_cache_mark_becomes_its_cache_control() {
+    let tools = vec![
+        ToolDefinition::new("a", "first", Json::new(json!({"type": "object"}))),
+        ToolDefinition::new("b", "second", Json::new(json!({"type": "object"})))
+            .with_cache(CacheMark::OneHour),
+    ];
+    let request =
+        LlmRequest::new("m", vec![Message::user("x")], tools, SamplingParams::new()).unwrap();
+    let body = encode_request(&request, &options()).unwrap();
+    assert!(body["tools"][0].get("cache_control").is_none());
+    assert_eq!(
+        body["tools"][1]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
     );
 }
 

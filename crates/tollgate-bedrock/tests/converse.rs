@@ -105,6 +105,7 @@ async fn converse_encodes_system_messages_images_tools_cache_points_and_inferenc
         ],
         vec![ToolDefinition {
             defer_loading: false,
+            cache: Some(CacheMark::FiveMinutes),
             name: "lookup".into(),
             description: "Looks things up".into(),
             input_schema: Json::new(
@@ -166,6 +167,11 @@ async fn converse_encodes_system_messages_images_tools_cache_points_and_inferenc
         sent["toolConfig"]["tools"][0]["toolSpec"],
         json!({"name": "lookup", "description": "Looks things up",
                "inputSchema": {"json": {"type": "object", "properties": {"q": {"type": "string"}}}}})
+    );
+    // The tool's cache mark is a cache point after it.
+    assert_eq!(
+        sent["toolConfig"]["tools"][1],
+        json!({"cachePoint": {"type": "default", "ttl": "5m"}})
     );
     let inference = &sent["inferenceConfig"];
     assert_eq!(inference["maxTokens"], 500);

@@ -19,6 +19,7 @@ use tollgate_gemini::codec::{
 fn tool() -> ToolDefinition {
     ToolDefinition {
         defer_loading: false,
+        cache: None,
         name: "get_weather".into(),
         description: "Weather for a city".into(),
         input_schema: Json::new(

@@ -377,6 +377,7 @@ async fn thought_signatures_reach_the_next_request_through_the_pipeline() {
             .user("Weather?")
             .with_tool(tollgate::ToolDefinition {
                 defer_loading: false,
+                cache: None,
                 name: "get_weather".into(),
                 description: "d".into(),
                 input_schema: tollgate::Json::new(json!({"type": "object"})),

@@ -458,6 +458,7 @@ async fn tools_tool_choice_sampling_and_a_response_shape_are_sent() {
         .with_system("Be brief.")
         .with_tool(ToolDefinition {
             defer_loading: false,
+            cache: None,
             name: "weather".into(),
             description: "The weather in a city".into(),
             input_schema: Json::new(json!({"type": "object"})),

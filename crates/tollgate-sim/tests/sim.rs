@@ -305,6 +305,7 @@ fn weather_request() -> tollgate::LlmRequest {
     Conversation::new()
         .with_tool(tollgate::ToolDefinition {
             defer_loading: false,
+            cache: None,
             name: "weather".into(),
             description: "The weather in a city".into(),
             input_schema: tollgate::Json::new(schema),

@@ -258,6 +258,12 @@ pub struct ToolDefinition {
     /// until used. A provider without deferral sends the tool loaded: it stays callable.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub defer_loading: bool,
+    /// A prompt-cache breakpoint after this tool: the tool list up to it may be cached
+    /// (Anthropic's `cache_control` on the tool, Bedrock Converse's `cachePoint` after
+    /// it). Providers that cache prompts on their own (OpenAI, Gemini) send it unmarked,
+    /// as they do a block's [`CacheMark`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheMark>,
 }
 
 impl ToolDefinition {
@@ -274,6 +280,7 @@ impl ToolDefinition {
             strict: None,
             native: None,
             defer_loading: false,
+            cache: None,
         }
     }
 
@@ -286,6 +293,12 @@ impl ToolDefinition {
     /// This tool, loaded only when the model searches for it (`true`), or up front.
     pub fn with_defer_loading(mut self, defer: bool) -> Self {
         self.defer_loading = defer;
+        self
+    }
+
+    /// With a prompt-cache breakpoint after it (see [`ToolDefinition::cache`]).
+    pub fn with_cache(mut self, cache: CacheMark) -> Self {
+        self.cache = Some(cache);
         self
     }
 }

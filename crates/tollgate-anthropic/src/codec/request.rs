@@ -185,7 +185,8 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         let tools: Vec<Value> = request
             .tools_schema()
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 // A server tool goes as Anthropic defines it.
                 if let Some(native) = &t.native {
                     if native.provider != "anthropic" {
@@ -208,6 +209,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                 if t.defer_loading {
                     tool["defer_loading"] = json!(true);
                 }
+                mark(&mut tool, t.cache, &format!("tools[{i}]"), &mut marks)?;
                 Ok(tool)
             })
             .collect::<Result<Vec<Value>>>()?;

@@ -400,6 +400,10 @@ pub(crate) fn encode(
                     .set_strict(t.strict)
                     .build(),
             )?));
+            // The tool list up to here may be cached.
+            if let Some(mark) = t.cache {
+                tools.push(Tool::CachePoint(cache_point(mark, "tools")?));
+            }
         }
         let wire_choice = match choice {
             Choice::Wire(c) => Some(c),

@@ -471,13 +471,24 @@ impl MessagesRequest {
 /// Anthropic defines it.
 fn tool(t: &Tool, i: usize) -> Result<ToolDefinition, GatewayError> {
     match (t.kind.as_deref(), &t.input_schema) {
-        (None | Some("custom"), Some(schema)) => Ok(ToolDefinition::new(
-            t.name.clone(),
-            t.description.clone(),
-            Json::new(schema.clone()),
-        )
-        .with_strict(t.strict)
-        .with_defer_loading(t.rest.get("defer_loading") == Some(&Value::Bool(true)))),
+        (None | Some("custom"), Some(schema)) => {
+            let mut tool = ToolDefinition::new(
+                t.name.clone(),
+                t.description.clone(),
+                Json::new(schema.clone()),
+            )
+            .with_strict(t.strict)
+            .with_defer_loading(t.rest.get("defer_loading") == Some(&Value::Bool(true)));
+            // The client's cache breakpoint after the tool, carried to the provider.
+            if let Some(control) = t.rest.get("cache_control") {
+                let control: CacheControl = serde_json::from_value(control.clone())
+                    .map_err(|e| GatewayError::BadBody(format!("tools[{i}].cache_control: {e}")))?;
+                if let Some(mark) = cache(Some(&control)) {
+                    tool = tool.with_cache(mark);
+                }
+            }
+            Ok(tool)
+        }
         (None | Some("custom"), None) => Err(GatewayError::BadBody(format!(
             "tools[{i}] (`{}`) needs `input_schema`, or a server tool's `type`",
             t.name

@@ -1,7 +1,7 @@
 //! Decoding Anthropic messages bodies: the fields real clients send reach the neutral request.
 
 use serde_json::json;
-use tollgate::{Block, Reasoning, ReasoningEffort, Role, Thinking, ToolChoice};
+use tollgate::{Block, CacheMark, Reasoning, ReasoningEffort, Role, Thinking, ToolChoice};
 
 use super::MessagesRequest;
 
@@ -105,4 +105,21 @@ fn a_client_tools_defer_loading_is_carried_not_dropped() {
     .unwrap();
     let deferred: Vec<bool> = r.tools_schema().iter().map(|t| t.defer_loading).collect();
     assert_eq!(deferred, [true, false]);
+}
+
+#[test]
+fn a_client_tools_cache_control_is_carried_not_dropped() {
+    let r = decode(json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "Read", "input_schema": {"type": "object"}},
+                  {"name": "Bash", "input_schema": {"type": "object"},
+                   "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}))
+    .unwrap();
+    let marks: Vec<Option<CacheMark>> = r.tools_schema().iter().map(|t| t.cache).collect();
+    assert_eq!(marks, [None, Some(CacheMark::OneHour)]);
+    let bad = decode(json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"},
+                   "cache_control": {"ttl": 5}}]}));
+    assert!(bad.is_err());
 }

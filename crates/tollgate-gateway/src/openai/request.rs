@@ -226,6 +226,7 @@ impl ChatRequest {
             .iter()
             .map(|t| ToolDefinition {
                 defer_loading: false,
+                cache: None,
                 name: t.function.name.clone(),
                 description: t.function.description.clone(),
                 input_schema: Json::new(t.function.parameters.clone().unwrap_or_else(any_object)),

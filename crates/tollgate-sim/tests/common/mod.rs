@@ -26,6 +26,7 @@ pub(crate) fn models() -> Models {
 pub(crate) fn tool(name: &str, schema: serde_json::Value) -> ToolDefinition {
     ToolDefinition {
         defer_loading: false,
+        cache: None,
         name: name.into(),
         description: format!("The {name} tool"),
         input_schema: Json::new(schema),

@@ -36,6 +36,7 @@ fn tool_request() -> LlmRequest {
     Conversation::new()
         .with_tool(ToolDefinition {
             defer_loading: false,
+            cache: None,
             name: call().name,
             description: "The weather in a city.".into(),
             input_schema: Json::new(schema),
