@@ -64,6 +64,7 @@ fn request_carries_the_four_components_and_no_other_required_field() {
 fn a_tool_whose_parameters_are_not_an_object_schema_is_refused_naming_the_tool() {
     let tool = |schema: serde_json::Value| tollgate::ToolDefinition {
         defer_loading: false,
+        cache: None,
         name: "lookup".into(),
         description: String::new(),
         input_schema: tollgate::Json::new(schema),
