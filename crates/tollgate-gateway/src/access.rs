@@ -47,7 +47,7 @@ pub(crate) struct Access {
 /// What is learnt of a request after it arrives.
 #[derive(Debug, Default)]
 struct Facts {
-    route: String,
+    route: &'static str,
     status: Option<u16>,
     model: Option<String>,
     key: Option<String>,
@@ -65,7 +65,11 @@ struct Facts {
 impl Access {
     /// The entry of a request by `method` on `route`, or none when nothing listens to
     /// the access log (then nothing is gathered or formatted).
-    pub(crate) fn start(request_id: &RequestId, method: &Method, route: &str) -> Option<Arc<Self>> {
+    pub(crate) fn start(
+        request_id: &RequestId,
+        method: &Method,
+        route: &'static str,
+    ) -> Option<Arc<Self>> {
         if !tracing::enabled!(target: ACCESS_TARGET, tracing::Level::INFO) {
             return None;
         }
@@ -74,7 +78,7 @@ impl Access {
             method: method.clone(),
             started: now(),
             facts: Mutex::new(Facts {
-                route: route.to_owned(),
+                route,
                 ..Facts::default()
             }),
         }))
@@ -96,8 +100,8 @@ impl Access {
     }
 
     /// The route as its server span names it.
-    pub(crate) fn route(&self, route: &str) {
-        route.clone_into(&mut self.facts().route);
+    pub(crate) fn route(&self, route: &'static str) {
+        self.facts().route = route;
     }
 
     /// The status it was answered with.
@@ -202,7 +206,7 @@ impl Drop for Access {
             target: ACCESS_TARGET,
             request_id = self.request_id.as_str(),
             method = self.method.as_str(),
-            route = facts.route.as_str(),
+            route = facts.route,
             status = facts.status,
             model = facts.model.as_deref(),
             key = facts.key.as_deref(),

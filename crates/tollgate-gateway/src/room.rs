@@ -128,36 +128,63 @@ pub(crate) async fn for_key(state: &Gateway, key_id: &str) -> Vec<Room> {
     }
 }
 
-/// The header names' part for `dimension`: `requests`, `tokens`, `input-tokens`,
+/// The name of `dimension` in the view of a key: `requests`, `tokens`, `input-tokens`,
 /// `output-tokens` (none for a dimension added to tollgate later: not written).
 pub(crate) fn dimension_name(dimension: Dimension) -> Option<&'static str> {
-    match dimension {
-        Dimension::Requests => Some("requests"),
-        Dimension::Tokens => Some("tokens"),
-        Dimension::InputTokens => Some("input-tokens"),
-        Dimension::OutputTokens => Some("output-tokens"),
-        _ => None,
-    }
+    headers_of(dimension).map(|(name, ..)| name)
+}
+
+/// `dimension`'s name and its `x-ratelimit-limit-*`, `-remaining-*` and `-reset-*`
+/// header names, written out so that an answer builds none of them.
+fn headers_of(dimension: Dimension) -> Option<(&'static str, [&'static str; 3])> {
+    Some(match dimension {
+        Dimension::Requests => (
+            "requests",
+            [
+                "x-ratelimit-limit-requests",
+                "x-ratelimit-remaining-requests",
+                "x-ratelimit-reset-requests",
+            ],
+        ),
+        Dimension::Tokens => (
+            "tokens",
+            [
+                "x-ratelimit-limit-tokens",
+                "x-ratelimit-remaining-tokens",
+                "x-ratelimit-reset-tokens",
+            ],
+        ),
+        Dimension::InputTokens => (
+            "input-tokens",
+            [
+                "x-ratelimit-limit-input-tokens",
+                "x-ratelimit-remaining-input-tokens",
+                "x-ratelimit-reset-input-tokens",
+            ],
+        ),
+        Dimension::OutputTokens => (
+            "output-tokens",
+            [
+                "x-ratelimit-limit-output-tokens",
+                "x-ratelimit-remaining-output-tokens",
+                "x-ratelimit-reset-output-tokens",
+            ],
+        ),
+        _ => return None,
+    })
 }
 
 /// Writes `x-ratelimit-limit-*`, `x-ratelimit-remaining-*` and `x-ratelimit-reset-*`
 /// for each of `rooms`.
 pub(crate) fn write(headers: &mut HeaderMap, rooms: &[Room]) {
     for room in rooms {
-        let Some(name) = dimension_name(room.dimension) else {
+        let Some((_, [limit, remaining, reset])) = headers_of(room.dimension) else {
             continue;
         };
-        for (what, value) in [
-            ("limit", room.limit.to_string()),
-            ("remaining", room.remaining.to_string()),
-            ("reset", go_duration(room.reset)),
-        ] {
-            if let (Ok(header), Ok(value)) = (
-                axum::http::HeaderName::try_from(format!("x-ratelimit-{what}-{name}")),
-                HeaderValue::try_from(value),
-            ) {
-                headers.insert(header, value);
-            }
+        headers.insert(limit, HeaderValue::from(room.limit));
+        headers.insert(remaining, HeaderValue::from(room.remaining));
+        if let Ok(value) = HeaderValue::try_from(go_duration(room.reset)) {
+            headers.insert(reset, value);
         }
     }
 }
