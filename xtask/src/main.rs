@@ -28,8 +28,8 @@
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
 //!   crate `tollgate`) and the `tollgate` binary (which the batch, peers and gateway
 //!   benchmarks run) in release mode, runs each, and writes their tables to
-//!   `docs/benchmarks.md` with the machine, the date and the command; sections of that
-//!   file that it does not generate are kept after its own. The `peers`
+//!   `docs/benchmarks.md` whole ([`bench`]): the machine, the date and the command, then
+//!   each section stamped with the commit, the time and the machine's load it ran at. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
 //!   and stops them after; the `gateway` benchmark runs `tollgate serve` beside LiteLLM's
 //!   proxy, installed on first use by `scripts/peers.sh litellm`.
@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod bench;
 mod book;
 mod circles;
 mod imports;
@@ -67,7 +68,7 @@ fn main() -> ExitCode {
             print!("{}", tidy::core_graph_dot(&workspace_root()));
             ExitCode::SUCCESS
         }
-        Some("bench") => bench(),
+        Some("bench") => bench::bench(),
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
@@ -310,7 +311,7 @@ fn stop_peers(run: &str) {
         .status();
 }
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
@@ -323,177 +324,8 @@ fn has_nextest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The benchmarks `bench` runs, in order: (package, `cargo bench` target).
-const BENCHES: [(&str, &str); 12] = [
-    ("tollgate-bench", "overhead"),
-    ("tollgate-bench", "pacing"),
-    ("tollgate-bench", "adaptive"),
-    ("tollgate-bench", "priority"),
-    ("tollgate-bench", "headers"),
-    ("tollgate-bench", "distributed"),
-    ("tollgate-bench", "first_call"),
-    ("tollgate-bench", "peers"),
-    ("tollgate-bench", "gateway"),
-    ("tollgate", "sse"),
-    ("tollgate-bench", "batch"),
-    ("tollgate-bench", "keys"),
-];
-
-/// The variable through which a benchmark hands its markdown section over (the bench
-/// crate's `report::OUT_ENV`).
-const BENCH_OUT_ENV: &str = "TOLLGATE_BENCH_OUT";
-
-// Timings are for the person reading the log.
-#[allow(clippy::disallowed_methods)]
-fn bench() -> ExitCode {
-    let root = workspace_root();
-    let started = Instant::now();
-    // The benchmarks, and the `tollgate` binary the batch, peers and gateway benchmarks run
-    // (found beside them in `target/release`).
-    for args in [
-        &[
-            "bench",
-            "-p",
-            "tollgate-bench",
-            "-p",
-            "tollgate-anthropic",
-            "--no-run",
-        ][..],
-        &["build", "--release", "-p", "tollgate-cli"][..],
-    ] {
-        println!("\n==> xtask bench: build (cargo {})", args.join(" "));
-        let built = Command::new(cargo())
-            .current_dir(&root)
-            .args(args)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !built {
-            eprintln!("xtask bench: the benchmarks did not build");
-            return ExitCode::FAILURE;
-        }
-    }
-    let out_dir = root.join("target").join("xtask-bench");
-    if let Err(e) = std::fs::create_dir_all(&out_dir) {
-        eprintln!("xtask bench: cannot create {}: {e}", out_dir.display());
-        return ExitCode::FAILURE;
-    }
-    let mut sections = Vec::new();
-    for (package, name) in BENCHES {
-        let out = out_dir.join(format!("{name}.md"));
-        let _ = std::fs::remove_file(&out);
-        println!("\n==> xtask bench: {name} (cargo bench -p {package} --bench {name})");
-        let step = Instant::now();
-        let ok = Command::new(cargo())
-            .current_dir(&root)
-            .args(["bench", "-p", package, "--bench", name])
-            .env(BENCH_OUT_ENV, &out)
-            .status()
-            .is_ok_and(|s| s.success());
-        let section = std::fs::read_to_string(&out);
-        match (ok, section) {
-            (true, Ok(section)) => {
-                println!("==> {name} ok in {:.1}s", step.elapsed().as_secs_f64());
-                sections.push(section);
-            }
-            _ => {
-                eprintln!("xtask bench: {name} failed or wrote no table");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let path = root.join("docs").join("benchmarks.md");
-    let existing = std::fs::read_to_string(&path).unwrap_or_default();
-    sections.extend(foreign_sections(&existing, &sections));
-    let doc = benchmarks_doc(&sections, started.elapsed().as_secs_f64());
-    if let Err(e) = std::fs::write(&path, doc) {
-        eprintln!("xtask bench: cannot write {}: {e}", path.display());
-        return ExitCode::FAILURE;
-    }
-    println!("\nxtask bench: wrote {}", path.display());
-    ExitCode::SUCCESS
-}
-
-/// `docs/benchmarks.md`: where and how the figures were made, then each benchmark's section.
-fn benchmarks_doc(sections: &[String], seconds: f64) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
-    let cores = output("nproc", &[]).unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or("unknown".to_owned(), |n| n.to_string())
-    });
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("MemTotal"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or("unknown".to_owned(), |kb| {
-            format!("{:.0} GiB", kb / 1024.0 / 1024.0)
-        });
-    let date =
-        output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".to_owned());
-    let rustc = output("rustc", &["--version"]).unwrap_or_else(|| "unknown".to_owned());
-    let commit =
-        output("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
-    let mut doc = format!(
-        "# Benchmarks\n\n\
-         Written by `cargo xtask bench`; do not edit by hand, run it again. Each benchmark \
-         prints one table, tollgate beside its baselines, measured in the same run: this \
-         machine is shared and noisy, so compare ratios rather than absolute times. The \
-         simulations (2 to 4) run on tokio's paused clock with seeded randomness and give \
-         the same figures on every run; reduced versions of them run as ordinary tests \
-         (`benches/tests/`).\n\n\
-         | | |\n|---|---|\n\
-         | command | `cargo xtask bench` |\n\
-         | date | {date} |\n\
-         | commit | {commit} |\n\
-         | CPU | {cpu} |\n\
-         | cores (`nproc`) | {cores} |\n\
-         | memory | {memory} |\n\
-         | toolchain | {rustc} |\n\
-         | run time | {seconds:.0} s, release build included |\n\n"
-    );
-    for section in sections {
-        doc.push_str(section.trim_end());
-        doc.push_str("\n\n");
-    }
-    doc.truncate(doc.trim_end().len());
-    doc.push('\n');
-    doc
-}
-
-/// The `## ` sections of the existing `docs/benchmarks.md` that no benchmark run here
-/// wrote (e.g. a benchmark of another crate, added by hand): kept, after ours, so that a
-/// run does not erase them.
-fn foreign_sections(existing: &str, ours: &[String]) -> Vec<String> {
-    let heading = |section: &str| section.lines().next().unwrap_or_default().trim().to_owned();
-    let ours: Vec<String> = ours.iter().map(|s| heading(s)).collect();
-    let mut sections: Vec<String> = Vec::new();
-    for line in existing.lines() {
-        if line.starts_with("## ") {
-            sections.push(String::new());
-        }
-        if let Some(current) = sections.last_mut() {
-            current.push_str(line);
-            current.push('\n');
-        }
-    }
-    sections
-        .into_iter()
-        .filter(|s| !ours.contains(&heading(s)))
-        .collect()
-}
-
 /// A command's trimmed standard output, if it ran and succeeded.
-fn output(program: &str, args: &[&str]) -> Option<String> {
+pub(crate) fn output(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program).args(args).output().ok()?;
     out.status
         .success()
@@ -501,7 +333,7 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
 }
 
 /// The workspace root: the parent of this crate's directory.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
