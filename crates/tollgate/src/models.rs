@@ -305,11 +305,7 @@ impl Models {
     pub async fn chat(&self, model_id: &str) -> Result<Arc<dyn LlmClient>> {
         let (_, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
         let rt = self.runtime(model_id)?.clone();
-        let transports = rt
-            .deployments
-            .iter()
-            .map(|d| provider.chat(&d.entry))
-            .collect::<Result<Vec<_>>>()?;
+        let transports = rt.chat_transports(|entry| provider.chat(entry))?;
         Ok(Arc::new(PipelineChat {
             transport: transports[0].clone(),
             transports,
@@ -334,11 +330,7 @@ impl Models {
         for id in std::iter::once(&entry.id).chain(&entry.fallbacks) {
             let (_, provider) = self.provider_for(id, ModelKind::Chat).await?;
             let rt = self.runtime(id)?.clone();
-            let transports = rt
-                .deployments
-                .iter()
-                .map(|d| provider.chat(&d.entry))
-                .collect::<Result<Vec<_>>>()?;
+            let transports = rt.chat_transports(|entry| provider.chat(entry))?;
             members.push(PipelineChat {
                 transport: transports[0].clone(),
                 transports,
@@ -355,11 +347,7 @@ impl Models {
     pub async fn embeddings(&self, model_id: &str) -> Result<Arc<dyn EmbeddingsClient>> {
         let (_, provider) = self.provider_for(model_id, ModelKind::Embeddings).await?;
         let rt = self.runtime(model_id)?.clone();
-        let transports = rt
-            .deployments
-            .iter()
-            .map(|d| provider.embeddings(&d.entry))
-            .collect::<Result<Vec<_>>>()?;
+        let transports = rt.embeddings_transports(|entry| provider.embeddings(entry))?;
         let width = self
             .inner
             .catalog
@@ -381,11 +369,7 @@ impl Models {
     pub async fn decision(&self, model_id: &str) -> Result<Arc<dyn DecisionClient>> {
         let (_, provider) = self.provider_for(model_id, ModelKind::Decision).await?;
         let rt = self.runtime(model_id)?.clone();
-        let transports = rt
-            .deployments
-            .iter()
-            .map(|d| provider.decision(&d.entry))
-            .collect::<Result<Vec<_>>>()?;
+        let transports = rt.decision_transports(|entry| provider.decision(entry))?;
         Ok(Arc::new(PipelineDecision {
             rt,
             transport: transports[0].clone(),

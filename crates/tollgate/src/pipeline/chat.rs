@@ -31,7 +31,7 @@ pub(crate) struct PipelineChat {
     /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn ChatTransport>,
     /// One per deployment of the model.
-    pub(crate) transports: Vec<Arc<dyn ChatTransport>>,
+    pub(crate) transports: Arc<[Arc<dyn ChatTransport>]>,
     pub(crate) job: Option<JobContext>,
     /// Set for the members of a fallback chain: a 429 ends the attempt on this model.
     pub(crate) in_chain: bool,

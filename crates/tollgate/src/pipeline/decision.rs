@@ -24,7 +24,7 @@ pub(crate) struct PipelineDecision {
     /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn DecisionTransport>,
     /// One per deployment of the model.
-    pub(crate) transports: Vec<Arc<dyn DecisionTransport>>,
+    pub(crate) transports: Arc<[Arc<dyn DecisionTransport>]>,
     pub(crate) job: Option<JobContext>,
 }
 

@@ -34,7 +34,7 @@ pub(crate) struct PipelineEmbeddings {
     /// The first deployment's transport (estimates and accounting).
     pub(crate) transport: Arc<dyn EmbeddingsTransport>,
     /// One per deployment of the model.
-    pub(crate) transports: Vec<Arc<dyn EmbeddingsTransport>>,
+    pub(crate) transports: Arc<[Arc<dyn EmbeddingsTransport>]>,
     pub(crate) job: Option<JobContext>,
     pub(crate) width: u64,
 }

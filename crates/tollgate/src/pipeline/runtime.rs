@@ -2,12 +2,13 @@
 //! limiters, the breaker, the pipeline's config), and the choice of the deployment that
 //! can serve a call soonest. A deployment's limiter alone knows whether it is paused.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::breaker::CircuitBreaker;
 use super::config::PipelineConfig;
 use super::server::Server;
+use super::transport::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 use crate::catalog::{Catalog, ModelEntry};
 use crate::error::Result;
 use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError};
@@ -24,6 +25,47 @@ pub(crate) struct ModelRuntime {
     pub(crate) config: Arc<PipelineConfig>,
     /// `gen_ai.provider.name`: the provider's name in the OpenTelemetry conventions.
     pub(crate) provider_name: &'static str,
+    /// Its deployments' transports, built on first use.
+    pub(crate) transports: Transports,
+}
+
+/// A model's transports of each client kind, one per deployment, built on first use from
+/// the provider's clients and kept with the runtime (a reloaded catalog builds new
+/// runtimes, so new options are read again): building one parses the model's options,
+/// and a gateway asks for a client per request.
+#[derive(Default)]
+pub(crate) struct Transports {
+    chat: OnceLock<Arc<[Arc<dyn ChatTransport>]>>,
+    embeddings: OnceLock<Arc<[Arc<dyn EmbeddingsTransport>]>>,
+    decision: OnceLock<Arc<[Arc<dyn DecisionTransport>]>>,
+}
+
+impl std::fmt::Debug for Transports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transports")
+            .field("chat", &self.chat.get().map(|t| t.len()))
+            .field("embeddings", &self.embeddings.get().map(|t| t.len()))
+            .field("decision", &self.decision.get().map(|t| t.len()))
+            .finish()
+    }
+}
+
+/// The transports kept in `cell`, or built by `build` for each deployment and kept (a
+/// failure is not kept: the next call tries again).
+fn kept<T: ?Sized>(
+    cell: &OnceLock<Arc<[Arc<T>]>>,
+    deployments: &[DeploymentRuntime],
+    build: impl Fn(&ModelEntry) -> Result<Arc<T>>,
+) -> Result<Arc<[Arc<T>]>> {
+    if let Some(built) = cell.get() {
+        return Ok(built.clone());
+    }
+    let built: Arc<[Arc<T>]> = deployments
+        .iter()
+        .map(|d| build(&d.entry))
+        .collect::<Result<Vec<_>>>()?
+        .into();
+    Ok(cell.get_or_init(|| built).clone())
 }
 
 /// One deployment: its buckets (whose limiter alone knows whether it is paused after a
@@ -74,7 +116,32 @@ impl ModelRuntime {
             catalog,
             config,
             provider_name,
+            transports: Transports::default(),
         }
+    }
+
+    /// Its deployments' chat transports, built by `build` on first use.
+    pub(crate) fn chat_transports(
+        &self,
+        build: impl Fn(&ModelEntry) -> Result<Arc<dyn ChatTransport>>,
+    ) -> Result<Arc<[Arc<dyn ChatTransport>]>> {
+        kept(&self.transports.chat, &self.deployments, build)
+    }
+
+    /// Its deployments' embeddings transports, built by `build` on first use.
+    pub(crate) fn embeddings_transports(
+        &self,
+        build: impl Fn(&ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>>,
+    ) -> Result<Arc<[Arc<dyn EmbeddingsTransport>]>> {
+        kept(&self.transports.embeddings, &self.deployments, build)
+    }
+
+    /// Its deployments' decision transports, built by `build` on first use.
+    pub(crate) fn decision_transports(
+        &self,
+        build: impl Fn(&ModelEntry) -> Result<Arc<dyn DecisionTransport>>,
+    ) -> Result<Arc<[Arc<dyn DecisionTransport>]>> {
+        kept(&self.transports.decision, &self.deployments, build)
     }
 
     /// Whether the name `model_id` a request carries resolves to this model: its id, or
