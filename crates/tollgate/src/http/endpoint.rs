@@ -115,6 +115,7 @@ impl HttpClient {
             provider: model.provider.clone(),
             model_id: model.id.clone(),
             base_url: base_url.into(),
+            urls: Arc::default(),
             credential: self.context.credential_ref(model),
             source: None,
             auth: Auth::Bearer,
@@ -135,6 +136,8 @@ pub struct Endpoint {
     provider: String,
     model_id: String,
     base_url: String,
+    /// `base_url` and a path, parsed once per path (not on every request).
+    urls: Arc<Urls>,
     credential: Option<CredentialRef>,
     source: Option<Arc<dyn SecretSource>>,
     auth: Auth,
@@ -143,6 +146,35 @@ pub struct Endpoint {
     read_error: ReadError,
     connect_timeout: Duration,
     max_body_bytes: usize,
+}
+
+/// The addresses an endpoint has sent to, parsed: a provider uses a handful of paths,
+/// and parsing its address was a measurable part of a request's CPU.
+#[derive(Debug, Default)]
+struct Urls(std::sync::RwLock<Vec<(Box<str>, reqwest::Url)>>);
+
+impl Urls {
+    /// At most this many paths are kept (a provider with a path per request, a model
+    /// name in it, say, parses the rest each time).
+    const MOST: usize = 16;
+
+    /// `base` and `path`, parsed (`None` if it does not parse: the client then reports
+    /// it, as for any address).
+    fn get(&self, base: &str, path: &str) -> Option<reqwest::Url> {
+        if let Ok(urls) = self.0.read()
+            && let Some((_, url)) = urls.iter().find(|(p, _)| &**p == path)
+        {
+            return Some(url.clone());
+        }
+        let url = reqwest::Url::parse(&format!("{base}{path}")).ok()?;
+        if let Ok(mut urls) = self.0.write()
+            && urls.len() < Self::MOST
+            && urls.iter().all(|(p, _)| &**p != path)
+        {
+            urls.push((path.into(), url.clone()));
+        }
+        Some(url)
+    }
 }
 
 impl Endpoint {
@@ -216,11 +248,11 @@ impl Endpoint {
             (None, Some(c)) => (Some(c.secret().await?), c.id()),
             (None, None) => (None, ""),
         };
-        let mut request = self
-            .http
-            .post(format!("{}{path}", self.base_url))
-            .header("accept", accept)
-            .json(body);
+        let request = match self.urls.get(&self.base_url, path) {
+            Some(url) => self.http.post(url),
+            None => self.http.post(format!("{}{path}", self.base_url)),
+        };
+        let mut request = request.header("accept", accept).json(body);
         if let Some(secret) = &secret {
             let (name, value) = match self.auth {
                 Auth::Bearer => (
@@ -456,3 +488,36 @@ impl reqwest::dns::Resolve for TypedDns {
 
 #[cfg(test)]
 mod redaction_tests;
+
+#[cfg(test)]
+mod url_tests {
+    use super::Urls;
+
+    #[test]
+    fn an_endpoint_parses_each_path_once_and_answers_the_same_address() {
+        let urls = Urls::default();
+        let base = "http://127.0.0.1:9/plain";
+        let first = urls.get(base, "/v1/chat/completions").expect("parses");
+        assert_eq!(
+            first.as_str(),
+            "http://127.0.0.1:9/plain/v1/chat/completions"
+        );
+        assert_eq!(urls.get(base, "/v1/chat/completions"), Some(first));
+        let other = urls.get(base, "/v1/embeddings").expect("parses");
+        assert_eq!(other.path(), "/plain/v1/embeddings");
+        assert_eq!(urls.0.read().expect("lock").len(), 2);
+    }
+
+    #[test]
+    fn paths_past_the_cap_are_parsed_each_time_and_an_address_that_does_not_parse_is_none() {
+        let urls = Urls::default();
+        for i in 0..Urls::MOST + 4 {
+            let url = urls
+                .get("http://127.0.0.1:9", &format!("/m{i}"))
+                .expect("parses");
+            assert_eq!(url.path(), format!("/m{i}"));
+        }
+        assert_eq!(urls.0.read().expect("lock").len(), Urls::MOST);
+        assert_eq!(urls.get("not a url", "/v1"), None);
+    }
+}
