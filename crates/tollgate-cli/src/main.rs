@@ -92,6 +92,11 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
+/// mimalloc, not glibc's malloc: a request through `tollgate serve` makes many small
+/// allocations, and glibc's malloc and free were a tenth of its CPU in a profile.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

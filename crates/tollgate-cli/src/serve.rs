@@ -135,7 +135,8 @@ fn budget_state(
 }
 
 pub(crate) async fn serve(source: &Source, args: ServeArgs) -> CliResult {
-    args.log.install()?;
+    // Held to the end of `serve`: dropping it writes the lines still buffered.
+    let _log = args.log.install()?;
     let metrics = Arc::new(GatewayMetrics::new());
     let recorder = ServeRecorder {
         cli: CliRecorder::with_file(args.record.as_deref())?,

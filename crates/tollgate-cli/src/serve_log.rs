@@ -4,6 +4,7 @@
 
 use clap::Args;
 use tollgate_gateway::ACCESS_TARGET;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 /// The log's options.
@@ -36,8 +37,12 @@ fn default_filter() -> String {
 
 impl LogArgs {
     /// Installs the log as the process's `tracing` subscriber; fails on a filter that
-    /// does not parse, naming where it came from.
-    pub(crate) fn install(&self) -> Result<(), String> {
+    /// does not parse, naming where it came from. The lines go through a buffer that a
+    /// thread of their own writes to stderr whenever no line waits (so a burst is one
+    /// write, and a quiet gateway's line is out at once); a request never drops a line
+    /// (it waits for room instead). Keep the guard until the end: dropping it writes
+    /// what is left.
+    pub(crate) fn install(&self) -> Result<WorkerGuard, String> {
         let (directives, source) = match &self.log_filter {
             Some(filter) => (filter.clone(), "--log-filter"),
             None => match std::env::var("RUST_LOG") {
@@ -48,15 +53,19 @@ impl LogArgs {
         let filter = EnvFilter::builder()
             .parse(&directives)
             .map_err(|e| format!("{source} `{directives}` is not a log filter: {e}"))?;
+        let (writer, guard) = NonBlockingBuilder::default()
+            .lossy(false)
+            .thread_name("tollgate-log")
+            .finish(std::io::BufWriter::new(std::io::stderr()));
         let log = tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_env_filter(filter);
         // A subscriber already installed (none is, in the binary) keeps its place.
         let _ = match self.log_format {
             LogFormat::Text => log.try_init(),
             LogFormat::Json => log.json().flatten_event(true).try_init(),
         };
-        Ok(())
+        Ok(guard)
     }
 }
 

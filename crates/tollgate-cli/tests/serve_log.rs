@@ -116,3 +116,37 @@ fn serve_refuses_to_start_with_a_log_filter_that_does_not_parse() {
     let err = text(&output.stderr);
     assert!(err.contains("--log-filter"), "{err}");
 }
+
+/// The log is buffered, written by its own thread whenever no line waits: a quiet
+/// gateway's line is out while it runs, not only when it stops.
+#[tokio::test]
+async fn serve_writes_an_access_line_while_it_runs_not_only_when_it_stops() {
+    let mut serving = spawn_serve_with(&[("RUST_LOG", "")], &[]);
+    let id = chat_and_health(&serving.url.clone()).await;
+    let stderr = serving.child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // A bound on a hang, not a measure of speed: the line comes at once or never.
+    let deadline = std::time::Duration::from_secs(60);
+    let line = loop {
+        match rx.recv_timeout(deadline) {
+            Ok(line) if line.contains(ACCESS) && line.contains(&id) => break line,
+            Ok(_) => {}
+            Err(e) => panic!("no access line for {id} while serving: {e}"),
+        }
+    };
+    assert!(line.contains("status=200"), "{line}");
+    // Still serving: the line did not wait for the stop.
+    assert!(serving.child.try_wait().unwrap().is_none());
+    serving.terminate();
+}
