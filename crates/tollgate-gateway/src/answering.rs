@@ -121,9 +121,13 @@ impl Speaks {
 /// dropping the handler cancels and settles its call), answers a [`Failed`] response in
 /// its dialect with the request id (an upstream or internal failure masked, its detail
 /// logged), and counts the answer (and the request in flight meanwhile).
-pub(crate) fn served<H, T>(state: &Gateway, route: Route, handler: H) -> MethodRouter<Gateway>
+pub(crate) fn served<H, T>(
+    state: &Arc<Gateway>,
+    route: Route,
+    handler: H,
+) -> MethodRouter<Arc<Gateway>>
 where
-    H: Handler<T, Gateway>,
+    H: Handler<T, Arc<Gateway>>,
     T: 'static,
 {
     let layer = from_fn_with_state((state.clone(), route), answered);
@@ -138,7 +142,7 @@ where
 
 /// The layer of [`served`].
 async fn answered(
-    State((state, route)): State<(Gateway, Route)>,
+    State((state, route)): State<(Arc<Gateway>, Route)>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -205,11 +209,10 @@ impl Tags {
         if let Some(access) = &access {
             access.route(route.path);
         }
-        let span_name = format!("{method} {}", route.path);
         let span = tracing::info_span!(
             target: "tollgate_gateway",
             "gateway.request",
-            otel.name = span_name.as_str(),
+            otel.name = tracing::field::Empty,
             otel.kind = "server",
             http.request.method = method,
             http.route = route.path,
@@ -217,6 +220,10 @@ impl Tags {
             tollgate.gateway.key = tracing::field::Empty,
             tollgate.model_id = tracing::field::Empty,
         );
+        // Named only when something listens: the name is built per request.
+        if !span.is_disabled() {
+            span.record("otel.name", format!("{method} {}", route.path).as_str());
+        }
         Tags {
             metrics: metrics.clone(),
             route: route.label,

@@ -16,7 +16,7 @@ use crate::answering::Tags;
 use crate::error::GatewayError;
 use crate::extract::{decode, read_body};
 use crate::failure::Refusal;
-use crate::keys::VirtualKey;
+use crate::keys::{Keys, VirtualKey};
 use crate::state::Gateway;
 
 /// A route's request body, which names the catalog model it is for.
@@ -36,10 +36,10 @@ pub(crate) trait ForModel: DeserializeOwned + Send + 'static {
 /// ([`ForModel::Error`]).
 pub(crate) struct Admitted<T>(pub(crate) T, pub(crate) Models);
 
-impl<T: ForModel> FromRequest<Gateway> for Admitted<T> {
+impl<T: ForModel> FromRequest<Arc<Gateway>> for Admitted<T> {
     type Rejection = Response;
 
-    async fn from_request(request: Request, state: &Gateway) -> Result<Self, Response> {
+    async fn from_request(request: Request, state: &Arc<Gateway>) -> Result<Self, Response> {
         let refused = |e: GatewayError| T::Error::from(e).into_response();
         let (mut parts, body) = request.into_parts();
         let tags = tags_of(&mut parts, state).await?;
@@ -64,7 +64,7 @@ impl<T: ForModel> FromRequest<Gateway> for Admitted<T> {
 
 /// The request's [`Tags`], which the route's answering layer put there (a route served
 /// without it is answered 500, as a missing extension is).
-async fn tags_of(parts: &mut Parts, state: &Gateway) -> Result<Arc<Tags>, Response> {
+async fn tags_of(parts: &mut Parts, state: &Arc<Gateway>) -> Result<Arc<Tags>, Response> {
     let Extension(tags) = Extension::<Arc<Tags>>::from_request_parts(parts, state)
         .await
         .map_err(IntoResponse::into_response)?;
@@ -73,10 +73,10 @@ async fn tags_of(parts: &mut Parts, state: &Gateway) -> Result<Arc<Tags>, Respon
 
 /// The caller, from the headers alone, with the request's [`Tags`] told its key;
 /// refused (401) in the route's dialect.
-impl FromRequestParts<Gateway> for Caller {
+impl FromRequestParts<Arc<Gateway>> for Caller {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &Gateway) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<Gateway>) -> Result<Self, Response> {
         let tags = tags_of(parts, state).await?;
         let caller = Caller::authenticate(state, &parts.headers)
             .map_err(|e| Refusal::new(e, tags.dialect()).into_response())?;
@@ -91,7 +91,9 @@ pub const MAX_WAIT_HEADER: &str = "x-tollgate-max-wait-ms";
 /// An authenticated caller: its key (`None` when the gateway runs open).
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
-    key: Option<VirtualKey>,
+    /// The keys it was found in and its place there: one reference count a request, not
+    /// a copy of the key.
+    key: Option<(Arc<Keys>, usize)>,
 }
 
 impl Caller {
@@ -102,29 +104,28 @@ impl Caller {
             return Ok(Caller { key: None });
         };
         let secret = presented_secret(headers).ok_or(GatewayError::Unauthorized)?;
-        let key = keys
-            .authenticate(secret)
+        let at = keys
+            .authenticate_at(secret)
             .ok_or(GatewayError::Unauthorized)?;
         Ok(Caller {
-            key: Some(key.clone()),
+            key: Some((keys.clone(), at)),
         })
     }
 
     /// The caller's key (`None` on an open gateway).
     pub(crate) fn key(&self) -> Option<&VirtualKey> {
-        self.key.as_ref()
+        self.key.as_ref().and_then(|(keys, at)| keys.at(*at))
     }
 
     /// The caller's key id (empty on an open gateway).
     pub(crate) fn key_id(&self) -> &str {
-        self.key.as_ref().map_or("", VirtualKey::id)
+        self.key().map_or("", VirtualKey::id)
     }
 
     /// Whether the caller may use catalog model `model_id` (a catalog id; the key's
     /// `models` may name it by an alias).
     pub(crate) fn allows(&self, state: &Gateway, model_id: &str) -> bool {
-        self.key
-            .as_ref()
+        self.key()
             .is_none_or(|k| k.allows_in(state.models.catalog(), model_id))
     }
 
@@ -147,17 +148,17 @@ impl Caller {
         if !self.allows(state, &entry.id) {
             return Err(GatewayError::ModelNotAllowed(model_id.to_owned()));
         }
-        let id = match &self.key {
+        let id = match self.key() {
             Some(key) => format!("key:{}", key.id()),
             None => "gateway".to_owned(),
         };
         let mut job = JobContext::new(id, state.retries).with_queue_closed(state.queue_closed());
-        if let Some(key) = &self.key {
+        if let Some(key) = self.key() {
             job = state.quotas.apply(key, job.with_priority(key.priority()));
         }
         let max_wait = match header_max_wait(headers)? {
             Some(wait) => Some(wait),
-            None => self.key.as_ref().and_then(VirtualKey::max_wait),
+            None => self.key().and_then(VirtualKey::max_wait),
         };
         if let Some(wait) = max_wait {
             job = job.with_max_wait(wait);

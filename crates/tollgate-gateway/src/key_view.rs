@@ -5,7 +5,7 @@
 //! `GET /v1/tollgate/keys/{id}`, and ask for a live reload, `POST /v1/tollgate/reload`.
 //! Answered in OpenAI's dialect.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -38,7 +38,7 @@ const DEFAULT_PER_PAGE: usize = 100;
 
 /// `GET /v1/tollgate/key`: the calling key's view (404 on a gateway without keys).
 pub(crate) async fn own(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     caller: Caller,
 ) -> Result<Json<Value>, OpenAiError> {
     let key = caller.key().ok_or(GatewayError::NoKeys)?;
@@ -78,7 +78,7 @@ impl Page {
 
 /// `GET /v1/tollgate/keys`: a page of every key's view, for an admin key.
 pub(crate) async fn all(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     caller: Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, OpenAiError> {
@@ -123,7 +123,7 @@ pub(crate) async fn all(
 
 /// `GET /v1/tollgate/keys/{id}`: one key's view, for an admin key.
 pub(crate) async fn one(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
@@ -204,7 +204,7 @@ pub(crate) const RELOAD: Route =
 /// `POST /v1/tollgate/reload`, for an admin key: reloads, and answers what is served
 /// now, or 400 with why the reload was refused (the old catalog and keys kept).
 pub(crate) async fn reload(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     caller: Caller,
 ) -> Result<Json<Value>, OpenAiError> {
     admin(&caller)?;

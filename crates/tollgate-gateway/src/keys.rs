@@ -355,9 +355,19 @@ impl Keys {
     /// stored secret, which SHA-256 does not give back; the match itself is compared in
     /// constant time.
     pub fn authenticate(&self, secret: &str) -> Option<&VirtualKey> {
+        self.authenticate_at(secret).map(|at| &self.keys[at])
+    }
+
+    /// [`Keys::authenticate`], answering the key's place in file order.
+    pub(crate) fn authenticate_at(&self, secret: &str) -> Option<usize> {
         let presented: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
-        let key = &self.keys[*self.by_hash.get(&presented)?];
-        bool::from(key.hash.ct_eq(&presented)).then_some(key)
+        let at = *self.by_hash.get(&presented)?;
+        bool::from(self.keys[at].hash.ct_eq(&presented)).then_some(at)
+    }
+
+    /// The key at place `at` in file order.
+    pub(crate) fn at(&self, at: usize) -> Option<&VirtualKey> {
+        self.keys.get(at)
     }
 
     /// The key whose id is `id`, if any.

@@ -105,7 +105,7 @@ fn listed<'c>(state: &'c Gateway, caller: &Caller) -> Vec<Listed<'c>> {
 
 /// `GET /v1/models`, in the request's dialect ([`Speaks::ByVersionHeader`]).
 pub(crate) async fn list(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     Extension(tags): Extension<Arc<Tags>>,
     caller: Caller,
     RawQuery(query): RawQuery,
@@ -208,7 +208,7 @@ fn anthropic_page(names: &[Listed<'_>], page: &Page) -> Value {
 
 /// `GET /v1/models/{id}`, in the request's dialect ([`Speaks::ByVersionHeader`]).
 pub(crate) async fn retrieve(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     Extension(tags): Extension<Arc<Tags>>,
     caller: Caller,
     uri: Uri,
@@ -241,6 +241,8 @@ pub(crate) async fn retrieve(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use axum::Router;
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
@@ -263,7 +265,7 @@ mod tests {
         Gateway::new(Models::builder().catalog(catalog).build().unwrap())
     }
 
-    async fn status(router: Router<Gateway>, gateway: Gateway) -> StatusCode {
+    async fn status(router: Router<Arc<Gateway>>, gateway: Arc<Gateway>) -> StatusCode {
         let request = Request::get("/v1/models").body(Body::empty()).unwrap();
         let response = router.with_state(gateway).oneshot(request).await.unwrap();
         response.status()
@@ -271,7 +273,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_model_route_is_served_only_under_its_answering_layer() {
-        let gateway = gateway();
+        let gateway = Arc::new(gateway());
         let bare = Router::new().route("/v1/models", get(super::list));
         assert_eq!(
             status(bare, gateway.clone()).await,

@@ -1,6 +1,8 @@
 //! Operations: `/health`, `/ready`, `/metrics`, the `/` probe and the `x-request-id` on
 //! every answer.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -26,7 +28,7 @@ pub(crate) async fn root() -> StatusCode {
 
 /// `GET /metrics`: every counter in the OpenMetrics text format (the queue depths read
 /// from the limiters now).
-pub(crate) async fn metrics(State(state): State<Gateway>) -> Response {
+pub(crate) async fn metrics(State(state): State<Arc<Gateway>>) -> Response {
     refresh_queues(&state).await;
     (
         [(
@@ -42,7 +44,7 @@ pub(crate) async fn metrics(State(state): State<Gateway>) -> Response {
 /// shutdown, or while a model's (or key's) limiter cannot answer (a shared one on an
 /// unreachable Redis: its requests would all fail closed, so a load balancer should send
 /// them to another replica). Asks every limiter once (one round trip each on Redis).
-pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
+pub(crate) async fn ready(State(state): State<Arc<Gateway>>) -> Response {
     if state.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
@@ -63,7 +65,7 @@ pub(crate) async fn ready(State(state): State<Gateway>) -> Response {
 /// answering layer fills it in), its work runs with it as the records' destination, and
 /// it is written once the answer (and a stream's end) is done with.
 pub(crate) async fn request_id(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     mut request: Request,
     next: Next,
 ) -> Response {

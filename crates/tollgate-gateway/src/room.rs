@@ -101,7 +101,7 @@ pub(crate) async fn for_request(state: &Gateway, model_id: &str, key_id: &str) -
     if let (Ok(limiter), Some(entry)) = (
         state.models.limiter(model_id),
         state.models.catalog().model(model_id),
-    ) && let Ok(Ok(snapshot)) = tokio::time::timeout(SNAPSHOT_WAIT, limiter.snapshot()).await
+    ) && let Some(Ok(snapshot)) = within_wait(limiter.snapshot()).await
     {
         rooms = of_snapshot(&snapshot, entry.limits);
     }
@@ -109,6 +109,17 @@ pub(crate) async fn for_request(state: &Gateway, model_id: &str, key_id: &str) -
         rooms = tighter(rooms, for_key(state, key_id).await);
     }
     rooms
+}
+
+/// `snapshot`'s output if it comes within [`SNAPSHOT_WAIT`]. A limiter in this process
+/// answers at its first poll, and then no timer is set (a timer per answer is a cost
+/// every request would pay); one on Redis gets the timer.
+async fn within_wait<F: std::future::Future>(snapshot: F) -> Option<F::Output> {
+    let mut snapshot = std::pin::pin!(snapshot);
+    if let std::task::Poll::Ready(out) = futures::poll!(snapshot.as_mut()) {
+        return Some(out);
+    }
+    tokio::time::timeout(SNAPSHOT_WAIT, snapshot).await.ok()
 }
 
 /// The room key `key_id`'s own caps leave (none when it has no caps).
@@ -120,8 +131,8 @@ pub(crate) async fn for_key(state: &Gateway, key_id: &str) -> Vec<Room> {
         .map(|key| key.caps())
         .unwrap_or_default();
     match state.quotas.limiter(key_id) {
-        Some(limiter) => match tokio::time::timeout(SNAPSHOT_WAIT, limiter.snapshot()).await {
-            Ok(Ok(snapshot)) => of_snapshot(&snapshot, caps),
+        Some(limiter) => match within_wait(limiter.snapshot()).await {
+            Some(Ok(snapshot)) => of_snapshot(&snapshot, caps),
             _ => Vec::new(),
         },
         None => Vec::new(),

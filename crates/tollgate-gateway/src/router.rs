@@ -2,6 +2,8 @@
 //! a path or a method the gateway does not serve (counted under one `unmatched` route,
 //! so a flood of made-up paths adds no series).
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -30,6 +32,9 @@ const UNMATCHED: &str = "unmatched";
 /// in the dialect's error shape (Anthropic's under `/v1/messages`, else OpenAI's).
 /// Mount it in a larger app, or [`crate::serve`] it.
 pub fn router(state: Gateway) -> Router {
+    // One handle shared by every route and layer: extracting the state clones it per
+    // request and per layer, and a clone of the handle is one reference count.
+    let state = Arc::new(state);
     Router::new()
         .route(
             "/v1/chat/completions",
@@ -112,7 +117,7 @@ fn described(request: &Request) -> (String, String) {
     (request.method().to_string(), path)
 }
 
-async fn no_route(State(state): State<Gateway>, request: Request) -> Response {
+async fn no_route(State(state): State<Arc<Gateway>>, request: Request) -> Response {
     let id = RequestId::of(request.extensions());
     let dialect = dialect_of(request.uri().path());
     let (method, path) = described(&request);
@@ -130,7 +135,7 @@ fn counted_unmatched(state: &Gateway, response: Response) -> Response {
     response
 }
 
-async fn method_not_allowed(State(state): State<Gateway>, request: Request) -> Response {
+async fn method_not_allowed(State(state): State<Arc<Gateway>>, request: Request) -> Response {
     let id = RequestId::of(request.extensions());
     let dialect = dialect_of(request.uri().path());
     let (method, path) = described(&request);

@@ -37,7 +37,7 @@ pub const TOKEN_COUNT_HEADER: &str = "x-tollgate-token-count";
 
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     Extension(tags): Extension<Arc<Tags>>,
     Admitted(req, models): Admitted<MessagesRequest>,
 ) -> Result<Response, AnthropicError> {

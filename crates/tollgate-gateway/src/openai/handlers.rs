@@ -28,7 +28,7 @@ pub(crate) const CHAT_COMPLETIONS: Route =
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     Extension(tags): Extension<Arc<Tags>>,
     Admitted(req, models): Admitted<ChatRequest>,
 ) -> Result<Response, OpenAiError> {

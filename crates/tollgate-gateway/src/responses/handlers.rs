@@ -30,7 +30,7 @@ pub(crate) const STORED_RESPONSE: Route =
 
 /// `POST /v1/responses`.
 pub(crate) async fn responses(
-    State(state): State<Gateway>,
+    State(state): State<Arc<Gateway>>,
     Extension(tags): Extension<Arc<Tags>>,
     Admitted(req, models): Admitted<ResponsesRequest>,
 ) -> Result<Response, OpenAiError> {
