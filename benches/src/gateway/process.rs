@@ -21,6 +21,21 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server from a process this benchmark spawned (stopped with its descendants on
+    /// drop), serving at `url`.
+    pub fn new(name: &str, url: String, child: Child) -> Server {
+        Server {
+            name: name.to_owned(),
+            url,
+            child,
+        }
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -70,11 +85,47 @@ fn signal(pids: &[u32], name: &str) {
         .status();
 }
 
+/// How a server process is launched beyond its arguments: extra environment, and the
+/// CPU core it is pinned to (`taskset -c CORE`, inherited by its descendants).
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Variables set for the process.
+    pub env: Vec<(String, String)>,
+    /// The core to pin it to; `None`: unpinned.
+    pub core: Option<usize>,
+}
+
+impl Launch {
+    /// `program` as a command: `taskset -c CORE program` when pinned, with the env set.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = match self.core {
+            Some(core) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &core.to_string()]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
+}
+
 /// Starts `tollgate GLOBAL… serve --listen 127.0.0.1:0` (`global`: `--catalog F`,
 /// `--credentials F`, `--redis URL`) and reads the address it prints (`tollgate serve:
 /// listening on http://…`).
 pub fn start_tollgate(name: &str, binary: &Path, global: &[String]) -> Result<Server, String> {
-    let mut command = Command::new(binary);
+    start_tollgate_with(name, binary, global, &Launch::default())
+}
+
+/// [`start_tollgate`], launched as `launch` says (environment, pinning).
+pub fn start_tollgate_with(
+    name: &str,
+    binary: &Path,
+    global: &[String],
+    launch: &Launch,
+) -> Result<Server, String> {
+    let mut command = launch.command(binary);
     command
         .args(global)
         .args([
@@ -139,6 +190,18 @@ pub fn start_litellm(
     workers: usize,
     log: &Path,
 ) -> Result<Server, String> {
+    start_litellm_with(name, binary, config, workers, log, &Launch::default())
+}
+
+/// [`start_litellm`], launched as `launch` says (environment, pinning).
+pub fn start_litellm_with(
+    name: &str,
+    binary: &str,
+    config: &Path,
+    workers: usize,
+    log: &Path,
+    launch: &Launch,
+) -> Result<Server, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -151,7 +214,7 @@ pub fn start_litellm(
     )
     .map_err(|e| e.to_string())?;
     let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
-    let mut command = Command::new(binary);
+    let mut command = launch.command(binary);
     command
         .arg("--config")
         .arg(config)
@@ -253,7 +316,7 @@ pub fn start_both(
 }
 
 /// A blocking `GET path` on 127.0.0.1:`port` answered 200.
-fn http_get_ok(port: u16, path: &str) -> bool {
+pub fn http_get_ok(port: u16, path: &str) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;
