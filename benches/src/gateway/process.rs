@@ -414,6 +414,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pinned_launch_runs_under_taskset_with_its_env() {
+        let launch = Launch {
+            env: vec![("TOKIO_WORKER_THREADS".into(), "1".into())],
+            core: Some(0),
+        };
+        let c = launch.command("tollgate");
+        assert_eq!(c.get_program(), "taskset");
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(args, ["-c", "0", "tollgate"]);
+        let env: Vec<_> = c.get_envs().collect();
+        assert_eq!(
+            env,
+            [(
+                std::ffi::OsStr::new("TOKIO_WORKER_THREADS"),
+                Some(std::ffi::OsStr::new("1"))
+            )]
+        );
+        let free = Launch::default().command("tollgate");
+        assert_eq!(free.get_program(), "tollgate");
+        assert_eq!(free.get_args().count(), 0);
+    }
+
+    #[test]
     fn this_process_has_cpu_time_and_a_peak() {
         let me = std::process::id();
         assert!(peak_rss(me) > 0);
