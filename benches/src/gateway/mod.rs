@@ -12,7 +12,8 @@
 //! - [`head_of_line`]: small streamed turns' first token while a 100k-token request
 //!   goes through.
 //!
-//! [`process`] starts and stops the servers and reads `/proc`; [`load`] is the client.
+//! [`process`] starts and stops the servers and reads `/proc`; [`load`] is the
+//! head-of-line part's client (and the small request the open loop sends too).
 
 pub mod head_of_line;
 pub mod load;

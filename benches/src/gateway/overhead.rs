@@ -2,7 +2,7 @@
 //! canned completion and a canned SSE stream) on core 1 with the load generators, each
 //! gateway alone on core 0 — `tollgate serve` (one tokio worker thread), Portkey's
 //! gateway (Node), LiteLLM's proxy (one worker) — and `direct`, the load straight at
-//! nginx. Closed loop: wrk at concurrency 1 to 256 ([`closed_loop`]); open loop: a
+//! nginx. Closed loop: wrk at concurrency 1 to 256; open loop: a
 //! constant offered rate, latency from each request's due time ([`super::open_loop`]).
 //! The tables and target lines are in [`super::overhead_report`].
 
