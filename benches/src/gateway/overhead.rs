@@ -92,6 +92,8 @@ pub struct OverheadRow {
     pub wrk: Wrk,
     /// CPU of the gateway's process tree per answered request, µs (`None`: direct).
     pub cpu_us: Option<f64>,
+    /// Of which system (kernel) time, µs per answered request.
+    pub system_us: Option<f64>,
     /// Peak RSS of the gateway's process tree so far, bytes.
     pub peak_rss: Option<u64>,
 }
@@ -227,7 +229,7 @@ pub fn run(c: &OverheadConfig, tollgate: &Path, dir: &Path) -> Overhead {
                 launch: &load,
             };
             match closed_loop(&run, c.warmup_secs, t.server.as_ref()) {
-                Ok((wrk, cpu_us)) => {
+                Ok((wrk, cpu_us, system_us)) => {
                     eprintln!(
                         "gateway overhead: c={concurrency} stream={streamed} {}: {} ok, {} errors, {:.0}/s",
                         t.name,
@@ -241,6 +243,7 @@ pub fn run(c: &OverheadConfig, tollgate: &Path, dir: &Path) -> Overhead {
                         streamed,
                         wrk,
                         cpu_us,
+                        system_us,
                         peak_rss: t.server.as_ref().map(Server::peak_rss),
                     });
                 }
@@ -261,24 +264,28 @@ pub fn run(c: &OverheadConfig, tollgate: &Path, dir: &Path) -> Overhead {
 }
 
 /// A warm-up run (unmeasured), then the measured run with the gateway's CPU time over
-/// it per answered request.
+/// it per answered request (all, and system alone), µs.
 fn closed_loop(
     run: &WrkRun<'_>,
     warmup_secs: u64,
     server: Option<&Server>,
-) -> Result<(Wrk, Option<f64>), String> {
+) -> Result<(Wrk, Option<f64>, Option<f64>), String> {
     if warmup_secs > 0 {
         run_wrk(&WrkRun {
             seconds: warmup_secs,
             ..run.clone()
         })?;
     }
-    let before = server.map(Server::cpu);
+    let before = server.map(|s| (s.cpu(), s.system_cpu()));
     let wrk = run_wrk(run)?;
-    let cpu_us = server.zip(before).map(|(s, before)| {
-        (s.cpu().saturating_sub(before)).as_secs_f64() * 1e6 / wrk.answered().max(1) as f64
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / wrk.answered().max(1) as f64;
+    let spent = server.zip(before).map(|(s, (cpu, system))| {
+        (
+            per(s.cpu().saturating_sub(cpu)),
+            per(s.system_cpu().saturating_sub(system)),
+        )
     });
-    Ok((wrk, cpu_us))
+    Ok((wrk, spent.map(|x| x.0), spent.map(|x| x.1)))
 }
 
 /// The open loop: `direct` and `tollgate serve`, and a peer only if its best closed-loop

@@ -137,6 +137,7 @@ fn closed_section(o: &Overhead, c: &OverheadConfig) -> Section {
         ]);
     }
     let mut notes = targets(&o.rows, &o.open, c.open_rate);
+    notes.extend(system_share(&o.rows));
     notes.extend([
         if o.pinned {
             "Pinning: each gateway runs alone on core 0 (`taskset -c 0`, inherited by its child processes), nginx, wrk and the open-loop driver on core 1 (`taskset -c 1`); so the gateway's CPU per request is the time of one core, and the load generator does not compete with it. Another build or benchmark may share the machine: the figures are indicative.".to_owned()
@@ -165,6 +166,34 @@ fn closed_section(o: &Overhead, c: &OverheadConfig) -> Section {
         table,
         notes,
     }
+}
+
+/// What share of each gateway's CPU was system (kernel) time, over its cells.
+fn system_share(rows: &[OverheadRow]) -> Option<String> {
+    let mut paths: Vec<&str> = Vec::new();
+    for r in rows {
+        if r.cpu_us.is_some() && !paths.contains(&r.path.as_str()) {
+            paths.push(&r.path);
+        }
+    }
+    let parts: Vec<String> = paths
+        .iter()
+        .filter_map(|p| {
+            let (mut all, mut system) = (0.0, 0.0);
+            for r in rows.iter().filter(|r| r.path == *p) {
+                let n = r.wrk.answered() as f64;
+                all += r.cpu_us? * n;
+                system += r.system_us? * n;
+            }
+            (all > 0.0).then(|| format!("{p} {:.0}%", 100.0 * system / all))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "System (kernel) time's share of the gateway CPU, over all its cells (weighted by answered requests): {} — the rest is user time.",
+            parts.join(", ")
+        )
+    })
 }
 
 fn list(xs: &[usize]) -> String {
@@ -237,6 +266,7 @@ mod tests {
             streamed,
             wrk: Wrk::default(),
             cpu_us: Some(cpu),
+            system_us: Some(cpu / 2.0),
             peak_rss: Some(1),
         }
     }
@@ -289,6 +319,19 @@ mod tests {
         for line in &lines[1..] {
             assert!(line.ends_with("not measured."), "{line}");
         }
+    }
+
+    #[test]
+    fn the_system_share_is_weighted_by_answered_requests() {
+        let mut a = row(1, false, 100.0);
+        a.wrk.requests = 300;
+        a.system_us = Some(10.0);
+        let mut b = row(16, false, 100.0);
+        b.wrk.requests = 100;
+        b.system_us = Some(50.0);
+        let line = system_share(&[a, b]).unwrap();
+        assert!(line.contains("tollgate serve 20%"), "{line}");
+        assert_eq!(system_share(&[]), None);
     }
 
     #[test]

@@ -46,6 +46,12 @@ impl Server {
         tree(self.pid()).iter().map(|p| cpu_time(*p)).sum()
     }
 
+    /// System CPU time alone (the kernel's work for it: sockets, …) of the process and
+    /// its descendants so far.
+    pub fn system_cpu(&self) -> Duration {
+        tree(self.pid()).iter().map(|p| system_time(*p)).sum()
+    }
+
     /// Peak resident memory (`VmHWM`) summed over the process and its descendants, bytes.
     pub fn peak_rss(&self) -> u64 {
         tree(self.pid()).iter().map(|p| peak_rss(*p)).sum()
@@ -384,6 +390,16 @@ fn ticks_per_second() -> f64 {
 
 /// User + system CPU time of one process (`utime`, `stime`: fields 14 and 15 of `stat`).
 pub fn cpu_time(pid: u32) -> Duration {
+    stat_time(pid, &[11, 12])
+}
+
+/// System CPU time of one process (`stime`).
+pub fn system_time(pid: u32) -> Duration {
+    stat_time(pid, &[12])
+}
+
+/// The sum of these tick fields of `/proc/PID/stat` (indices after the name).
+fn stat_time(pid: u32, fields_at: &[usize]) -> Duration {
     let Some(fields) = stat_fields(pid) else {
         return Duration::ZERO;
     };
@@ -394,7 +410,7 @@ pub fn cpu_time(pid: u32) -> Duration {
             .unwrap_or(0.0)
     };
     // After the name, field 14 (utime) is index 11 and 15 (stime) index 12.
-    Duration::from_secs_f64((tick(11) + tick(12)) / ticks_per_second())
+    Duration::from_secs_f64(fields_at.iter().map(|i| tick(*i)).sum::<f64>() / ticks_per_second())
 }
 
 /// `VmHWM` of one process, bytes (0 if gone).
