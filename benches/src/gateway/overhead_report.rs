@@ -231,6 +231,29 @@ fn open_section(o: &Overhead, c: &OverheadConfig) -> Section {
             },
         ]);
     }
+    let mut notes = vec![
+        format!(
+            "The driver: a child process of the bench binary, on core 1 beside nginx; an OS thread sleeping to each due time hands it to a current-thread tokio runtime, where a task waits for one of {} keep-alive connections (reqwest), sends, reads the whole answer and records answered time minus due time. Before the measured run, {} unmeasured requests open and warm the connections.",
+            c.open_connections,
+            c.open_connections * 4
+        ),
+        "Columns: answered: 2xx answers read to the end; errors: the rest (non-2xx, failed, 30 s timeout); p50/p99/p99.9 µs: percentiles of due-to-answered over the answered; added p99 µs: the path's p99 minus `direct`'s.".to_owned(),
+    ];
+    notes.extend(o.open.iter().filter_map(|r| {
+        let best = o
+            .rows
+            .iter()
+            .filter(|x| x.path == r.path && !x.streamed)
+            .map(|x| x.wrk.rate())
+            .fold(0.0, f64::max);
+        (r.path != DIRECT && best < c.open_rate as f64).then(|| {
+            format!(
+                "`{}`'s best closed-loop rate in section 8 was {best:.0}/s, below the {}/s offered: its queue grew for the whole run, so its latencies here are mostly that queue.",
+                r.path,
+                group(c.open_rate)
+            )
+        })
+    }));
     Section {
         title: format!(
             "8a. The gateway's overhead, open loop at {}/s",
@@ -242,14 +265,7 @@ fn open_section(o: &Overhead, c: &OverheadConfig) -> Section {
             c.open_secs
         )],
         table,
-        notes: vec![
-            format!(
-                "The driver: a child process of the bench binary, on core 1 beside nginx; an OS thread sleeping to each due time hands it to a current-thread tokio runtime, where a task waits for one of {} keep-alive connections (reqwest), sends, reads the whole answer and records answered time minus due time. Before the measured run, {} unmeasured requests open and warm the connections.",
-                c.open_connections,
-                c.open_connections * 4
-            ),
-            "Columns: answered: 2xx answers read to the end; errors: the rest (non-2xx, failed, 30 s timeout); p50/p99/p99.9 µs: percentiles of due-to-answered over the answered; added p99 µs: the path's p99 minus `direct`'s.".to_owned(),
-        ],
+        notes,
     }
 }
 
