@@ -288,17 +288,20 @@ fn closed_loop(
     Ok((wrk, spent.map(|x| x.0), spent.map(|x| x.1)))
 }
 
+/// The highest answered rate of `path` in the closed loop, not streamed (0 if none).
+pub fn best_rate(rows: &[OverheadRow], path: &str) -> f64 {
+    rows.iter()
+        .filter(|r| r.path == path && !r.streamed)
+        .map(|r| r.wrk.rate())
+        .fold(0.0, f64::max)
+}
+
 /// The open loop: `direct` and `tollgate serve`, and a peer only if its best closed-loop
 /// rate (not streamed) was above the offered rate (else a note with the figure).
 fn open_loops(c: &OverheadConfig, targets: &[Target], load: &Launch, out: &mut Overhead) {
     let exe = std::env::current_exe().ok();
     for t in targets {
-        let best = out
-            .rows
-            .iter()
-            .filter(|r| r.path == t.name && !r.streamed)
-            .map(|r| r.wrk.rate())
-            .fold(0.0, f64::max);
+        let best = best_rate(&out.rows, &t.name);
         if t.name != DIRECT && t.name != TOLLGATE && best <= c.open_rate as f64 {
             out.problems.push(format!(
                 "{} in the open loop: its best closed-loop rate on one core, {best:.0}/s, is not above the {}/s offered",

@@ -2,7 +2,9 @@
 //! lines, the notes) and section 8a (the open loop), from an [`Overhead`]. The target
 //! lines are a pure function of the rows ([`targets`]).
 
-use super::overhead::{DIRECT, OpenRow, Overhead, OverheadConfig, OverheadRow, TOLLGATE};
+use super::overhead::{
+    DIRECT, OpenRow, Overhead, OverheadConfig, OverheadRow, TOLLGATE, best_rate,
+};
 use crate::report::{Section, Table, num};
 
 /// `tollgate serve`'s CPU per request allowed at concurrency 1, µs.
@@ -240,12 +242,7 @@ fn open_section(o: &Overhead, c: &OverheadConfig) -> Section {
         "Columns: answered: 2xx answers read to the end; errors: the rest (non-2xx, failed, 30 s timeout); p50/p99/p99.9 µs: percentiles of due-to-answered over the answered; added p99 µs: the path's p99 minus `direct`'s.".to_owned(),
     ];
     notes.extend(o.open.iter().filter_map(|r| {
-        let best = o
-            .rows
-            .iter()
-            .filter(|x| x.path == r.path && !x.streamed)
-            .map(|x| x.wrk.rate())
-            .fold(0.0, f64::max);
+        let best = best_rate(&o.rows, &r.path);
         (r.path != DIRECT && best < c.open_rate as f64).then(|| {
             format!(
                 "`{}`'s best closed-loop rate in section 8 was {best:.0}/s, below the {}/s offered: its queue grew for the whole run, so its latencies here are mostly that queue.",
