@@ -32,7 +32,8 @@
 //!   each section stamped with the commit, the time and the machine's load it ran at. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
 //!   and stops them after; the `gateway` benchmark runs `tollgate serve` beside LiteLLM's
-//!   proxy, installed on first use by `scripts/peers.sh litellm`.
+//!   proxy and Portkey's gateway, over nginx and driven by wrk for its overhead part, all
+//!   installed on first use by `scripts/peers.sh litellm`, `portkey`, `nginx`, `wrk`.
 //! - `fuzz [--seconds N] [TARGET…]`: coverage-guided fuzzing: builds the fuzz targets of
 //!   `fuzz/` (cargo-fuzz, installed like the other tools) and runs each for N seconds
 //!   (default 60), continuing the corpus of earlier runs ([`reliability`]).

@@ -1,9 +1,8 @@
-//! The load: a persistent keep-alive HTTP client (reqwest, one connection per caller)
-//! sending the same small chat request from a fixed number of callers, bounded in count
-//! and in time; and a streamed turn timed to its first token.
+//! The head-of-line part's load: a persistent keep-alive HTTP client (reqwest, one
+//! connection per caller), the small chat request, a POST read to its end, and a
+//! streamed turn timed to its first token. (The overhead part drives wrk and its own
+//! open-loop driver instead, which sends [`small_chat`] too.)
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,75 +27,6 @@ pub fn small_chat(model: &str, stream: bool) -> Value {
         "max_tokens": 16,
         "stream": stream,
     })
-}
-
-/// What one cell of load measured.
-#[derive(Debug, Clone, Default)]
-pub struct Cell {
-    /// Latencies of the requests answered 200, milliseconds.
-    pub latencies: Vec<f64>,
-    /// Requests not answered 200.
-    pub errors: usize,
-    /// From the first send to the last answer.
-    pub elapsed: Duration,
-}
-
-impl Cell {
-    /// Completed (200) requests per second.
-    pub fn throughput(&self) -> f64 {
-        self.latencies.len() as f64 / self.elapsed.as_secs_f64()
-    }
-}
-
-/// POSTs `body` to `url` from `callers` callers, each sending its next request when the
-/// last is answered, until `max_requests` were sent or `max_time` passed.
-pub async fn drive(
-    http: &reqwest::Client,
-    url: &str,
-    key: &str,
-    body: &Value,
-    callers: usize,
-    max_requests: usize,
-    max_time: Duration,
-) -> Cell {
-    let body = Bytes::from(serde_json::to_vec(body).expect("JSON"));
-    let sent = Arc::new(AtomicUsize::new(0));
-    let started = tollgate::clock::now();
-    let tasks: Vec<_> = (0..callers.max(1))
-        .map(|_| {
-            let (http, url, key, body, sent) = (
-                http.clone(),
-                url.to_owned(),
-                key.to_owned(),
-                body.clone(),
-                sent.clone(),
-            );
-            tokio::spawn(async move {
-                let (mut latencies, mut errors) = (Vec::new(), 0);
-                while sent.fetch_add(1, Ordering::Relaxed) < max_requests
-                    && started.elapsed() < max_time
-                {
-                    let t = tollgate::clock::now();
-                    let ok = post(&http, &url, &key, body.clone()).await;
-                    if ok {
-                        latencies.push(t.elapsed().as_secs_f64() * 1e3);
-                    } else {
-                        errors += 1;
-                    }
-                }
-                (latencies, errors)
-            })
-        })
-        .collect();
-    let mut cell = Cell::default();
-    for t in tasks {
-        if let Ok((l, e)) = t.await {
-            cell.latencies.extend(l);
-            cell.errors += e;
-        }
-    }
-    cell.elapsed = started.elapsed();
-    cell
 }
 
 /// POSTs `body` (JSON) to `url` with `key` as the Bearer token and reads the answer to

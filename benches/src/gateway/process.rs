@@ -21,6 +21,21 @@ pub struct Server {
 }
 
 impl Server {
+    /// A server from a process this benchmark spawned (stopped with its descendants on
+    /// drop), serving at `url`.
+    pub fn new(name: &str, url: String, child: Child) -> Server {
+        Server {
+            name: name.to_owned(),
+            url,
+            child,
+        }
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -29,6 +44,12 @@ impl Server {
     /// CPU time (user + system) of the process and its descendants so far.
     pub fn cpu(&self) -> Duration {
         tree(self.pid()).iter().map(|p| cpu_time(*p)).sum()
+    }
+
+    /// System CPU time alone (the kernel's work for it: sockets, …) of the process and
+    /// its descendants so far.
+    pub fn system_cpu(&self) -> Duration {
+        tree(self.pid()).iter().map(|p| system_time(*p)).sum()
     }
 
     /// Peak resident memory (`VmHWM`) summed over the process and its descendants, bytes.
@@ -70,11 +91,47 @@ fn signal(pids: &[u32], name: &str) {
         .status();
 }
 
+/// How a server process is launched beyond its arguments: extra environment, and the
+/// CPU core it is pinned to (`taskset -c CORE`, inherited by its descendants).
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Variables set for the process.
+    pub env: Vec<(String, String)>,
+    /// The core to pin it to; `None`: unpinned.
+    pub core: Option<usize>,
+}
+
+impl Launch {
+    /// `program` as a command: `taskset -c CORE program` when pinned, with the env set.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = match self.core {
+            Some(core) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &core.to_string()]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
+}
+
 /// Starts `tollgate GLOBAL… serve --listen 127.0.0.1:0` (`global`: `--catalog F`,
 /// `--credentials F`, `--redis URL`) and reads the address it prints (`tollgate serve:
 /// listening on http://…`).
 pub fn start_tollgate(name: &str, binary: &Path, global: &[String]) -> Result<Server, String> {
-    let mut command = Command::new(binary);
+    start_tollgate_with(name, binary, global, &Launch::default())
+}
+
+/// [`start_tollgate`], launched as `launch` says (environment, pinning).
+pub fn start_tollgate_with(
+    name: &str,
+    binary: &Path,
+    global: &[String],
+    launch: &Launch,
+) -> Result<Server, String> {
+    let mut command = launch.command(binary);
     command
         .args(global)
         .args([
@@ -139,6 +196,18 @@ pub fn start_litellm(
     workers: usize,
     log: &Path,
 ) -> Result<Server, String> {
+    start_litellm_with(name, binary, config, workers, log, &Launch::default())
+}
+
+/// [`start_litellm`], launched as `launch` says (environment, pinning).
+pub fn start_litellm_with(
+    name: &str,
+    binary: &str,
+    config: &Path,
+    workers: usize,
+    log: &Path,
+    launch: &Launch,
+) -> Result<Server, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -151,7 +220,7 @@ pub fn start_litellm(
     )
     .map_err(|e| e.to_string())?;
     let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
-    let mut command = Command::new(binary);
+    let mut command = launch.command(binary);
     command
         .arg("--config")
         .arg(config)
@@ -253,7 +322,7 @@ pub fn start_both(
 }
 
 /// A blocking `GET path` on 127.0.0.1:`port` answered 200.
-fn http_get_ok(port: u16, path: &str) -> bool {
+pub fn http_get_ok(port: u16, path: &str) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -321,6 +390,16 @@ fn ticks_per_second() -> f64 {
 
 /// User + system CPU time of one process (`utime`, `stime`: fields 14 and 15 of `stat`).
 pub fn cpu_time(pid: u32) -> Duration {
+    stat_time(pid, &[11, 12])
+}
+
+/// System CPU time of one process (`stime`).
+pub fn system_time(pid: u32) -> Duration {
+    stat_time(pid, &[12])
+}
+
+/// The sum of these tick fields of `/proc/PID/stat` (indices after the name).
+fn stat_time(pid: u32, fields_at: &[usize]) -> Duration {
     let Some(fields) = stat_fields(pid) else {
         return Duration::ZERO;
     };
@@ -331,7 +410,7 @@ pub fn cpu_time(pid: u32) -> Duration {
             .unwrap_or(0.0)
     };
     // After the name, field 14 (utime) is index 11 and 15 (stime) index 12.
-    Duration::from_secs_f64((tick(11) + tick(12)) / ticks_per_second())
+    Duration::from_secs_f64(fields_at.iter().map(|i| tick(*i)).sum::<f64>() / ticks_per_second())
 }
 
 /// `VmHWM` of one process, bytes (0 if gone).
@@ -349,6 +428,29 @@ pub fn peak_rss(pid: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pinned_launch_runs_under_taskset_with_its_env() {
+        let launch = Launch {
+            env: vec![("TOKIO_WORKER_THREADS".into(), "1".into())],
+            core: Some(0),
+        };
+        let c = launch.command("tollgate");
+        assert_eq!(c.get_program(), "taskset");
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(args, ["-c", "0", "tollgate"]);
+        let env: Vec<_> = c.get_envs().collect();
+        assert_eq!(
+            env,
+            [(
+                std::ffi::OsStr::new("TOKIO_WORKER_THREADS"),
+                Some(std::ffi::OsStr::new("1"))
+            )]
+        );
+        let free = Launch::default().command("tollgate");
+        assert_eq!(free.get_program(), "tollgate");
+        assert_eq!(free.get_args().count(), 0);
+    }
 
     #[test]
     fn this_process_has_cpu_time_and_a_peak() {
