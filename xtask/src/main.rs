@@ -28,7 +28,7 @@
 //! - `bench`: builds the benchmarks (`tollgate-bench`, the SSE parser bench of the core
 //!   crate `tollgate`) and the `tollgate` binary (which the batch, peers and gateway
 //!   benchmarks run) in release mode, runs each, and writes their tables to
-//!   `docs/benchmarks.md` whole ([`bench`]): the machine, the date and the command, then
+//!   `docs/benchmarks.md` whole ([`mod@bench`]): the machine, the date and the command, then
 //!   each section stamped with the commit, the time and the machine's load it ran at. The `peers`
 //!   benchmark starts its own llmocks (with rate limits) through `scripts/peers.sh llmock`
 //!   and stops them after; the `gateway` benchmark runs `tollgate serve` beside LiteLLM's
