@@ -42,9 +42,10 @@ pub(crate) const MAX_LINES: usize = 600;
 /// needed is itself a failure, so the list only shrinks.
 const LONG_FILE_EXCEPTIONS: &[(&str, &str)] = &[];
 
-/// Provider crate dependencies that are allowed: (dependent, dependency).
-const PROVIDER_DEPENDENCY_EXCEPTIONS: &[(&str, &str)] =
-    &[("tollgate-bedrock", "tollgate-anthropic")];
+/// The provider crates whose wire format other provider crates may reuse through their
+/// public codec: Anthropic's (Bedrock's and Vertex's Claude) and OpenAI's (every
+/// OpenAI-like provider, a preset plus its differences).
+const CODEC_CRATES: &[&str] = &["tollgate-anthropic", "tollgate-openai"];
 
 /// The benchmark crate, which no product crate may depend on.
 const BENCH_CRATE: &str = "tollgate-bench";
@@ -289,11 +290,10 @@ fn check_provider_dependencies(root: &Path, problems: &mut Vec<String>) {
             continue;
         };
         for dep in dependencies(&text) {
-            if providers.contains_key(&dep)
-                && !PROVIDER_DEPENDENCY_EXCEPTIONS.contains(&(name.as_str(), dep.as_str()))
-            {
+            if providers.contains_key(&dep) && !CODEC_CRATES.contains(&dep.as_str()) {
                 problems.push(format!(
-                    "crates/{name}/Cargo.toml: provider crate `{name}` depends on provider crate `{dep}`; a provider crate depends on `tollgate` only (the one exception is tollgate-bedrock reusing the Anthropic codec)"
+                    "crates/{name}/Cargo.toml: provider crate `{name}` depends on provider crate `{dep}`; a provider crate depends on `tollgate` and, to reuse a wire format, only on a codec crate ({})",
+                    CODEC_CRATES.join(", ")
                 ));
             }
         }

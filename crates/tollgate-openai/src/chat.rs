@@ -7,28 +7,45 @@ use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, Chunks, EncodeOptions, ResponsesEvents, ResponsesOptions};
 use crate::options::{Api, OpenAiOptions, provisional_limit};
+use crate::preset::{Dialect, Preset};
 
-/// Where Chat Completions are posted.
-pub(crate) const CHAT_PATH: &str = "/v1/chat/completions";
-
-/// Where Responses are posted.
-pub(crate) const RESPONSES_PATH: &str = "/v1/responses";
-
-/// The chat transport of one `openai` or `openai-compatible` model.
+/// The chat transport of one model of an OpenAI-like provider.
 #[derive(Debug)]
 pub struct OpenAiChat {
     endpoint: Endpoint,
     model: ModelEntry,
     options: OpenAiOptions,
+    chat_path: String,
+    responses_path: String,
+    dialect: Dialect,
 }
 
 impl OpenAiChat {
-    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+    /// The transport of `model` through `endpoint` (its address, key and headers),
+    /// posting to `preset`'s paths in its dialect. A provider crate whose paths depend
+    /// on the model (Azure's deployments) sets them with [`OpenAiChat::at`].
+    pub fn new(
+        endpoint: Endpoint,
+        model: &ModelEntry,
+        options: OpenAiOptions,
+        preset: &Preset,
+    ) -> Self {
         OpenAiChat {
             endpoint,
             model: model.clone(),
             options,
+            chat_path: preset.paths.chat.to_owned(),
+            responses_path: preset.paths.responses.unwrap_or_default().to_owned(),
+            dialect: preset.dialect,
         }
+    }
+
+    /// Posts Chat Completions to `chat` and Responses to `responses` (paths after the
+    /// endpoint's base URL, a query string allowed).
+    pub fn at(mut self, chat: impl Into<String>, responses: impl Into<String>) -> Self {
+        self.chat_path = chat.into();
+        self.responses_path = responses.into();
+        self
     }
 
     fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
@@ -53,6 +70,8 @@ impl OpenAiChat {
                 stream,
                 stream_usage: quirks.stream_usage,
                 tool_choice: self.options.tool_choice.clone(),
+                dialect: self.dialect,
+                extra_body: self.options.extra_body.clone(),
             },
         )
     }
@@ -64,14 +83,17 @@ impl ChatTransport for OpenAiChat {
         let body = self.encode(request, false)?;
         match self.options.api {
             Api::Chat => {
+                let dialect = &self.dialect;
                 self.endpoint
-                    .post_decoded(CHAT_PATH, &body, signals, codec::decode_response)
+                    .post_decoded(&self.chat_path, &body, signals, |bytes| {
+                        codec::decode_response_in(bytes, dialect)
+                    })
                     .await
             }
             Api::Responses => {
                 self.endpoint
                     .post_decoded(
-                        RESPONSES_PATH,
+                        &self.responses_path,
                         &body,
                         signals,
                         codec::decode_responses_response,
@@ -87,7 +109,7 @@ impl ChatTransport for OpenAiChat {
             return self
                 .endpoint
                 .stream(
-                    RESPONSES_PATH,
+                    &self.responses_path,
                     &body,
                     signals,
                     Framing::Sse,
@@ -95,10 +117,12 @@ impl ChatTransport for OpenAiChat {
                 )
                 .await;
         }
-        let chunks = Chunks::default().requiring_done(self.options.quirks.done_required);
+        let chunks = Chunks::default()
+            .requiring_done(self.options.quirks.done_required)
+            .in_dialect(self.dialect);
         self.endpoint
             .stream(
-                CHAT_PATH,
+                &self.chat_path,
                 &body,
                 signals,
                 Framing::Sse,

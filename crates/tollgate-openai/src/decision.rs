@@ -6,14 +6,14 @@ use tollgate::provider::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_i
 use tollgate::provider::{DecisionReply, DecisionTransport, Signals};
 use tollgate::{DecisionRequest, ModelEntry, Result};
 
-use crate::chat::CHAT_PATH;
 use crate::codec;
 use crate::options::{OpenAiOptions, provisional_limit};
+use crate::preset::Dialect;
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;
 
-/// The decision transport of one `openai` or `openai-compatible` model.
+/// The decision transport of one model of an OpenAI-like provider.
 ///
 /// Each question is sent as one chat request (`logprobs: true`, `top_logprobs: 20`, an
 /// output limit of 1 token, temperature 0) that asks for one option label: `yes` or
@@ -27,14 +27,26 @@ pub struct OpenAiDecision {
     endpoint: Endpoint,
     model: ModelEntry,
     options: OpenAiOptions,
+    path: String,
+    dialect: Dialect,
 }
 
 impl OpenAiDecision {
-    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+    /// The transport of `model` through `endpoint`, posting its chat requests to
+    /// `chat_path` and reading them in `dialect`.
+    pub fn new(
+        endpoint: Endpoint,
+        model: &ModelEntry,
+        options: OpenAiOptions,
+        chat_path: impl Into<String>,
+        dialect: Dialect,
+    ) -> Self {
         OpenAiDecision {
             endpoint,
             model: model.clone(),
             options,
+            path: chat_path.into(),
+            dialect,
         }
     }
 }
@@ -56,8 +68,8 @@ impl DecisionTransport for OpenAiDecision {
         let names = question.labels();
         let (by_label, usage) = self
             .endpoint
-            .post_decoded(CHAT_PATH, &body, signals, |bytes| {
-                codec::decode_decision(bytes, &names)
+            .post_decoded(&self.path, &body, signals, |bytes| {
+                codec::decode_decision_in(bytes, &names, &self.dialect)
             })
             .await?;
         question.reply(&by_label, usage)

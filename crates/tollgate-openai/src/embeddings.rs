@@ -10,9 +10,7 @@ use tollgate::{EmbeddingPurpose, ModelEntry, Result, Usage};
 use crate::codec;
 use crate::options::{OpenAiOptions, provisional_limit};
 
-const EMBEDDINGS_PATH: &str = "/v1/embeddings";
-
-/// The embeddings transport of one `openai` or `openai-compatible` model.
+/// The embeddings transport of one model of an OpenAI-like provider.
 ///
 /// [`EmbeddingPurpose`] has no effect: OpenAI's embeddings take no task type.
 #[derive(Debug)]
@@ -20,14 +18,23 @@ pub struct OpenAiEmbeddings {
     endpoint: Endpoint,
     model: ModelEntry,
     options: OpenAiOptions,
+    path: String,
 }
 
 impl OpenAiEmbeddings {
-    pub(crate) fn new(endpoint: Endpoint, model: &ModelEntry, options: OpenAiOptions) -> Self {
+    /// The transport of `model` through `endpoint`, posting to `path` (after the
+    /// endpoint's base URL, a query string allowed).
+    pub fn new(
+        endpoint: Endpoint,
+        model: &ModelEntry,
+        options: OpenAiOptions,
+        path: impl Into<String>,
+    ) -> Self {
         OpenAiEmbeddings {
             endpoint,
             model: model.clone(),
             options,
+            path: path.into(),
         }
     }
 }
@@ -47,7 +54,7 @@ impl EmbeddingsTransport for OpenAiEmbeddings {
         let body = codec::encode_embeddings(&self.model.name, texts, dimensions);
         let (vectors, tokens) = self
             .endpoint
-            .post_decoded(EMBEDDINGS_PATH, &body, signals, |bytes| {
+            .post_decoded(&self.path, &body, signals, |bytes| {
                 codec::decode_embeddings(bytes, texts.len())
             })
             .await?;

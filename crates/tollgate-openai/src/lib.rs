@@ -79,6 +79,7 @@ pub mod codec;
 mod decision;
 mod embeddings;
 mod options;
+pub mod preset;
 mod provider;
 
 pub use chat::OpenAiChat;

@@ -7,7 +7,8 @@ use tollgate::provider::{
 };
 use tollgate::{ModelEntry, Result};
 
-use crate::{COMPATIBLE_KEY, DEFAULT_BASE_URL, DEFAULT_EMBEDDING_BATCH};
+use crate::DEFAULT_EMBEDDING_BATCH;
+use crate::preset::Preset;
 
 /// Which request field carries the output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +29,9 @@ impl OutputLimitField {
     }
 }
 
-/// Everything that differs between OpenAI and a compatible server, in one place.
+/// What differs in behaviour between OpenAI and a compatible server, in one place (the
+/// wire format's differences are a [`Dialect`](crate::preset::Dialect)). Each
+/// [`Preset`] holds its own; the two keys of this crate:
 ///
 /// | quirk | `openai` | `openai-compatible` | option |
 /// |---|---|---|---|
@@ -54,25 +57,9 @@ pub struct Quirks {
 }
 
 impl Quirks {
-    /// The defaults for provider `key`.
+    /// The defaults for provider `key` of this crate (`openai` or `openai-compatible`).
     pub fn for_key(key: &str) -> Self {
-        if key == COMPATIBLE_KEY {
-            Quirks {
-                output_limit_field: OutputLimitField::MaxTokens,
-                stream_usage: true,
-                done_required: false,
-                logprobs: true,
-                tiktoken: false,
-            }
-        } else {
-            Quirks {
-                output_limit_field: OutputLimitField::MaxCompletionTokens,
-                stream_usage: true,
-                done_required: true,
-                logprobs: true,
-                tiktoken: true,
-            }
-        }
+        Preset::for_key(key).quirks
     }
 }
 
@@ -86,8 +73,7 @@ pub enum Api {
     Responses,
 }
 
-/// What a catalog entry's `options` table sets for an `openai` or `openai-compatible`
-/// model.
+/// What a catalog entry's `options` table sets for a model of an OpenAI-like provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenAiOptions {
     /// Which API chat goes through: Chat Completions (the default) or Responses.
@@ -107,6 +93,10 @@ pub struct OpenAiOptions {
     /// The provider's quirks, with `output_limit_field`, `stream_usage` and `logprobs`
     /// overridden where the options set them.
     pub quirks: Quirks,
+    /// `extra_body`: fields added to every chat request body as they are written (a
+    /// server's own parameter that tollgate has no setting for), after the encoded
+    /// fields; a field the codec writes is not overwritten (it is refused).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
 const KNOWN: &[&str] = &[
@@ -119,6 +109,7 @@ const KNOWN: &[&str] = &[
     "stream_usage",
     "logprobs",
     "api",
+    "extra_body",
 ];
 
 fn header_safe(s: &str) -> bool {
@@ -126,23 +117,33 @@ fn header_safe(s: &str) -> bool {
 }
 
 impl OpenAiOptions {
-    /// Reads `model.options`; an unknown key or a value of the wrong kind is an error,
-    /// and so is an `openai-compatible` model without `base_url`.
+    /// Reads `model.options` for a model of this crate's two keys (see
+    /// [`OpenAiOptions::for_preset`]).
     pub fn from_model(model: &ModelEntry) -> Result<Self> {
-        let options = ModelOptions::new(model, KNOWN)?;
-        let key = model.provider.as_str();
-        let base_url = match options.url("base_url")? {
-            None if key == COMPATIBLE_KEY => {
+        Self::for_preset(model, &Preset::for_key(&model.provider), &[])
+    }
+
+    /// Reads `model.options` for a model of `preset`; an unknown key (other than
+    /// `also_known`, the options the preset's own crate reads) or a value of the wrong
+    /// kind is an error, and so is a missing `base_url` where the preset has none.
+    pub fn for_preset(model: &ModelEntry, preset: &Preset, also_known: &[&str]) -> Result<Self> {
+        let known: Vec<&str> = KNOWN.iter().chain(also_known).copied().collect();
+        let options = ModelOptions::new(model, &known)?;
+        let base_url = match (options.url("base_url")?, preset.base_url) {
+            (Some(url), _) => url.strip_suffix("/v1").unwrap_or(&url).to_owned(),
+            (None, Some(default)) => default.to_owned(),
+            (None, None) => {
                 return Err(options.error(
                     "base_url",
-                    "is required for openai-compatible: the server's address, e.g. \"http://127.0.0.1:8000\" (without /v1)",
+                    format!(
+                        "is required for {}: the server's address, e.g. \"http://127.0.0.1:8000\" (without /v1)",
+                        preset.key
+                    ),
                 ));
             }
-            None => DEFAULT_BASE_URL.to_owned(),
-            Some(url) => url.strip_suffix("/v1").unwrap_or(&url).to_owned(),
         };
         let id = "a non-empty id without spaces";
-        let mut quirks = Quirks::for_key(key);
+        let mut quirks = preset.quirks;
         if let Some(field) = options.parse(
             "output_limit_field",
             "`max_completion_tokens` or `max_tokens`",
@@ -167,18 +168,40 @@ impl OpenAiOptions {
                 _ => None,
             })?
             .unwrap_or(Api::Chat);
+        if api == Api::Responses && preset.paths.responses.is_none() {
+            return Err(options.error(
+                "api",
+                format!(
+                    "is `responses`, and {} has no Responses API: leave it out (chat goes through Chat Completions)",
+                    preset.key
+                ),
+            ));
+        }
+        let extra_body = match options.value("extra_body") {
+            None => serde_json::Map::new(),
+            Some(table) => match serde_json::to_value(table) {
+                Ok(serde_json::Value::Object(fields)) => fields,
+                _ => {
+                    return Err(options.error(
+                        "extra_body",
+                        "must be a table of request fields, e.g. `extra_body = { safe_prompt = true }`",
+                    ));
+                }
+            },
+        };
         Ok(OpenAiOptions {
             api,
             base_url,
             organization: options.text("organization", id, header_safe)?,
             project: options.text("project", id, header_safe)?,
-            tool_choice: options.tool_choice("tool_choice", "required")?,
+            tool_choice: options.tool_choice("tool_choice", preset.dialect.required_tool_choice)?,
             embedding_batch: options
                 .whole("embedding_batch", 1)?
                 .map_or(DEFAULT_EMBEDDING_BATCH, |n| {
                     usize::try_from(n).unwrap_or(usize::MAX)
                 }),
             quirks,
+            extra_body,
         })
     }
 }

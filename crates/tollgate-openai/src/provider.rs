@@ -1,10 +1,11 @@
-//! The `openai` and `openai-compatible` providers: one [`OpenAiProvider`] type, two
-//! registrations, and the transports it builds per model, all over the kit's endpoint
-//! with OpenAI's rate-limit headers ([`OPENAI_RATE_LIMITS`]).
+//! The providers of the OpenAI wire format: one [`OpenAiProvider`] type made from a
+//! [`Preset`] (this crate registers `openai` and `openai-compatible`; other crates
+//! register theirs), and the transports it builds per model, all over the kit's
+//! endpoint with the preset's rate-limit headers.
 
 use std::sync::Arc;
 
-use tollgate::provider::http::{Endpoint, HttpClient, OPENAI_RATE_LIMITS};
+use tollgate::provider::http::{Endpoint, HttpClient};
 use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
     ProviderTransports, TiktokenEstimator,
@@ -12,43 +13,70 @@ use tollgate::provider::{
 use tollgate::{Error, ModelEntry, Result};
 
 use crate::chat::OpenAiChat;
-use crate::codec;
 use crate::decision::OpenAiDecision;
 use crate::embeddings::OpenAiEmbeddings;
 use crate::options::OpenAiOptions;
+use crate::preset::Preset;
 
-/// The `openai` or `openai-compatible` provider (one type, two registrations: they share
-/// the codec and differ only in [`crate::Quirks`] and whether a credential is needed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A provider of the OpenAI wire format, made from a [`Preset`]: `openai` and
+/// `openai-compatible` here, and every OpenAI-like provider crate's (one type, many
+/// registrations: they share the codec and differ in what their preset says).
+#[derive(Debug, Clone, Copy)]
 pub struct OpenAiProvider {
-    key: &'static str,
+    preset: Preset,
 }
 
 impl OpenAiProvider {
     /// The `openai` provider.
-    pub const OPENAI: OpenAiProvider = OpenAiProvider { key: crate::KEY };
+    pub const OPENAI: OpenAiProvider = OpenAiProvider::new(Preset::OPENAI);
     /// The `openai-compatible` provider.
-    pub const COMPATIBLE: OpenAiProvider = OpenAiProvider {
-        key: crate::COMPATIBLE_KEY,
-    };
+    pub const COMPATIBLE: OpenAiProvider = OpenAiProvider::new(Preset::COMPATIBLE);
+
+    /// The provider of `preset`; its dialect names the preset's key (in errors, and on
+    /// the blocks it keeps), whatever the preset's dialect says.
+    pub const fn new(preset: Preset) -> Self {
+        let mut preset = preset;
+        preset.dialect.provider = preset.key;
+        OpenAiProvider { preset }
+    }
+
+    /// Its preset.
+    pub const fn preset(&self) -> &Preset {
+        &self.preset
+    }
+
+    /// A model's options, read for this preset.
+    fn options(&self, model: &ModelEntry) -> Result<OpenAiOptions> {
+        OpenAiOptions::for_preset(model, &self.preset, &[])
+    }
 }
+
+impl PartialEq for OpenAiProvider {
+    /// Providers are the same when their keys are (a key is registered once).
+    fn eq(&self, other: &Self) -> bool {
+        self.preset.key == other.preset.key
+    }
+}
+
+impl Eq for OpenAiProvider {}
 
 #[tollgate::provider::async_trait]
 impl Provider for OpenAiProvider {
     fn key(&self) -> &'static str {
-        self.key
+        self.preset.key
     }
 
-    /// `openai` for both keys: the conventions name the API an instrumentation speaks
-    /// when the server behind it is unknown (`server.address` tells the servers apart).
+    /// The preset's: `openai` for both of this crate's keys, since the conventions name
+    /// the API an instrumentation speaks when the server behind it is unknown
+    /// (`server.address` tells the servers apart).
     fn conventions_name(&self) -> &'static str {
-        "openai"
+        self.preset.conventions_name
     }
 
     /// The model's `base_url`. `Models::build` asks this of every catalog model of the
     /// provider, before any call.
     fn base_url(&self, model: &ModelEntry) -> Option<String> {
-        OpenAiOptions::from_model(model).ok().map(|o| o.base_url)
+        self.options(model).ok().map(|o| o.base_url)
     }
 
     /// Starts loading the model's tiktoken table on a thread of its own
@@ -57,19 +85,20 @@ impl Provider for OpenAiProvider {
     /// release build, 0.5–2 s in a debug one on a busy machine); build does not wait for
     /// it. `openai-compatible` loads nothing.
     fn prepare(&self, model: &ModelEntry) {
-        if OpenAiOptions::from_model(model).is_ok_and(|o| o.quirks.tiktoken) {
+        if self.options(model).is_ok_and(|o| o.quirks.tiktoken) {
             TiktokenEstimator::for_model(&model.name).warm_up();
         }
     }
 
-    /// `openai-compatible` servers often take no key; a model may still name one.
+    /// The preset's: `openai-compatible` servers often take no key (a model may still
+    /// name one).
     fn requires_credential(&self) -> bool {
-        self.key == crate::KEY
+        self.preset.requires_credential
     }
 
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(OpenAiClients {
-            key: self.key,
+            provider: *self,
             http: HttpClient::new(context)?,
         }))
     }
@@ -77,20 +106,21 @@ impl Provider for OpenAiProvider {
 
 #[derive(Debug)]
 struct OpenAiClients {
-    key: &'static str,
+    provider: OpenAiProvider,
     http: HttpClient,
 }
 
 impl OpenAiClients {
-    /// The model's options and its endpoint: its address, its key (required for
-    /// `openai`), `OpenAI-Organization` and `OpenAI-Project`.
+    /// The model's options and its endpoint: its address, its key (where the preset
+    /// requires one), `OpenAI-Organization` and `OpenAI-Project`.
     fn endpoint(&self, model: &ModelEntry) -> Result<(Endpoint, OpenAiOptions)> {
-        let options = OpenAiOptions::from_model(model)?;
+        let preset = &self.provider.preset;
+        let options = self.provider.options(model)?;
         let mut endpoint = self
             .http
-            .endpoint(model, &options.base_url, codec::read_error)
-            .rate_limits(OPENAI_RATE_LIMITS);
-        if self.key == crate::KEY {
+            .endpoint(model, &options.base_url, preset.dialect.error)
+            .rate_limits(preset.rate_limits);
+        if preset.requires_credential {
             endpoint = endpoint.require_credential()?;
         }
         if let Some(org) = &options.organization {
@@ -106,12 +136,28 @@ impl OpenAiClients {
 impl ProviderTransports for OpenAiClients {
     fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
         let (endpoint, options) = self.endpoint(model)?;
-        Ok(Arc::new(OpenAiChat::new(endpoint, model, options)))
+        Ok(Arc::new(OpenAiChat::new(
+            endpoint,
+            model,
+            options,
+            &self.provider.preset,
+        )))
     }
 
+    /// Refused where the preset has no embeddings path.
     fn embeddings(&self, model: &ModelEntry) -> Result<Arc<dyn EmbeddingsTransport>> {
+        let preset = &self.provider.preset;
+        let Some(path) = preset.paths.embeddings else {
+            return Err(Error::Unsupported {
+                model_id: model.id.clone(),
+                provider: model.provider.clone(),
+                capability: "embeddings".into(),
+            });
+        };
         let (endpoint, options) = self.endpoint(model)?;
-        Ok(Arc::new(OpenAiEmbeddings::new(endpoint, model, options)))
+        Ok(Arc::new(OpenAiEmbeddings::new(
+            endpoint, model, options, path,
+        )))
     }
 
     /// Refuses a model whose options say its server returns no logprobs.
@@ -126,6 +172,13 @@ impl ProviderTransports for OpenAiClients {
                     .into(),
             });
         }
-        Ok(Arc::new(OpenAiDecision::new(endpoint, model, options)))
+        let preset = &self.provider.preset;
+        Ok(Arc::new(OpenAiDecision::new(
+            endpoint,
+            model,
+            options,
+            preset.paths.chat,
+            preset.dialect,
+        )))
     }
 }

@@ -11,12 +11,9 @@ use tollgate_openai::codec::{EncodeOptions, encode_request};
 
 fn options() -> EncodeOptions {
     EncodeOptions {
-        model: "gpt-4o".into(),
         max_tokens: Some(100),
-        output_limit_field: OutputLimitField::MaxCompletionTokens,
-        stream: false,
         stream_usage: true,
-        tool_choice: ToolChoice::Auto,
+        ..EncodeOptions::new("gpt-4o", OutputLimitField::MaxCompletionTokens)
     }
 }
 

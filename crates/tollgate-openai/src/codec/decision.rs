@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::provider::labels::{DECISION_SYSTEM, decision_prompt, label_weights};
-use tollgate::provider::{keep_raw, parse_json, undecodable};
+use tollgate::provider::{keep_raw, undecodable};
 use tollgate::{Result, Usage};
 
-use super::response::{WireUsage, null_as_default};
+use super::response::{WireUsage, null_as_default, read_in};
 use crate::options::OutputLimitField;
+use crate::preset::Dialect;
 
 /// A decision answer: a Chat Completions body, of which only the first choice's
 /// logprobs and the usage are read.
@@ -82,7 +83,17 @@ pub fn encode_decision(
 /// and surrounding spaces). Returns the weights and the usage. A label no top token
 /// matches has weight 0; an answer where no label matches at all is an error.
 pub fn decode_decision(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
-    decode_body(body, labels).map_err(|e| keep_raw(e, body))
+    decode_decision_in(body, labels, &Dialect::OPENAI)
+}
+
+/// [`decode_decision`] in `dialect` (its rewrite of the answer: usage read as the
+/// dialect says).
+pub fn decode_decision_in(
+    body: &[u8],
+    labels: &[String],
+    dialect: &Dialect,
+) -> Result<(BTreeMap<String, f64>, Usage)> {
+    decode_body(body, labels, dialect).map_err(|e| keep_raw(e, body))
 }
 
 /// An answer that decodes but cannot serve the decision (no logprobs, no label among
@@ -95,8 +106,12 @@ fn unusable(what: &str) -> tollgate::Error {
     .into()
 }
 
-fn decode_body(body: &[u8], labels: &[String]) -> Result<(BTreeMap<String, f64>, Usage)> {
-    let response: WireDecision = parse_json(body)?;
+fn decode_body(
+    body: &[u8],
+    labels: &[String],
+    dialect: &Dialect,
+) -> Result<(BTreeMap<String, f64>, Usage)> {
+    let (response, _): (WireDecision, _) = read_in(body, dialect)?;
     let usage = response.usage.unwrap_or_default().neutral();
     let choice = response
         .choices

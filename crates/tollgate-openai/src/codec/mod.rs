@@ -33,11 +33,11 @@ mod responses;
 mod responses_stream;
 mod stream;
 
-pub use decision::{decode_decision, encode_decision};
+pub use decision::{decode_decision, decode_decision_in, encode_decision};
 pub use embeddings::{decode_embeddings, encode_embeddings};
 pub use errors::{QUOTA_CODES, read_error, read_stream_error};
 pub use request::{EncodeOptions, encode_request};
-pub use response::{WireUsage, decode_response, stop_reason};
+pub use response::{WireUsage, decode_response, decode_response_in, stop_reason};
 pub use responses::{
     ResponsesOptions, decode_responses_response, encode_responses_request, reasoning_signature,
 };

@@ -5,15 +5,31 @@ use tollgate::provider::{Setting, ToolChoice, refuse_unwritten, text_only};
 use tollgate::{Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::options::OutputLimitField;
+use crate::preset::Dialect;
 
-/// The wire form of `tool_choice`; `None` for the default (nothing sent).
-fn tool_choice_json(choice: &ToolChoice) -> Option<Value> {
-    match choice {
+/// The wire form of `tool_choice` in `dialect` (its word for "call some tool"); `None`
+/// for the default (nothing sent). A forced tool where the dialect cannot force one is
+/// refused.
+fn tool_choice_json(choice: &ToolChoice, options: &EncodeOptions) -> Result<Option<Value>> {
+    let dialect = &options.dialect;
+    Ok(match choice {
         ToolChoice::Auto => None,
-        ToolChoice::Required => Some(json!("required")),
+        ToolChoice::Required => Some(json!(dialect.required_tool_choice)),
         ToolChoice::None => Some(json!("none")),
-        ToolChoice::Tool(name) => Some(json!({"type": "function", "function": {"name": name}})),
-    }
+        ToolChoice::Tool(name) if dialect.forced_tool => {
+            Some(json!({"type": "function", "function": {"name": name}}))
+        }
+        ToolChoice::Tool(name) => {
+            return Err(Error::unsupported_setting(
+                format!(
+                    "tool_choice forcing tool `{name}` ({} can only be asked to call some tool: `{}`)",
+                    dialect.provider, dialect.required_tool_choice
+                ),
+                dialect.provider,
+                &options.model,
+            ));
+        }
+    })
 }
 
 /// The request settings Chat Completions writes; any other is refused, never dropped.
@@ -31,7 +47,7 @@ const WRITES: &[Setting] = &[
 ];
 
 /// What the body needs besides the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct EncodeOptions {
     /// The provider's model name, sent as `model`.
     pub model: String,
@@ -46,6 +62,29 @@ pub struct EncodeOptions {
     pub stream_usage: bool,
     /// `tool_choice` (only sent when the request has tools).
     pub tool_choice: ToolChoice,
+    /// How the API's wire format differs from OpenAI's ([`Dialect::OPENAI`] for
+    /// OpenAI's own).
+    pub dialect: Dialect,
+    /// Fields added as they are (the catalog's `extra_body`), after the encoded ones; a
+    /// field the codec wrote is refused, not overwritten.
+    pub extra_body: Map<String, Value>,
+}
+
+impl EncodeOptions {
+    /// The options for model `model` (its provider's name for it) in OpenAI's own
+    /// dialect: no output limit, not streamed, `tool_choice` auto, nothing extra.
+    pub fn new(model: impl Into<String>, output_limit_field: OutputLimitField) -> Self {
+        EncodeOptions {
+            model: model.into(),
+            max_tokens: None,
+            output_limit_field,
+            stream: false,
+            stream_usage: false,
+            tool_choice: ToolChoice::Auto,
+            dialect: Dialect::OPENAI,
+            extra_body: Map::new(),
+        }
+    }
 }
 
 /// An image as a URL: a `data:` URL for inline bytes.
@@ -59,8 +98,17 @@ pub(super) fn image_url(source: &ImageSource) -> String {
 /// Encodes `request` as a Chat Completions body. Fails with [`Error::InvalidRequest`],
 /// before anything is sent, on non-text system blocks, images in assistant turns, or
 /// non-text tool results.
+///
+/// The dialect's differences apply: its refused settings are refused, its `tool_choice`
+/// word is written, its request hook runs last; then `extra_body`'s fields are added.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
-    refuse_unwritten(request, "openai", &options.model, WRITES)?;
+    let dialect = &options.dialect;
+    let writes: Vec<Setting> = WRITES
+        .iter()
+        .filter(|s| !dialect.refuses.contains(s))
+        .copied()
+        .collect();
+    refuse_unwritten(request, dialect.provider, &options.model, &writes)?;
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     let mut messages = Vec::new();
@@ -72,7 +120,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                 messages.push(json!({"role": "system", "content": text}));
             }
             Role::User => encode_user(&message.content, &field, &mut messages)?,
-            Role::Assistant => messages.push(encode_assistant(&message.content, &field)?),
+            Role::Assistant => messages.push(encode_assistant(&message.content, &field, dialect)?),
         }
     }
     body.insert("messages".into(), Value::Array(messages));
@@ -85,7 +133,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                 if t.native.is_some() {
                     return Err(Error::unsupported_setting(
                         format!("provider-native tool `{}`", t.name),
-                        "openai",
+                        dialect.provider,
                         &options.model,
                     ));
                 }
@@ -106,8 +154,8 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         // is sent as asked.
         let choice = match sampling.tool_choice() {
             Some(ToolChoice::Auto) => Some(json!("auto")),
-            Some(choice) => tool_choice_json(choice),
-            None => tool_choice_json(&options.tool_choice),
+            Some(choice) => tool_choice_json(choice, options)?,
+            None => tool_choice_json(&options.tool_choice, options)?,
         };
         if let Some(choice) = choice {
             body.insert("tool_choice".into(), choice);
@@ -158,7 +206,30 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
     }
+    if let Some(hook) = dialect.request {
+        hook(request, &mut body)?;
+    }
+    add_extra_body(&mut body, &options.extra_body)?;
     Ok(Value::Object(body))
+}
+
+/// Adds the catalog's `extra_body` fields; one the body already has is refused (the
+/// request's own setting, or the codec's, would be lost), naming the field.
+pub(super) fn add_extra_body(
+    body: &mut Map<String, Value>,
+    extra: &Map<String, Value>,
+) -> Result<()> {
+    for (name, value) in extra {
+        if body.contains_key(name) {
+            return Err(Error::invalid_request(
+                format!("options.extra_body.{name}"),
+                "is a field tollgate writes from the request itself: set it on the request \
+                 (or leave it out of extra_body)",
+            ));
+        }
+        body.insert(name.clone(), value.clone());
+    }
+    Ok(())
 }
 
 /// OpenAI's schema names allow `a-zA-Z0-9_-`, at most 64 characters.
@@ -261,7 +332,7 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
     Ok(())
 }
 
-fn encode_assistant(content: &[Block], field: &str) -> Result<Value> {
+fn encode_assistant(content: &[Block], field: &str, dialect: &Dialect) -> Result<Value> {
     let mut text = String::new();
     let mut calls = Vec::new();
     for (j, block) in content.iter().enumerate() {
@@ -273,6 +344,9 @@ fn encode_assistant(content: &[Block], field: &str) -> Result<Value> {
                 "function": {"name": name, "arguments": input.canonical()}})),
             // Chat Completions takes no reasoning input; the model re-reasons.
             Block::Thinking { .. } => {}
+            // What the dialect kept from its own answers (citations) is not input.
+            Block::Native { provider, .. }
+                if provider == dialect.provider && !dialect.kept_fields.is_empty() => {}
             _ => {
                 return Err(Error::invalid_request(
                     format!("{field}[{j}]"),

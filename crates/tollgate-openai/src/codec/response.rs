@@ -1,9 +1,50 @@
 //! Response bodies: [`decode_response`], usage and stop reasons.
 
 use serde::Deserialize;
-use serde_json::json;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
+
+use crate::preset::Dialect;
+
+/// Reads `bytes` as `T` in `dialect`: directly, or, where the dialect rewrites answers
+/// or keeps fields of them, through a JSON value first (rewritten into OpenAI's shape),
+/// with the kept fields as a native block's value.
+pub(super) fn read_in<T: DeserializeOwned>(
+    bytes: &[u8],
+    dialect: &Dialect,
+) -> Result<(T, Option<Value>)> {
+    if !dialect.reads_raw() {
+        return Ok((parse_json(bytes)?, None));
+    }
+    let mut value: Value = parse_json(bytes)?;
+    if let Some(rewrite) = dialect.rewrite {
+        rewrite(&mut value);
+    }
+    let kept = dialect.kept(&value);
+    let read = T::deserialize(value).map_err(|e| undecodable(format!("{e}")))?;
+    Ok((read, kept))
+}
+
+/// The block that holds the fields `dialect` keeps from an answer.
+pub(super) fn kept_block(dialect: &Dialect, kept: Value) -> Block {
+    Block::Native {
+        provider: dialect.provider.to_owned(),
+        value: Json::new(kept),
+    }
+}
+
+/// A thinking block of reasoning text as OpenAI-like servers return it (DeepSeek's,
+/// vLLM's and xAI's `reasoning_content`, Groq's and OpenRouter's `reasoning`): unsigned.
+pub(super) fn thinking(text: String) -> Block {
+    Block::Thinking {
+        text,
+        signature: None,
+        origin: None,
+        cache: None,
+    }
+}
 
 /// The wire `usage` object. Every field optional: compatible servers leave some out.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -121,6 +162,12 @@ struct WireChoice {
 struct WireMessage {
     content: Option<String>,
     refusal: Option<String>,
+    /// Reasoning text (DeepSeek, vLLM, xAI).
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// Reasoning text (Groq, OpenRouter).
+    #[serde(default)]
+    reasoning: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCall>,
 }
@@ -157,11 +204,12 @@ pub(super) fn finish(
     content: Vec<Block>,
     stop: Option<&str>,
     usage: Usage,
+    dialect: &Dialect,
 ) -> Result<LlmResponse> {
     let stop_reason = match stop {
-        Some(s) => {
-            stop_reason(s).ok_or_else(|| undecodable(format!("unknown finish_reason `{s}`")))?
-        }
+        Some(s) => dialect
+            .stop_reason(s)
+            .ok_or_else(|| undecodable(format!("unknown finish_reason `{s}`")))?,
         // Some compatible servers leave it out of a natural end.
         None => StopReason::EndTurn,
     };
@@ -179,11 +227,18 @@ pub(super) fn finish(
 /// is an answer stopped by `Refusal`, a `content_filter` finish one stopped by
 /// `ContentFilter`, each with the usage billed.
 pub fn decode_response(body: &[u8]) -> Result<LlmResponse> {
-    decode_body(body).map_err(|e| keep_raw(e, body))
+    decode_response_in(body, &Dialect::OPENAI)
 }
 
-fn decode_body(body: &[u8]) -> Result<LlmResponse> {
-    let response: WireResponse = parse_json(body)?;
+/// [`decode_response`] in `dialect`: its finish reasons, its rewrite of the answer, and
+/// its kept fields (as a last `Block::Native` of the dialect's provider). Reasoning text
+/// (`reasoning_content`, or `reasoning`) becomes a first `Block::Thinking`.
+pub fn decode_response_in(body: &[u8], dialect: &Dialect) -> Result<LlmResponse> {
+    decode_body(body, dialect).map_err(|e| keep_raw(e, body))
+}
+
+fn decode_body(body: &[u8], dialect: &Dialect) -> Result<LlmResponse> {
+    let (response, kept): (WireResponse, _) = read_in(body, dialect)?;
     let choice = response
         .choices
         .into_iter()
@@ -201,6 +256,13 @@ fn decode_body(body: &[u8]) -> Result<LlmResponse> {
         return answer;
     }
     let mut content = Vec::new();
+    if let Some(text) = message
+        .reasoning_content
+        .or(message.reasoning)
+        .filter(|t| !t.is_empty())
+    {
+        content.push(thinking(text));
+    }
     if let Some(text) = message.content.filter(|t| !t.is_empty()) {
         content.push(Block::text(text));
     }
@@ -213,10 +275,14 @@ fn decode_body(body: &[u8]) -> Result<LlmResponse> {
             cache: None,
         });
     }
+    if let Some(kept) = kept {
+        content.push(kept_block(dialect, kept));
+    }
     finish(
         response.model,
         content,
         choice.finish_reason.as_deref(),
         response.usage.unwrap_or_default().neutral(),
+        dialect,
     )
 }

@@ -2,19 +2,23 @@
 //! shell ([`StreamDecoder`]).
 
 use super::errors::read_stream_error;
-use super::response::{WireUsage, finish, null_as_default, refused, stop_reason};
+use super::response::{WireUsage, finish, kept_block, null_as_default, read_in, refused};
 
 use serde::Deserialize;
 use serde_json::Value;
-use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
+use tollgate::provider::{BlockAssembler, ChunkDecoder, undecodable};
 use tollgate::{ProviderError, Result, StreamEvent};
 
-/// Where a streamed block comes from: the answer's text (one block), or a tool call by
-/// its wire `index`.
+use crate::preset::Dialect;
+
+/// Where a streamed block comes from: the reasoning text, the answer's text (one block
+/// each), a tool call by its wire `index`, or the fields the dialect keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
+    Thinking,
     Text,
     Call(u64),
+    Kept,
 }
 
 #[derive(Debug, Deserialize)]
@@ -42,6 +46,10 @@ struct WireChunkChoice {
 struct WireDelta {
     content: Option<String>,
     refusal: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCallDelta>,
 }
@@ -78,6 +86,8 @@ pub type StreamDecoder = tollgate::provider::StreamDecoder<Chunks>;
 /// `ProviderError::Malformed` with its bytes.
 #[derive(Debug, Default)]
 pub struct Chunks {
+    dialect: Dialect,
+    kept: Option<Value>,
     done_required: bool,
     model: String,
     blocks: BlockAssembler<Slot>,
@@ -94,6 +104,14 @@ impl Chunks {
     /// finish reason is complete at the end of the body.
     pub fn requiring_done(mut self, required: bool) -> Self {
         self.done_required = required;
+        self
+    }
+
+    /// The decoder for an OpenAI-like API's `dialect`: its finish reasons, its rewrite
+    /// of each chunk, and its kept fields (the last chunk's that has them, handed on as
+    /// a whole `Block::Native` before the answer completes).
+    pub fn in_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
         self
     }
 
@@ -118,14 +136,23 @@ impl Chunks {
             );
         }
         self.finished = true;
+        let mut events = Vec::new();
+        if let Some(kept) = self.kept.take() {
+            events.push(
+                self.blocks
+                    .whole(Slot::Kept, kept_block(&self.dialect, kept))?,
+            );
+        }
         let content = self.blocks.finish()?;
         let response = finish(
             std::mem::take(&mut self.model),
             content,
             self.stop.as_deref(),
             usage,
+            &self.dialect,
         )?;
-        Ok(vec![StreamEvent::Completed(response)])
+        events.push(StreamEvent::Completed(response));
+        Ok(events)
     }
 }
 
@@ -136,7 +163,10 @@ impl ChunkDecoder for Chunks {
         if data.trim_start().starts_with("[DONE]") {
             return self.complete();
         }
-        let chunk: WireChunk = parse_json(data.as_bytes())?;
+        let (chunk, kept): (WireChunk, _) = read_in(data.as_bytes(), &self.dialect)?;
+        if kept.is_some() {
+            self.kept = kept;
+        }
         if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(read_stream_error(data).verdict());
         }
@@ -146,6 +176,13 @@ impl ChunkDecoder for Chunks {
         let mut out = Vec::new();
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             let delta = choice.delta;
+            if let Some(text) = delta
+                .reasoning_content
+                .or(delta.reasoning)
+                .filter(|t| !t.is_empty())
+            {
+                out.extend(self.blocks.thinking(Slot::Thinking, &text)?);
+            }
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 out.extend(self.blocks.text(Slot::Text, &text)?);
             }
@@ -171,7 +208,9 @@ impl ChunkDecoder for Chunks {
                     self.stop = Some(stop);
                     continue;
                 }
-                let reason = stop_reason(&stop)
+                let reason = self
+                    .dialect
+                    .stop_reason(&stop)
                     .ok_or_else(|| undecodable(format!("unknown finish_reason `{stop}`")))?;
                 self.stop = Some(stop);
                 out.push(StreamEvent::Stop(reason));
