@@ -81,6 +81,8 @@ mod embeddings;
 mod options;
 pub mod preset;
 mod provider;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use chat::OpenAiChat;
 pub use decision::{MAX_OPTIONS, OpenAiDecision};

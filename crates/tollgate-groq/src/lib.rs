@@ -1,0 +1,3 @@
+//! The `groq` provider for tollgate (being written: registers nothing yet).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]

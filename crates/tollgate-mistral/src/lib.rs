@@ -1,0 +1,3 @@
+//! The `mistral` provider for tollgate (being written: registers nothing yet).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
