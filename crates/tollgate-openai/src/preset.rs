@@ -23,10 +23,15 @@
 //! ```
 
 use serde_json::{Map, Value};
-use tollgate::provider::http::{OPENAI_RATE_LIMITS, RateLimitHeaders};
+use tollgate::provider::http::OPENAI_RATE_LIMITS;
 use tollgate::provider::{LlmRequest, Result, Setting, StopReason, WireError};
 
-use crate::options::{OutputLimitField, Quirks};
+pub use crate::options::{OpenAiOptions, OutputLimitField, Quirks};
+/// The provider a preset makes (re-exported so that a preset crate imports this module
+/// alone).
+pub use crate::provider::OpenAiProvider;
+/// The rate-limit headers a preset reads, and how their resets are written.
+pub use tollgate::provider::http::{RateLimitHeaders, Reset};
 
 /// A dialect's last word on a request body: adds or changes fields, or refuses the
 /// request (an error, before anything is sent).
@@ -57,6 +62,12 @@ pub struct Dialect {
     /// [`Dialect::provider`] (its value an object of these fields): Perplexity's
     /// `citations` and `search_results`. The block is never sent back.
     pub kept_fields: &'static [&'static str],
+    /// Names the categories a content filter filtered in one answer or stream chunk (its
+    /// raw JSON): a `content_filter` finish is then a refusal of category
+    /// `content_filter:` and their names joined by `,` (Azure's
+    /// `choices[].content_filter_results`: `content_filter:hate,violence`). `None`
+    /// (OpenAI): the category is `content_filter`.
+    pub filtered: Option<fn(&Value) -> Vec<String>>,
     /// Rewrites a whole answer, or one stream chunk, into OpenAI's shape before it is
     /// decoded: usage in another place or under other names, a renamed field.
     pub rewrite: Option<fn(&mut Value)>,
@@ -76,6 +87,7 @@ impl Dialect {
         refuses: &[],
         finish_reasons: &[],
         kept_fields: &[],
+        filtered: None,
         rewrite: None,
         request: None,
         error: crate::codec::read_error,
@@ -90,10 +102,21 @@ impl Dialect {
             .or_else(|| crate::codec::stop_reason(wire))
     }
 
-    /// Whether answers are read through a JSON value first (a rewrite or kept fields);
+    /// Whether answers are read through a JSON value first (a rewrite, kept fields or a
+    /// filter's categories);
     /// otherwise they are decoded directly.
     pub(crate) fn reads_raw(&self) -> bool {
-        self.rewrite.is_some() || !self.kept_fields.is_empty()
+        self.rewrite.is_some() || !self.kept_fields.is_empty() || self.filtered.is_some()
+    }
+
+    /// The refusal category of a `content_filter` finish whose filter named `filtered`
+    /// (none named: `content_filter`).
+    pub(crate) fn filter_category(filtered: &[String]) -> String {
+        if filtered.is_empty() {
+            "content_filter".to_owned()
+        } else {
+            format!("content_filter:{}", filtered.join(","))
+        }
     }
 
     /// The kept fields of `answer`, as the native block's value (`None` when it has
