@@ -125,7 +125,11 @@ impl WireScript for OpenAiWire {
     }
 
     fn stream_error_saying(&self, message: &str) -> Option<Vec<u8>> {
-        Some(sse(&(self.error_body)("server_error", Value::Null, message)))
+        Some(sse(&(self.error_body)(
+            "server_error",
+            Value::Null,
+            message,
+        )))
     }
 
     fn tool_call(&self, text: &str, call: &WireToolCall, wire: WireUsage) -> Option<Reply> {
@@ -274,4 +278,3 @@ impl EmbeddingsWire for OpenAiWire {
         )
     }
 }
-
