@@ -10,8 +10,8 @@ use tollgate::{
     ResponseShape, Role, SamplingParams, StopReason, StreamEvent, ToolDefinition, Usage,
 };
 use tollgate_anthropic::codec::{
-    EncodeOptions, MAX_CACHE_MARKS, StreamDecoder, ToolChoice, decode_response, encode_request,
-    read_error, read_stream_error,
+    EncodeOptions, Host, MAX_CACHE_MARKS, StreamDecoder, ToolChoice, decode_response,
+    decode_response_from, encode_request, read_error, read_stream_error,
 };
 
 fn options() -> EncodeOptions {
@@ -99,6 +99,65 @@ fn a_bedrock_style_body_leaves_the_model_out() {
     )
     .unwrap();
     assert!(body.get("model").is_none());
+}
+
+#[test]
+fn a_vertex_body_leaves_the_model_out_and_keeps_stream() {
+    let body = encode_request(
+        &request(vec![Message::user("x")]),
+        &EncodeOptions {
+            host: Host::Vertex,
+            stream: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert!(body.get("model").is_none(), "{body}");
+    assert_eq!(body["stream"], true, "Vertex takes `stream` in the body");
+}
+
+#[test]
+fn a_setting_vertex_cannot_take_is_refused_naming_anthropic_vertex() {
+    let sampling = SamplingParams::new().with_seed(7);
+    let request = Conversation::new()
+        .user("x")
+        .request("m", sampling)
+        .unwrap();
+    let err = encode_request(
+        &request,
+        &EncodeOptions {
+            host: Host::Vertex,
+            ..options()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("anthropic-vertex") && err.contains("claude-test"),
+        "{err}"
+    );
+}
+
+#[test]
+fn thinking_from_vertex_is_signed_by_anthropic_vertex_and_goes_back_to_claude() {
+    let content = json!([{"type": "thinking", "thinking": "Hmm.", "signature": "sig-v"},
+                         {"type": "text", "text": "ok"}]);
+    let answer =
+        decode_response_from(&response(content, "end_turn", plain_usage()), Host::Vertex).unwrap();
+    assert!(
+        matches!(&answer.blocks()[0], Block::Thinking { origin: Some(o), .. } if o == "anthropic-vertex"),
+        "{:?}",
+        answer.blocks()
+    );
+    let mut conversation = Conversation::new().user("q");
+    conversation.push_response(&answer);
+    let next = conversation
+        .user("more")
+        .request("m", SamplingParams::new())
+        .unwrap();
+    // Anthropic documents signatures as valid on every platform: direct takes it back.
+    let body = encode_request(&next, &options()).unwrap();
+    assert_eq!(body["messages"][1]["content"][0]["signature"], "sig-v");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The Anthropic Messages wire format: request bodies, response bodies, stream events
 //! and error bodies, to and from tollgate's neutral types. No I/O here, so that
 //! `tollgate-bedrock` reuses it for Claude on Bedrock (whose body is the same, minus
-//! `model` and `stream`, plus its own `anthropic_version`).
+//! `model` and `stream`, plus its own `anthropic_version`) and `tollgate-gemini` for
+//! Claude on Vertex AI (minus `model`, plus its `anthropic_version`): [`Host`] says which.
 //!
 //! - [`encode_request`] turns an [`LlmRequest`](tollgate::LlmRequest) into the JSON body: system messages go
 //!   to the top-level `system` field, [`CacheMark`](tollgate::CacheMark)s become `cache_control` (at most

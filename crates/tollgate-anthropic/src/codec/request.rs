@@ -48,7 +48,7 @@ const WRITES: &[Setting] = &[
 /// thinking signatures as valid across its API, Bedrock and Vertex ("values generated on
 /// one platform will be compatible with another"). Thinking signed by any other provider
 /// is left out.
-const CLAUDE_SIGNERS: &[&str] = &["anthropic", "bedrock"];
+const CLAUDE_SIGNERS: &[&str] = &["anthropic", "bedrock", "anthropic-vertex"];
 
 /// Where a Messages body goes: the provider key a refusal names, and the signer a decoded
 /// answer's thinking is marked with (its [`Block::Thinking`] `origin`).
@@ -60,14 +60,19 @@ pub enum Host {
     /// Claude on Amazon Bedrock over InvokeModel (`bedrock`): the model is named in the
     /// URL, so the body has no `model` (the options' `model` names it in refusals only).
     Bedrock,
+    /// Claude on Google's Vertex AI over `rawPredict` (`anthropic-vertex`): as for
+    /// Bedrock, the model is named in the URL and the body has no `model`.
+    Vertex,
 }
 
 impl Host {
-    /// The provider key: `anthropic` or `bedrock`.
+    /// The provider key: `anthropic`, `bedrock` or `anthropic-vertex` (not `vertex`,
+    /// which is Gemini's key: thinking marked so would look signed by Gemini).
     pub fn key(self) -> &'static str {
         match self {
             Host::Anthropic => "anthropic",
             Host::Bedrock => "bedrock",
+            Host::Vertex => "anthropic-vertex",
         }
     }
 }
@@ -94,8 +99,9 @@ fn sendable(block: &Block) -> bool {
 /// What the body needs besides the request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EncodeOptions {
-    /// The provider's model name, sent as `model` (not to [`Host::Bedrock`], which names
-    /// it in the URL) and named in refusals; `None` leaves the field out.
+    /// The provider's model name, sent as `model` (not to [`Host::Bedrock`] or
+    /// [`Host::Vertex`], which name it in the URL) and named in refusals; `None` leaves
+    /// the field out.
     pub model: Option<String>,
     /// `max_tokens`: the output limit (the pipeline fills the request's in; this is used
     /// when the request has none).
@@ -106,8 +112,8 @@ pub struct EncodeOptions {
     pub top_k: Option<u64>,
     /// `tool_choice` (only sent when the request has tools).
     pub tool_choice: ToolChoice,
-    /// Where the body goes: refusals name its provider key, and a Bedrock body has no
-    /// `model`.
+    /// Where the body goes: refusals name its provider key, and a Bedrock or Vertex body
+    /// has no `model`.
     pub host: Host,
     /// Sends a system message after the first turn as `role: "system"` in `messages`, at
     /// its position (the model takes mid-conversation system messages); otherwise it is
