@@ -1,7 +1,10 @@
-//! The `gemini` and `vertex` providers for tollgate: Google's Gemini models through the
-//! Gemini API (`generativelanguage.googleapis.com`, an API key) and through Vertex AI
-//! (`{location}-aiplatform.googleapis.com`, OAuth), with one codec: chat (streamed or
-//! not), tools, thought signatures, embeddings, and a decision client over logprobs.
+//! The `gemini`, `vertex` and `anthropic-vertex` providers for tollgate: Google's Gemini
+//! models through the Gemini API (`generativelanguage.googleapis.com`, an API key) and
+//! through Vertex AI (`{location}-aiplatform.googleapis.com`, OAuth), with one codec:
+//! chat (streamed or not), tools, thought signatures, embeddings, and a decision client
+//! over logprobs; and Anthropic's Claude models on Vertex AI (`anthropic-vertex`, module
+//! `claude`): Claude's Messages with `tollgate-anthropic`'s codec over Vertex's
+//! `rawPredict` and `streamRawPredict`, with the same OAuth as `vertex`.
 //!
 //! Link it with one line, `use tollgate_gemini as _;`, and name it in the catalog:
 //!
@@ -23,6 +26,14 @@
 //! [models.flash-vertex.options]
 //! project = "my-project"            # required, never defaulted
 //! location = "global"               # required: a region, `us`, `eu` or `global`
+//!
+//! [models.claude-vertex]
+//! provider = "anthropic-vertex"
+//! name = "claude-sonnet-4-5@20250929"
+//! credential = "vertex-sa"          # as for `vertex`
+//! [models.claude-vertex.options]
+//! project = "my-project"            # required, never defaulted
+//! region = "us-east5"               # required: a region, or `global`
 //! ```
 //!
 //! How a call flows through this crate (the pipeline in `tollgate` does everything
@@ -41,7 +52,8 @@
 //!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
 //! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
-//! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`.
+//! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`; for `anthropic-vertex`
+//! (built with the `vertex` feature, on by default), `docs/providers/anthropic-vertex.md`.
 //!
 //! A client for it, as an application makes one (building it sends nothing: the provider
 //! is built on the first `chat` and reads the key from the store on every call):
@@ -78,6 +90,8 @@
 
 pub mod auth;
 mod chat;
+#[cfg(feature = "vertex")]
+pub mod claude;
 pub mod codec;
 mod decision;
 mod embeddings;
@@ -86,6 +100,8 @@ mod provider;
 
 pub use auth::TokenSource;
 pub use chat::GeminiChat;
+#[cfg(feature = "vertex")]
+pub use claude::{AnthropicVertexChat, AnthropicVertexOptions, AnthropicVertexProvider};
 pub use decision::{GeminiDecision, MAX_OPTIONS};
 pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
 pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
@@ -97,6 +113,9 @@ pub const KEY: &str = "gemini";
 /// The provider key of Gemini on Vertex AI.
 pub const VERTEX_KEY: &str = "vertex";
 
+/// The provider key of Claude on Vertex AI (Anthropic's Messages over `rawPredict`).
+pub const ANTHROPIC_VERTEX_KEY: &str = "anthropic-vertex";
+
 /// The Gemini API's address (without the version).
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 
@@ -104,6 +123,8 @@ tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::GEMINI));
 // Without Google's auth crate `vertex` could not authenticate: not registered.
 #[cfg(feature = "vertex")]
 tollgate::register_provider!(|| std::sync::Arc::new(GeminiProvider::VERTEX));
+#[cfg(feature = "vertex")]
+tollgate::register_provider!(|| std::sync::Arc::new(AnthropicVertexProvider::GOOGLE));
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

@@ -62,10 +62,38 @@ impl VertexPlace {
         }
     }
 
+    /// Reads `project`, the location from option `location` (`what` says what it
+    /// takes), both required and never defaulted, and `quota_project`; a missing one is
+    /// the catalog error naming it, for the options' provider key.
+    pub(crate) fn read(options: &ModelOptions<'_>, location: &str, what: &str) -> Result<Self> {
+        let key = &options.model().provider;
+        let required = |name: &str, what: &str| -> Result<String> {
+            options
+                .text(name, "a name of letters, digits, `-`, `_` or `.`", is_id)?
+                .ok_or_else(|| {
+                    options.error(
+                        name,
+                        format!("is required for {key}: {what} (never defaulted)"),
+                    )
+                })
+        };
+        Ok(VertexPlace {
+            project: required("project", "the Google Cloud project id")?,
+            location: required(location, what)?,
+            quota_project: options.text("quota_project", "a project id", is_id)?,
+        })
+    }
+
     /// The path of `model`'s `method` (e.g. `generateContent`), after the base URL.
     pub fn path(&self, model: &str, method: &str) -> String {
+        self.publisher_path("google", model, method)
+    }
+
+    /// The path of `publisher`'s `model` and its `method`: `google`'s Gemini, or
+    /// `anthropic`'s Claude (`rawPredict`), after the base URL.
+    pub fn publisher_path(&self, publisher: &str, model: &str, method: &str) -> String {
         format!(
-            "/v1/projects/{}/locations/{}/publishers/google/models/{model}:{method}",
+            "/v1/projects/{}/locations/{}/publishers/{publisher}/models/{model}:{method}",
             self.project, self.location
         )
     }
@@ -134,7 +162,7 @@ const KNOWN_VERTEX: &[&str] = &[
     "embedding_api",
 ];
 
-fn is_id(s: &str) -> bool {
+pub(crate) fn is_id(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
@@ -155,26 +183,11 @@ impl GeminiOptions {
         let options = ModelOptions::new(model, if vertex { KNOWN_VERTEX } else { KNOWN_GEMINI })?;
         check_limits(model)?;
         let place = if vertex {
-            let required = |name: &str, what: &str| -> Result<String> {
-                options
-                    .text(name, "a name of letters, digits, `-`, `_` or `.`", is_id)?
-                    .ok_or_else(|| {
-                        options.error(
-                            name,
-                            format!("is required for vertex: {what} (never defaulted)"),
-                        )
-                    })
-            };
-            let project = required("project", "the Google Cloud project id")?;
-            let location = required(
+            Some(VertexPlace::read(
+                &options,
                 "location",
                 "a region such as `us-central1`, `us`, `eu` or `global`",
-            )?;
-            Some(VertexPlace {
-                project,
-                location,
-                quota_project: options.text("quota_project", "a project id", is_id)?,
-            })
+            )?)
         } else {
             None
         };
@@ -343,7 +356,7 @@ impl GeminiModel {
     }
 }
 
-fn is_model_name(name: &str) -> bool {
+pub(crate) fn is_model_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

@@ -1,5 +1,6 @@
-//! The catalog examples of `docs/providers/gemini.md` load, and every Gemini and Vertex
-//! model in them gets its transport (options checked) without sending anything.
+//! The catalog examples of `docs/providers/gemini.md` and `docs/providers/anthropic-vertex.md`
+//! load, and every model in them gets its transport (options checked) without sending
+//! anything.
 
 use tollgate::catalog::{KnownProviders, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
@@ -7,6 +8,7 @@ use tollgate::{Catalog, Models};
 use tollgate_gemini as _;
 
 const PAGE: &str = include_str!("../../../docs/providers/gemini.md");
+const CLAUDE_PAGE: &str = include_str!("../../../docs/providers/anthropic-vertex.md");
 
 fn toml_blocks(page: &str) -> Vec<String> {
     let mut blocks = Vec::new();
@@ -63,4 +65,26 @@ async fn docs_catalog_examples_load_with_gemini_as_the_fallback_of_openai() {
         }
     }
     assert_eq!(served, ["flash", "embed", "judge", "pro"]);
+}
+
+#[cfg(feature = "vertex")]
+#[tokio::test]
+async fn anthropic_vertex_docs_catalog_examples_load_and_their_models_get_transports() {
+    let blocks = toml_blocks(CLAUDE_PAGE);
+    assert_eq!(blocks.len(), 1, "one catalog");
+    let catalog = Catalog::from_toml_str(&blocks[0]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        catalog.model("claude").map(|m| m.fallbacks.clone()),
+        Some(vec!["claude-global".to_owned()])
+    );
+    let ids: Vec<String> = catalog.models().map(|m| m.id.clone()).collect();
+    let models = Models::builder()
+        .catalog(catalog)
+        .credentials(MemoryCredentialStore::new().with("vertex-sa", "{}"))
+        .build()
+        .unwrap();
+    for id in &ids {
+        drop(models.chat(id).await.unwrap());
+    }
+    assert_eq!(ids, ["claude", "claude-global"]);
 }
