@@ -101,21 +101,17 @@ async fn single(models: &Models, request: &LlmRequest) -> tollgate::Result<LlmRe
     models.chat("chat").await?.single_response(request).await
 }
 
+/// The stream's events up to its first error, and that error.
 async fn stream(models: &Models, request: &LlmRequest) -> (Vec<StreamEvent>, Option<Error>) {
-    let mut s = match models
-        .chat("chat")
-        .await
-        .unwrap()
-        .stream_response(request)
-        .await
-    {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
+    let chat = models.chat("chat").await.unwrap();
+    let items: Vec<tollgate::Result<StreamEvent>> = match chat.stream_response(request).await {
+        Ok(s) => s.collect().await,
+        Err(e) => vec![Err(e)],
     };
     let mut events = Vec::new();
-    while let Some(item) = s.next().await {
+    for item in items {
         match item {
-            Ok(e) => events.push(e),
+            Ok(event) => events.push(event),
             Err(e) => return (events, Some(e)),
         }
     }

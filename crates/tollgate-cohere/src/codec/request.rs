@@ -268,16 +268,11 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                 messages
                     .push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}));
             }
-            Block::ToolUse { .. } | Block::Thinking { .. } | Block::RedactedThinking { .. } => {
+            _ => {
                 return Err(Error::invalid_request(
                     field,
-                    "a tool use or thinking belongs in an assistant turn",
-                ));
-            }
-            Block::Native { provider, .. } => {
-                return Err(Error::invalid_request(
-                    field,
-                    format!("is a `{provider}` block, which Cohere's chat format cannot take"),
+                    "must be text, an image, a text document or a tool result in a user \
+                     turn (a tool use or thinking belongs in an assistant turn)",
                 ));
             }
         }

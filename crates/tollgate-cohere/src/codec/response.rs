@@ -1,9 +1,8 @@
 //! Chat answers: [`decode_response`], usage and finish reasons.
 
 use serde::{Deserialize, Deserializer};
-use serde_json::json;
-use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Block, Json, LlmResponse, ResponseBody, Result, StopReason, Usage};
+use tollgate::provider::{BlockAssembler, keep_raw, parse_json, undecodable};
+use tollgate::{LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 use super::errors::read_failed_finish;
 
@@ -139,16 +138,14 @@ struct WireFunction {
     arguments: String,
 }
 
-/// A tool call's `arguments` (JSON text) as its input; empty text is `{}`.
-pub(super) fn parse_arguments(text: &str, id: &str) -> Result<Json> {
-    if text.trim().is_empty() {
-        return Ok(Json::new(json!({})));
-    }
-    serde_json::from_str(text).map(Json::new).map_err(|e| {
-        undecodable(format!(
-            "the arguments of tool call `{id}` are not JSON: {e}"
-        ))
-    })
+/// Where a block of an answer comes from: a content item by its `index` (text or
+/// thinking), the tool plan, or a tool call by its own `index` (Cohere counts content
+/// items and tool calls apart). Whole answers and streams key their blocks alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slot {
+    Content(u64),
+    Plan,
+    Call(u64),
 }
 
 /// Decodes a (non-streamed) `/v2/chat` answer of `model` (Cohere's answer names no
@@ -166,39 +163,29 @@ fn decode_body(body: &[u8], model: &str) -> Result<LlmResponse> {
         .ok_or_else(|| undecodable("no finish_reason"))?;
     let stop_reason = finish(&wire, None)?;
     let message = response.message;
-    let mut content = Vec::new();
-    let mut text = String::new();
-    for (i, part) in message.content.into_iter().enumerate() {
+    let mut blocks = BlockAssembler::new();
+    for (i, part) in (0u64..).zip(message.content) {
         match part.kind.as_str() {
-            "text" => text.push_str(part.text.as_deref().unwrap_or_default()),
-            "thinking" => content.push(Block::Thinking {
-                text: part.thinking.unwrap_or_default(),
-                signature: None,
-                origin: None,
-                cache: None,
-            }),
+            "text" => blocks.text(Slot::Content(i), part.text.as_deref().unwrap_or_default())?,
+            "thinking" => blocks.thinking(
+                Slot::Content(i),
+                part.thinking.as_deref().unwrap_or_default(),
+            )?,
             other => {
                 return Err(undecodable(format!(
                     "message.content[{i}] is of unknown type `{other}`"
                 )));
             }
-        }
+        };
     }
     if let Some(plan) = message.tool_plan.filter(|p| !p.is_empty()) {
-        content.push(Block::text(plan));
+        blocks.text(Slot::Plan, &plan)?;
     }
-    if !text.is_empty() {
-        content.push(Block::text(text));
+    for (i, call) in (0u64..).zip(message.tool_calls) {
+        let f = call.function;
+        blocks.tool_use(Slot::Call(i), &call.id, &f.name, &f.arguments)?;
     }
-    for call in message.tool_calls {
-        let input = parse_arguments(&call.function.arguments, &call.id)?;
-        content.push(Block::ToolUse {
-            id: call.id,
-            name: call.function.name,
-            input,
-            cache: None,
-        });
-    }
+    let content = blocks.finish()?;
     LlmResponse::new(ResponseBody {
         model: model.to_owned(),
         content,

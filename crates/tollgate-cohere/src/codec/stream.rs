@@ -7,17 +7,7 @@ use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
 use tollgate::{LlmResponse, ResponseBody, Result, StreamEvent};
 
-use super::response::{WireUsage, finish, null_as_default};
-
-/// Where a streamed block comes from: a content item by its `index` (text or thinking),
-/// the tool plan, or a tool call by its own `index` (Cohere counts content items and
-/// tool calls apart).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    Content(u64),
-    Plan,
-    Call(u64),
-}
+use super::response::{Slot, WireUsage, finish, null_as_default};
 
 /// One SSE event's data: its `type`, `index` and `delta`, read per type.
 #[derive(Debug, Deserialize)]
