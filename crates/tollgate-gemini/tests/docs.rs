@@ -8,6 +8,7 @@ use tollgate::{Catalog, Models};
 use tollgate_gemini as _;
 
 const PAGE: &str = include_str!("../../../docs/providers/gemini.md");
+#[cfg(feature = "vertex")]
 const CLAUDE_PAGE: &str = include_str!("../../../docs/providers/anthropic-vertex.md");
 
 fn toml_blocks(page: &str) -> Vec<String> {
