@@ -9,7 +9,8 @@
 //!   is refused with [`Error::UnsupportedSetting`](tollgate::Error::UnsupportedSetting)
 //!   before anything is sent.
 //! - [`decode_response`] turns an answer into an [`LlmResponse`](tollgate::LlmResponse):
-//!   thinking, the `tool_plan` and the text as blocks, then the tool calls; usage from
+//!   the content items (thinking, text) and the `tool_plan` as blocks, then the tool
+//!   calls, assembled by the kit's `BlockAssembler` as a stream's are; usage from
 //!   `usage.billed_units` (what Cohere bills), else `usage.tokens`. A `finish_reason` of
 //!   `ERROR` or `TIMEOUT` is the provider failing ([`read_failed_finish`]), retried.
 //! - [`StreamDecoder`] (the kit's shell around [`Events`]) turns the SSE events
