@@ -397,6 +397,41 @@ async fn raw_predict_is_posted_to_the_project_region_and_model_path_with_a_beare
     assert_eq!(reply.text(), "hello");
 }
 
+/// Application Default Credentials as a token source sees them: asked for no credential.
+#[derive(Debug)]
+struct DefaultCredentials;
+
+#[tollgate::async_trait]
+impl TokenSource for DefaultCredentials {
+    async fn access_token(&self, credential: Option<&str>) -> tollgate::Result<Secret> {
+        match credential {
+            None => Ok(Secret::new("adc-token")),
+            Some(id) => Err(Error::invalid_request(
+                "credential",
+                format!("`{id}` asked"),
+            )),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_model_without_a_credential_asks_for_default_credentials() {
+    let ok = answer("adc", json!({"input_tokens": 1, "output_tokens": 1}));
+    let server = serve(RAW_PREDICT, ResponseTemplate::new(200).set_body_json(ok)).await;
+    let mut entry = entry(Some(&server.uri()));
+    entry.credential = None;
+    let models = Models::builder()
+        .catalog(Catalog::builder().model(entry).build().unwrap())
+        .provider(AnthropicVertexProvider::with_tokens(Arc::new(
+            DefaultCredentials,
+        )))
+        .build()
+        .unwrap();
+    assert_eq!(call(&models, &ask("hi")).await.unwrap().text(), "adc");
+    let (headers, _) = sent(&server).await;
+    assert_eq!(headers["authorization"], "Bearer adc-token");
+}
+
 #[tokio::test]
 async fn the_body_has_anthropic_version_and_no_model_and_betas_go_as_a_header() {
     let ok = answer("ok", json!({"input_tokens": 1, "output_tokens": 1}));
