@@ -6,8 +6,8 @@ use tollgate::provider::{ChatTransport, Signals, StreamDecoder};
 use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, Chunks, EncodeOptions, ResponsesEvents, ResponsesOptions};
+use crate::dialect::{Dialect, Preset};
 use crate::options::{Api, OpenAiOptions, provisional_limit};
-use crate::preset::{Dialect, Preset};
 
 /// The chat transport of one model of an OpenAI-like provider.
 #[derive(Debug)]

@@ -7,8 +7,8 @@ use tollgate::provider::{DecisionReply, DecisionTransport, Signals};
 use tollgate::{DecisionRequest, ModelEntry, Result};
 
 use crate::codec;
+use crate::dialect::Dialect;
 use crate::options::{OpenAiOptions, provisional_limit};
-use crate::preset::Dialect;
 
 /// The most options a choice may have: each gets a one-letter label, `A` to `Z`.
 pub const MAX_OPTIONS: usize = MAX_LABELED_OPTIONS;

@@ -77,6 +77,7 @@
 mod chat;
 pub mod codec;
 mod decision;
+mod dialect;
 mod embeddings;
 mod options;
 pub mod preset;
@@ -86,8 +87,9 @@ pub mod testkit;
 
 pub use chat::OpenAiChat;
 pub use decision::{MAX_OPTIONS, OpenAiDecision};
+pub use dialect::{OutputLimitField, Quirks};
 pub use embeddings::OpenAiEmbeddings;
-pub use options::{Api, OpenAiOptions, OutputLimitField, PROVISIONAL_ESTIMATE_TOKENS, Quirks};
+pub use options::{Api, OpenAiOptions, PROVISIONAL_ESTIMATE_TOKENS};
 pub use provider::OpenAiProvider;
 
 /// The provider key of OpenAI's own API.

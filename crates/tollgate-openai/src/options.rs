@@ -8,60 +8,7 @@ use tollgate::provider::{
 use tollgate::{ModelEntry, Result};
 
 use crate::DEFAULT_EMBEDDING_BATCH;
-use crate::preset::Preset;
-
-/// Which request field carries the output limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputLimitField {
-    /// `max_completion_tokens` (OpenAI; includes reasoning tokens).
-    MaxCompletionTokens,
-    /// `max_tokens` (deprecated at OpenAI; what many compatible servers read).
-    MaxTokens,
-}
-
-impl OutputLimitField {
-    /// The JSON field name.
-    pub fn field(self) -> &'static str {
-        match self {
-            OutputLimitField::MaxCompletionTokens => "max_completion_tokens",
-            OutputLimitField::MaxTokens => "max_tokens",
-        }
-    }
-}
-
-/// What differs in behaviour between OpenAI and a compatible server, in one place (the
-/// wire format's differences are a [`Dialect`](crate::preset::Dialect)). Each
-/// [`Preset`] holds its own; the two keys of this crate:
-///
-/// | quirk | `openai` | `openai-compatible` | option |
-/// |---|---|---|---|
-/// | output-limit field | `max_completion_tokens` | `max_tokens` | `output_limit_field` |
-/// | `stream_options.include_usage` sent | yes | yes | `stream_usage` |
-/// | stream must end with `data: [DONE]` | yes | no (a finish reason and the end of the body suffice) | — |
-/// | server returns logprobs (decision client) | yes | yes | `logprobs` |
-/// | input estimated with | tiktoken for the model name (a small input's bytes, an upper bound, until the table is loaded) | tollgate's conservative estimator | — |
-/// | credential | required | optional | — |
-/// | `base_url` | default `https://api.openai.com` | required | `base_url` |
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quirks {
-    /// Which field carries the output limit.
-    pub output_limit_field: OutputLimitField,
-    /// Whether streams ask for a final usage chunk (`stream_options.include_usage`).
-    pub stream_usage: bool,
-    /// Whether a stream that ends without `data: [DONE]` counts as cut.
-    pub done_required: bool,
-    /// Whether the server returns `logprobs` (the decision client needs them).
-    pub logprobs: bool,
-    /// Whether input tokens are estimated with tiktoken (exact for OpenAI's models).
-    pub tiktoken: bool,
-}
-
-impl Quirks {
-    /// The defaults for provider `key` of this crate (`openai` or `openai-compatible`).
-    pub fn for_key(key: &str) -> Self {
-        Preset::for_key(key).quirks
-    }
-}
+use crate::dialect::{OutputLimitField, Preset, Quirks};
 
 /// The API a model's chat calls go through (catalog option `api`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,7 +25,7 @@ pub enum Api {
 pub struct OpenAiOptions {
     /// Which API chat goes through: Chat Completions (the default) or Responses.
     pub api: Api,
-    /// `base_url`: the API address, without `/v1` (default [`DEFAULT_BASE_URL`] for
+    /// `base_url`: the API address, without `/v1` (default [`DEFAULT_BASE_URL`](crate::DEFAULT_BASE_URL) for
     /// `openai`; required for `openai-compatible`).
     pub base_url: String,
     /// `organization`: sent as `OpenAI-Organization`.

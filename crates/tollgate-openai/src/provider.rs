@@ -14,9 +14,9 @@ use tollgate::{Error, ModelEntry, Result};
 
 use crate::chat::OpenAiChat;
 use crate::decision::OpenAiDecision;
+use crate::dialect::Preset;
 use crate::embeddings::OpenAiEmbeddings;
 use crate::options::OpenAiOptions;
-use crate::preset::Preset;
 
 /// A provider of the OpenAI wire format, made from a [`Preset`]: `openai` and
 /// `openai-compatible` here, and every OpenAI-like provider crate's (one type, many

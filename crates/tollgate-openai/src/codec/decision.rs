@@ -9,8 +9,8 @@ use tollgate::provider::{keep_raw, undecodable};
 use tollgate::{Result, Usage};
 
 use super::response::{WireUsage, null_as_default, read_in};
-use crate::options::OutputLimitField;
-use crate::preset::Dialect;
+use crate::dialect::Dialect;
+use crate::dialect::OutputLimitField;
 
 /// A decision answer: a Chat Completions body, of which only the first choice's
 /// logprobs and the usage are read.

@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 use tollgate::provider::{Setting, ToolChoice, refuse_unwritten, text_only};
 use tollgate::{Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
 
-use crate::options::OutputLimitField;
-use crate::preset::Dialect;
+use crate::dialect::Dialect;
+use crate::dialect::OutputLimitField;
 
 /// The wire form of `tool_choice` in `dialect` (its word for "call some tool"); `None`
 /// for the default (nothing sent). A forced tool where the dialect cannot force one is

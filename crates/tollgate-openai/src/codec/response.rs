@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
 use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
-use crate::preset::Dialect;
+use crate::dialect::Dialect;
 
 /// Reads `bytes` as `T` in `dialect`: directly, or, where the dialect rewrites answers
 /// or keeps fields of them, through a JSON value first (rewritten into OpenAI's shape),
@@ -15,16 +15,26 @@ pub(super) fn read_in<T: DeserializeOwned>(
     bytes: &[u8],
     dialect: &Dialect,
 ) -> Result<(T, Option<Value>)> {
+    read_filtered_in(bytes, dialect).map(|(read, kept, _)| (read, kept))
+}
+
+/// [`read_in`], with the categories the dialect's content filter names in the answer
+/// ([`Dialect::filtered`]; none where it has no such hook).
+pub(super) fn read_filtered_in<T: DeserializeOwned>(
+    bytes: &[u8],
+    dialect: &Dialect,
+) -> Result<(T, Option<Value>, Vec<String>)> {
     if !dialect.reads_raw() {
-        return Ok((parse_json(bytes)?, None));
+        return Ok((parse_json(bytes)?, None, Vec::new()));
     }
     let mut value: Value = parse_json(bytes)?;
+    let filtered = dialect.filtered.map(|f| f(&value)).unwrap_or_default();
     if let Some(rewrite) = dialect.rewrite {
         rewrite(&mut value);
     }
     let kept = dialect.kept(&value);
     let read = T::deserialize(value).map_err(|e| undecodable(format!("{e}")))?;
-    Ok((read, kept))
+    Ok((read, kept, filtered))
 }
 
 /// The block that holds the fields `dialect` keeps from an answer.
@@ -108,7 +118,8 @@ where
 
 /// The refused answer, if it is one: `message.refusal` (`refusal_text`, the answer's
 /// text, category `refusal`), else a `content_filter` finish (content omitted by
-/// OpenAI's filters) or a `refusal` finish (sent by some compatible servers), with
+/// OpenAI's filters; category `content_filter`, with the `filtered` categories where
+/// the dialect names them) or a `refusal` finish (sent by some compatible servers), with
 /// `text` kept and the usage billed. A refusal is an answer with its stop reason, which
 /// the pipeline judges; never a codec error.
 pub(super) fn refused(
@@ -117,13 +128,18 @@ pub(super) fn refused(
     finish_reason: Option<&str>,
     text: &str,
     usage: Usage,
+    filtered: &[String],
 ) -> Option<Result<LlmResponse>> {
     let (stop_reason, category, text) = if !refusal_text.is_empty() {
-        (StopReason::Refusal, "refusal", refusal_text)
+        (StopReason::Refusal, "refusal".to_owned(), refusal_text)
     } else {
         match finish_reason? {
-            "content_filter" => (StopReason::ContentFilter, "content_filter", text),
-            "refusal" => (StopReason::Refusal, "refusal", text),
+            "content_filter" => (
+                StopReason::ContentFilter,
+                Dialect::filter_category(filtered),
+                text,
+            ),
+            "refusal" => (StopReason::Refusal, "refusal".to_owned(), text),
             _ => return None,
         }
     };
@@ -238,7 +254,7 @@ pub fn decode_response_in(body: &[u8], dialect: &Dialect) -> Result<LlmResponse>
 }
 
 fn decode_body(body: &[u8], dialect: &Dialect) -> Result<LlmResponse> {
-    let (response, kept): (WireResponse, _) = read_in(body, dialect)?;
+    let (response, kept, filtered): (WireResponse, _, _) = read_filtered_in(body, dialect)?;
     let choice = response
         .choices
         .into_iter()
@@ -252,6 +268,7 @@ fn decode_body(body: &[u8], dialect: &Dialect) -> Result<LlmResponse> {
         choice.finish_reason.as_deref(),
         message.content.as_deref().unwrap_or_default(),
         usage,
+        &filtered,
     ) {
         return answer;
     }

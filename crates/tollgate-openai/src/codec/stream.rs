@@ -2,14 +2,14 @@
 //! shell ([`StreamDecoder`]).
 
 use super::errors::read_stream_error;
-use super::response::{WireUsage, finish, kept_block, null_as_default, read_in, refused};
+use super::response::{WireUsage, finish, kept_block, null_as_default, read_filtered_in, refused};
 
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, undecodable};
 use tollgate::{ProviderError, Result, StreamEvent};
 
-use crate::preset::Dialect;
+use crate::dialect::Dialect;
 
 /// Where a streamed block comes from: the reasoning text, the answer's text (one block
 /// each), a tool call by its wire `index`, or the fields the dialect keeps.
@@ -82,7 +82,8 @@ pub type StreamDecoder = tollgate::provider::StreamDecoder<Chunks>;
 /// comes with the first content. A refusal (`delta.refusal`) is collected and, at the
 /// end (once the usage is known), becomes
 /// [`Error::ProviderRefusal`](tollgate::Error::ProviderRefusal); so does a
-/// `content_filter` finish (category `content_filter`). A chunk that does not decode is
+/// `content_filter` finish (category `content_filter`, with the categories the
+/// dialect's filter named in any chunk: [`Dialect::filtered`]). A chunk that does not decode is
 /// `ProviderError::Malformed` with its bytes.
 #[derive(Debug, Default)]
 pub struct Chunks {
@@ -92,6 +93,8 @@ pub struct Chunks {
     model: String,
     blocks: BlockAssembler<Slot>,
     refusal: String,
+    /// The categories the dialect's content filter named in any chunk so far.
+    filtered: Vec<String>,
     usage: Option<WireUsage>,
     stop: Option<String>,
     finished: bool,
@@ -126,6 +129,7 @@ impl Chunks {
             self.stop.as_deref(),
             &self.blocks.text_so_far(),
             usage,
+            &self.filtered,
         ) {
             self.finished = true;
             return Ok(vec![StreamEvent::Completed(answer?)]);
@@ -163,9 +167,15 @@ impl ChunkDecoder for Chunks {
         if data.trim_start().starts_with("[DONE]") {
             return self.complete();
         }
-        let (chunk, kept): (WireChunk, _) = read_in(data.as_bytes(), &self.dialect)?;
+        let (chunk, kept, filtered): (WireChunk, _, _) =
+            read_filtered_in(data.as_bytes(), &self.dialect)?;
         if kept.is_some() {
             self.kept = kept;
+        }
+        for name in filtered {
+            if !self.filtered.contains(&name) {
+                self.filtered.push(name);
+            }
         }
         if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(read_stream_error(data).verdict());
