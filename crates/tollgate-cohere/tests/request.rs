@@ -357,3 +357,32 @@ fn settings_cohere_has_no_field_for_are_refused_by_type() {
         refused(&hello(SamplingParams::new().with_response_shape(loose))).contains("strict: false")
     );
 }
+
+#[test]
+fn tool_choice_is_sent_only_with_tools() {
+    let options = EncodeOptions {
+        tool_choice: ToolChoice::Required,
+        ..options()
+    };
+    let body = encode_request(&hello(SamplingParams::new()), &options).unwrap();
+    assert!(body.get("tool_choice").is_none(), "{body}");
+    assert!(body.get("tools").is_none(), "{body}");
+}
+
+#[test]
+fn an_image_by_url_is_sent_as_its_url() {
+    let user = Message {
+        role: Role::User,
+        content: vec![Block::Image {
+            source: ImageSource::Url {
+                url: "https://example.com/cat.png".into(),
+            },
+            cache: None,
+        }],
+    };
+    let body = encode(&request(vec![user], vec![], SamplingParams::new()));
+    assert_eq!(
+        body["messages"][0]["content"][0]["image_url"]["url"],
+        "https://example.com/cat.png"
+    );
+}
