@@ -1,3 +1,199 @@
-//! The `mistral` provider for tollgate (being written: registers nothing yet).
+//! The `mistral` provider for tollgate: Mistral AI's La Plateforme API
+//! (`https://api.mistral.ai`), chat whole and streamed with tools, and embeddings
+//! (`mistral-embed`). Its wire format is OpenAI's Chat Completions with a few
+//! differences, so the provider is a [`Preset`] of `tollgate-openai`'s codec plus the
+//! hooks below. Link it with `use tollgate_mistral as _;` and name it in the catalog:
+//!
+//! ```toml
+//! [models.mistral]
+//! provider = "mistral"
+//! name = "mistral-large-latest"
+//! credential = "mistral-main"         # the API key's id in the credential store
+//! max_output_tokens = 8192
+//! rpm = 60
+//! [models.mistral.options]
+//! extra_body = { safe_prompt = true } # optional: Mistral's safety prompt
+//!
+//! [embeddings]
+//! width = 1024                        # mistral-embed's own width
+//!
+//! [models.embed]
+//! provider = "mistral"
+//! kind = "embeddings"
+//! name = "mistral-embed"
+//! credential = "mistral-main"
+//! native_width = 1024
+//! ```
+//!
+//! The options are `tollgate-openai`'s ([`OpenAiOptions`](tollgate_openai::OpenAiOptions)):
+//! `base_url` (default `https://api.mistral.ai`), `tool_choice` (`auto`, `any`, `none`
+//! or `tool:NAME`), `embedding_batch`, `output_limit_field` (default `max_tokens`),
+//! `stream_usage` (default `false`: Mistral rejects `stream_options` and sends the usage
+//! in its last chunk anyway) and `extra_body` (Mistral's own fields, e.g. `safe_prompt`).
+//!
+//! How each difference from OpenAI's wire format is handled:
+//!
+//! - "call some tool" is `tool_choice: "any"` ([`Dialect::required_tool_choice`]);
+//! - the seed is sent as `random_seed` ([`request`]);
+//! - `finish_reason: "model_length"` (the model's context window is full) is
+//!   [`StopReason::ContextWindowExceeded`]; `"error"` in a stream is a server error
+//!   ([`rewrite`]); in a whole answer it is a malformed answer naming it (both retried);
+//! - answer content given as a list of chunks (Magistral's `thinking` and `text`
+//!   chunks) is read as reasoning text and text ([`rewrite`]);
+//! - errors come as top-level `{"object": "error", "message", "type", "code"}`
+//!   (read by [`tollgate_openai::codec::read_error`]; in a stream, by [`rewrite`]);
+//! - rate limits: `x-ratelimit-{limit,remaining}-req-minute` and
+//!   `x-ratelimit-{limit,remaining}-tokens-minute` ([`RATE_LIMITS`]);
+//! - settings Mistral has no field for (`verbosity`) are refused, and so is a PDF given
+//!   by its bytes ([`request`]); decisions are refused (Mistral returns no logprobs).
+//!
+//! See `docs/providers/mistral.md` for the settings, errors and sources.
+
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tollgate::provider::http::{RateLimitHeaders, Reset};
+use tollgate::provider::{Dimension, LlmRequest, Result, Setting, StopReason};
+use tollgate::{Block, DocumentSource, Error};
+use tollgate_openai::preset::{Dialect, Paths, Preset};
+use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
+
+/// The provider key.
+pub const KEY: &str = "mistral";
+
+/// Mistral's per-minute rate-limit headers: requests and tokens (limit and what is
+/// left; no reset header is documented, so none is read). The monthly token headers
+/// (`x-ratelimit-*-tokens-month`) are left unread: no per-minute dimension holds them.
+pub const RATE_LIMITS: &[RateLimitHeaders] = &[
+    RateLimitHeaders {
+        dimension: Dimension::Requests,
+        limit: "x-ratelimit-limit-req-minute",
+        remaining: "x-ratelimit-remaining-req-minute",
+        reset: "",
+        reset_format: Reset::Seconds,
+    },
+    RateLimitHeaders {
+        dimension: Dimension::Tokens,
+        limit: "x-ratelimit-limit-tokens-minute",
+        remaining: "x-ratelimit-remaining-tokens-minute",
+        reset: "",
+        reset_format: Reset::Seconds,
+    },
+];
+
+/// The `mistral` provider.
+pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
+    key: KEY,
+    conventions_name: "mistral_ai",
+    base_url: Some("https://api.mistral.ai"),
+    paths: Paths {
+        chat: "/v1/chat/completions",
+        embeddings: Some("/v1/embeddings"),
+        responses: None,
+    },
+    requires_credential: true,
+    rate_limits: RATE_LIMITS,
+    quirks: Quirks {
+        output_limit_field: OutputLimitField::MaxTokens,
+        stream_usage: false,
+        done_required: true,
+        logprobs: false,
+        tiktoken: false,
+    },
+    dialect: Dialect {
+        required_tool_choice: "any",
+        refuses: &[Setting::Verbosity],
+        finish_reasons: &[("model_length", StopReason::ContextWindowExceeded)],
+        rewrite: Some(rewrite),
+        request: Some(request),
+        ..Dialect::OPENAI
+    },
+});
+
+tollgate::register_provider!(|| Arc::new(PROVIDER));
+
+/// Re-exported so that binaries depending only on this crate can name tollgate's types.
+pub use tollgate;
+
+/// The request hook: the seed goes as Mistral's `random_seed`; a PDF given by its bytes
+/// is refused (Mistral's chat takes documents by URL or uploaded file id, not OpenAI's
+/// `file_data` part).
+pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
+    for (i, message) in request.messages().iter().enumerate() {
+        for (j, block) in message.content.iter().enumerate() {
+            if let Block::Document {
+                source: DocumentSource::Base64 { .. },
+                ..
+            } = block
+            {
+                return Err(Error::invalid_request(
+                    format!("messages[{i}].content[{j}]"),
+                    "is a document given by its bytes, which Mistral's chat does not take: \
+                     send its text instead",
+                ));
+            }
+        }
+    }
+    if let Some(seed) = body.remove("seed") {
+        body.insert("random_seed".into(), seed);
+    }
+    Ok(())
+}
+
+/// The answer and chunk rewrite, into OpenAI's shape: a top-level error object becomes
+/// `{"error": {...}}`; content given as a list of chunks becomes the text and
+/// `reasoning_content` (from `thinking` chunks); a stream chunk finishing with `error`
+/// becomes a server error.
+pub fn rewrite(value: &mut Value) {
+    if value.get("object").and_then(Value::as_str) == Some("error") {
+        *value = json!({ "error": value.take() });
+        return;
+    }
+    let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut failed = false;
+    for choice in choices.iter_mut() {
+        for key in ["message", "delta"] {
+            if let Some(message) = choice.get_mut(key) {
+                flatten_content(message);
+            }
+        }
+        failed |= choice.get("delta").is_some()
+            && choice.get("finish_reason").and_then(Value::as_str) == Some("error");
+    }
+    if failed {
+        *value = json!({ "error": {
+            "type": "server_error",
+            "code": "finish_reason_error",
+            "message": "Mistral ended the stream with finish_reason `error`",
+        }});
+    }
+}
+
+/// A message's chunk list as `content` text and `reasoning_content` (the text of its
+/// `thinking` chunks); chunks of other types (references) carry no text and are left out.
+fn flatten_content(message: &mut Value) {
+    let Some(chunks) = message.get("content").and_then(Value::as_array) else {
+        return;
+    };
+    let (mut text, mut thinking) = (String::new(), String::new());
+    for chunk in chunks {
+        match chunk.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(chunk["text"].as_str().unwrap_or_default()),
+            Some("thinking") => {
+                for part in chunk["thinking"].as_array().into_iter().flatten() {
+                    thinking.push_str(part["text"].as_str().unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+    }
+    message["content"] = json!(text);
+    if !thinking.is_empty() {
+        message["reasoning_content"] = json!(thinking);
+    }
+}

@@ -1,0 +1,404 @@
+//! Mistral's wire format: the contract kit on the preset, and each difference from
+//! OpenAI's Chat Completions tested from fixtures of Mistral's documented shapes
+//! (sources in `docs/providers/mistral.md`).
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use tollgate::credentials::MemoryCredentialStore;
+use tollgate::provider::http::read_signals;
+use tollgate::provider::{Signals, StreamDecoder};
+use tollgate::{
+    Block, Catalog, DocumentSource, Error, Json, LlmRequest, Message, Models, ProviderError, Role,
+    SamplingParams, StopReason, StreamEvent, ToolChoice, ToolDefinition, Verbosity,
+};
+use tollgate_mistral::{PROVIDER, RATE_LIMITS};
+use tollgate_openai::OutputLimitField;
+use tollgate_openai::codec::{Chunks, EncodeOptions, decode_response_in, encode_request};
+
+/// Mistral's error body: top level, `{"object": "error", "message", "type", "param", "code"}`.
+fn mistral_error_body(kind: &str, code: Value, message: &str) -> Value {
+    json!({"object": "error", "message": message, "type": kind, "param": null, "code": code})
+}
+
+mod contract {
+    tollgate_testkit::provider_contract_tests!(
+        tollgate_openai::testkit::OpenAiWire {
+            error_body: super::mistral_error_body,
+            ..tollgate_openai::testkit::OpenAiWire::new(tollgate_mistral::PROVIDER)
+        };
+        skip {
+            a_context_window_stop_is_typed_and_names_the_model:
+                "the OpenAI script has no full-window stop; Mistral's `model_length` is tested in this file",
+        }
+        partly {
+            a_reported_overflow_moves_to_a_larger_window_when_opted_in:
+                "the full-window stop (scripted by no OpenAI-like wire); the overflow error is checked",
+            an_embeddings_request_carries_the_purpose_and_the_width:
+                "the purpose (Mistral's embeddings take none); the width is checked",
+        }
+    );
+}
+
+fn options() -> EncodeOptions {
+    EncodeOptions {
+        max_tokens: Some(100),
+        dialect: PROVIDER.preset().dialect,
+        ..EncodeOptions::new("mistral-large-latest", OutputLimitField::MaxTokens)
+    }
+}
+
+fn city() -> ToolDefinition {
+    ToolDefinition::new(
+        "City",
+        "Names a city",
+        Json::new(json!({"type": "object", "properties": {"name": {"type": "string"}}})),
+    )
+}
+
+fn body(params: SamplingParams, tools: Vec<ToolDefinition>) -> tollgate::Result<Value> {
+    let request = LlmRequest::new("m", vec![Message::user("hi")], tools, params)?;
+    encode_request(&request, &options())
+}
+
+/// A one-line request's body, encoded with `options`.
+fn body_with(options: EncodeOptions) -> Value {
+    let request = LlmRequest::new(
+        "m",
+        vec![Message::user("hi")],
+        vec![],
+        SamplingParams::new(),
+    );
+    encode_request(&request.unwrap(), &options).unwrap()
+}
+
+fn answer(message: Value, finish: &str) -> Vec<u8> {
+    json!({"id": "cmpl-1", "object": "chat.completion", "created": 1,
+           "model": "mistral-large-latest",
+           "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    .to_string()
+    .into_bytes()
+}
+
+fn decoder() -> StreamDecoder<Chunks> {
+    StreamDecoder::with(
+        Chunks::default()
+            .requiring_done(true)
+            .in_dialect(PROVIDER.preset().dialect),
+    )
+}
+
+fn chunk(delta: Value, finish: Value) -> String {
+    json!({"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1,
+           "model": "mistral-large-latest",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    .to_string()
+}
+
+#[test]
+fn a_required_tool_choice_is_sent_as_any() {
+    let b = body(
+        SamplingParams::new().with_tool_choice(ToolChoice::Required),
+        vec![city()],
+    )
+    .unwrap();
+    assert_eq!(b["tool_choice"], json!("any"));
+    let forced = body(
+        SamplingParams::new().with_tool_choice(ToolChoice::Tool("City".into())),
+        vec![city()],
+    )
+    .unwrap();
+    assert_eq!(
+        forced["tool_choice"],
+        json!({"type": "function", "function": {"name": "City"}})
+    );
+}
+
+#[test]
+fn the_seed_is_sent_as_random_seed() {
+    let b = body(SamplingParams::new().with_seed(42), vec![]).unwrap();
+    assert_eq!(b["random_seed"], json!(42));
+    assert!(b.get("seed").is_none(), "{b}");
+}
+
+#[test]
+fn the_output_limit_is_max_tokens_and_streams_send_no_stream_options() {
+    let quirks = PROVIDER.preset().quirks;
+    let b = body_with(EncodeOptions {
+        stream: true,
+        stream_usage: quirks.stream_usage,
+        output_limit_field: quirks.output_limit_field,
+        ..options()
+    });
+    assert_eq!(b["max_tokens"], json!(100));
+    assert_eq!(b["stream"], json!(true));
+    assert!(b.get("stream_options").is_none(), "{b}");
+}
+
+#[test]
+fn safe_prompt_is_sent_from_extra_body() {
+    let mut extra = serde_json::Map::new();
+    extra.insert("safe_prompt".into(), json!(true));
+    let b = body_with(EncodeOptions {
+        extra_body: extra,
+        ..options()
+    });
+    assert_eq!(b["safe_prompt"], json!(true));
+}
+
+#[test]
+fn verbosity_is_refused_naming_it() {
+    let err = body(
+        SamplingParams::new().with_verbosity(Verbosity::High),
+        vec![],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::UnsupportedSetting { provider, .. } if provider == "mistral"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("verbosity"), "{err}");
+}
+
+#[test]
+fn a_document_given_by_its_bytes_is_refused_naming_the_block() {
+    let message = Message {
+        role: Role::User,
+        content: vec![
+            Block::text("read this"),
+            Block::Document {
+                source: DocumentSource::Base64 {
+                    media_type: "application/pdf".into(),
+                    data: "JVBERi0=".into(),
+                },
+                name: None,
+                cache: None,
+            },
+        ],
+    };
+    let request = LlmRequest::new("m", vec![message], vec![], SamplingParams::new()).unwrap();
+    let err = encode_request(&request, &options()).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidRequest { field, .. } if field == "messages[0].content[1]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn model_length_is_a_context_window_stop() {
+    let a = decode_response_in(
+        &answer(
+            json!({"role": "assistant", "content": "cut"}),
+            "model_length",
+        ),
+        &PROVIDER.preset().dialect,
+    )
+    .unwrap();
+    assert_eq!(a.stop_reason(), StopReason::ContextWindowExceeded);
+    let mut d = decoder();
+    d.event(&chunk(json!({"content": "cut"}), Value::Null))
+        .unwrap();
+    assert_eq!(
+        d.event(&chunk(json!({}), json!("model_length"))).unwrap(),
+        vec![StreamEvent::Stop(StopReason::ContextWindowExceeded)]
+    );
+}
+
+#[test]
+fn an_error_finish_in_a_stream_is_a_server_error() {
+    let mut d = decoder();
+    d.event(&chunk(json!({"content": "par"}), Value::Null))
+        .unwrap();
+    let err = d
+        .event(&chunk(json!({"content": "tial"}), json!("error")))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Provider(ProviderError::Server { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_error_finish_in_a_whole_answer_is_a_retryable_malformed_answer_naming_it() {
+    let err = decode_response_in(
+        &answer(json!({"role": "assistant", "content": "par"}), "error"),
+        &PROVIDER.preset().dialect,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Provider(ProviderError::Malformed { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("error"), "{err}");
+    assert!(err.is_retryable(), "{err}");
+}
+
+#[test]
+fn a_top_level_error_object_in_a_stream_fails_it_by_its_type() {
+    let mut d = decoder();
+    d.event(&chunk(json!({"content": "hi"}), Value::Null))
+        .unwrap();
+    let err = d
+        .event(&mistral_error_body("invalid_request_error", Value::Null, "Bad request").to_string())
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ProviderRequest(e) if e.status == 400),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_top_level_error_body_is_read_by_status_type_and_code() {
+    let read = PROVIDER.preset().dialect.error;
+    // As Mistral answers a 429 (mistralai/client-ts and raycast/extensions#31107).
+    let limited = read(
+        429,
+        mistral_error_body("rate_limited", json!("1300"), "Rate limit exceeded")
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(
+        (limited.kind.as_str(), limited.code.as_str()),
+        ("rate_limited", "1300")
+    );
+    assert!(matches!(
+        limited.verdict(),
+        Error::Provider(ProviderError::RateLimited { .. })
+    ));
+    // A 422 whose message is pydantic's list of problems, not text.
+    let invalid = read(
+        422,
+        json!({"object": "error", "message": {"detail": [{"loc": ["body", "seed"]}]},
+               "type": "invalid_request_message_error", "param": null, "code": null})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(invalid.kind, "invalid_request_message_error");
+    assert!(matches!(invalid.verdict(), Error::ProviderRequest(e) if e.status == 422));
+}
+
+#[test]
+fn thinking_chunks_are_read_as_thinking_and_text_chunks_as_text() {
+    let content = json!([
+        {"type": "thinking", "thinking": [{"type": "text", "text": "Paris, surely."}]},
+        {"type": "text", "text": "Paris."}
+    ]);
+    let a = decode_response_in(
+        &answer(json!({"role": "assistant", "content": content}), "stop"),
+        &PROVIDER.preset().dialect,
+    )
+    .unwrap();
+    assert!(
+        matches!(&a.blocks()[0], Block::Thinking { text, .. } if text == "Paris, surely."),
+        "{:?}",
+        a.blocks()
+    );
+    assert_eq!(a.text(), "Paris.");
+
+    let mut d = decoder();
+    let thought = d
+        .event(&chunk(
+            json!({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Hm."}]}]}),
+            Value::Null,
+        ))
+        .unwrap();
+    assert!(
+        matches!(&thought[..], [StreamEvent::ThinkingDelta { text, .. }] if text == "Hm."),
+        "{thought:?}"
+    );
+    d.event(&chunk(
+        json!({"content": [{"type": "text", "text": "Yes."}]}),
+        json!("stop"),
+    ))
+    .unwrap();
+    let done = d.event("[DONE]").unwrap();
+    assert!(
+        matches!(&done[..], [StreamEvent::Completed(a)] if a.text() == "Yes."),
+        "{done:?}"
+    );
+}
+
+#[test]
+fn the_per_minute_rate_limit_headers_are_read_and_the_monthly_ones_are_not() {
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        ("x-ratelimit-limit-req-minute", "720"),
+        ("x-ratelimit-remaining-req-minute", "717"),
+        ("x-ratelimit-limit-tokens-minute", "5000000"),
+        ("x-ratelimit-remaining-tokens-minute", "4999911"),
+        ("x-ratelimit-limit-tokens-month", "900000001"),
+        ("x-ratelimit-remaining-tokens-month", "900000002"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    let signals = Signals::default();
+    read_signals(&headers, RATE_LIMITS, &signals);
+    // The values are the pipeline's to read; their debug form shows what was taken.
+    let taken = format!("{signals:?}");
+    for expected in [
+        "(Requests, 720)",
+        "(Requests, 717)",
+        "(Tokens, 5000000)",
+        "(Tokens, 4999911)",
+    ] {
+        assert!(taken.contains(expected), "{expected} in {taken}");
+    }
+    assert!(!taken.contains("90000000"), "{taken}");
+}
+
+const CRATE_DOC: &str = include_str!("../src/lib.rs");
+const PAGE: &str = include_str!("../../../docs/providers/mistral.md");
+
+/// The crate doc's catalog example: its `//! ```toml` block.
+fn doc_catalog() -> String {
+    CRATE_DOC
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .skip_while(|l| *l != "```toml")
+        .skip(1)
+        .take_while(|l| *l != "```")
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn models_of(catalog: &str) -> Models {
+    Models::builder()
+        .catalog(Catalog::from_toml_str(catalog).unwrap())
+        .credentials(MemoryCredentialStore::new().with("mistral-main", "key"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_docs_page_catalog_loads_and_its_models_get_transports() {
+    let block: String = PAGE
+        .lines()
+        .skip_while(|l| *l != "```toml")
+        .skip(1)
+        .take_while(|l| *l != "```")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let models = models_of(&block);
+    assert!(models.chat("mistral").await.is_ok());
+    assert!(models.embeddings("embed").await.is_ok());
+}
+
+fn models() -> Models {
+    let judge = "[models.judge]\nprovider = \"mistral\"\nkind = \"decision\"\n\
+                 name = \"mistral-small-latest\"\ncredential = \"mistral-main\"\n";
+    models_of(&(doc_catalog() + judge))
+}
+
+#[tokio::test]
+async fn the_crate_docs_catalog_loads_and_its_models_get_transports() {
+    let models = models();
+    assert!(models.chat("mistral").await.is_ok());
+    assert!(models.embeddings("embed").await.is_ok());
+}
+
+#[tokio::test]
+async fn decisions_are_refused_since_mistral_returns_no_logprobs() {
+    let err = models().decision("judge").await.unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+}
