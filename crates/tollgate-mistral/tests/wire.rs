@@ -80,6 +80,11 @@ fn answer(message: Value, finish: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A whole answer decoded in the preset's dialect.
+fn decode(body: &[u8]) -> tollgate::Result<tollgate::LlmResponse> {
+    decode_response_in(body, &PROVIDER.preset().dialect)
+}
+
 fn decoder() -> StreamDecoder<Chunks> {
     StreamDecoder::with(
         Chunks::default()
@@ -186,13 +191,10 @@ fn a_document_given_by_its_bytes_is_refused_naming_the_block() {
 
 #[test]
 fn model_length_is_a_context_window_stop() {
-    let a = decode_response_in(
-        &answer(
-            json!({"role": "assistant", "content": "cut"}),
-            "model_length",
-        ),
-        &PROVIDER.preset().dialect,
-    )
+    let a = decode(&answer(
+        json!({"role": "assistant", "content": "cut"}),
+        "model_length",
+    ))
     .unwrap();
     assert_eq!(a.stop_reason(), StopReason::ContextWindowExceeded);
     let mut d = decoder();
@@ -220,10 +222,10 @@ fn an_error_finish_in_a_stream_is_a_server_error() {
 
 #[test]
 fn an_error_finish_in_a_whole_answer_is_a_retryable_malformed_answer_naming_it() {
-    let err = decode_response_in(
-        &answer(json!({"role": "assistant", "content": "par"}), "error"),
-        &PROVIDER.preset().dialect,
-    )
+    let err = decode(&answer(
+        json!({"role": "assistant", "content": "par"}),
+        "error",
+    ))
     .unwrap_err();
     assert!(
         matches!(&err, Error::Provider(ProviderError::Malformed { .. })),
@@ -283,10 +285,10 @@ fn thinking_chunks_are_read_as_thinking_and_text_chunks_as_text() {
         {"type": "thinking", "thinking": [{"type": "text", "text": "Paris, surely."}]},
         {"type": "text", "text": "Paris."}
     ]);
-    let a = decode_response_in(
-        &answer(json!({"role": "assistant", "content": content}), "stop"),
-        &PROVIDER.preset().dialect,
-    )
+    let a = decode(&answer(
+        json!({"role": "assistant", "content": content}),
+        "stop",
+    ))
     .unwrap();
     assert!(
         matches!(&a.blocks()[0], Block::Thinking { text, .. } if text == "Paris, surely."),
@@ -349,52 +351,36 @@ fn the_per_minute_rate_limit_headers_are_read_and_the_monthly_ones_are_not() {
 const CRATE_DOC: &str = include_str!("../src/lib.rs");
 const PAGE: &str = include_str!("../../../docs/providers/mistral.md");
 
-/// The crate doc's catalog example: its `//! ```toml` block.
-fn doc_catalog() -> String {
-    CRATE_DOC
-        .lines()
-        .filter_map(|l| l.strip_prefix("//!"))
-        .map(|l| l.strip_prefix(' ').unwrap_or(l))
-        .skip_while(|l| *l != "```toml")
-        .skip(1)
-        .take_while(|l| *l != "```")
-        .map(|l| format!("{l}\n"))
-        .collect()
+/// The first ```toml block of `text`, a crate doc's `//! ` prefixes taken off.
+fn catalog_in(text: &str) -> String {
+    let text = text.replace("//! ", "").replace("//!", "");
+    let block = text.split("```toml\n").nth(1).unwrap_or_default();
+    block.split("```").next().unwrap_or_default().to_owned()
 }
 
 fn models_of(catalog: &str) -> Models {
+    let credentials = MemoryCredentialStore::new().with("mistral-main", "key");
+    let catalog = Catalog::from_toml_str(catalog).unwrap();
     Models::builder()
-        .catalog(Catalog::from_toml_str(catalog).unwrap())
-        .credentials(MemoryCredentialStore::new().with("mistral-main", "key"))
+        .catalog(catalog)
+        .credentials(credentials)
         .build()
         .unwrap()
 }
 
 #[tokio::test]
-async fn the_docs_page_catalog_loads_and_its_models_get_transports() {
-    let block: String = PAGE
-        .lines()
-        .skip_while(|l| *l != "```toml")
-        .skip(1)
-        .take_while(|l| *l != "```")
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let models = models_of(&block);
-    assert!(models.chat("mistral").await.is_ok());
-    assert!(models.embeddings("embed").await.is_ok());
+async fn the_catalog_examples_load_and_their_models_get_transports() {
+    for text in [CRATE_DOC, PAGE] {
+        let models = models_of(&catalog_in(text));
+        assert!(models.chat("mistral").await.is_ok());
+        assert!(models.embeddings("embed").await.is_ok());
+    }
 }
 
 fn models() -> Models {
     let judge = "[models.judge]\nprovider = \"mistral\"\nkind = \"decision\"\n\
                  name = \"mistral-small-latest\"\ncredential = \"mistral-main\"\n";
-    models_of(&(doc_catalog() + judge))
-}
-
-#[tokio::test]
-async fn the_crate_docs_catalog_loads_and_its_models_get_transports() {
-    let models = models();
-    assert!(models.chat("mistral").await.is_ok());
-    assert!(models.embeddings("embed").await.is_ok());
+    models_of(&(catalog_in(CRATE_DOC) + judge))
 }
 
 #[tokio::test]
