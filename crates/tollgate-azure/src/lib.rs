@@ -68,7 +68,6 @@ use std::sync::Arc;
 use tollgate::provider::Dimension;
 use tollgate::provider::http::{RateLimitHeaders, Reset};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
-use tollgate_openai::{OutputLimitField, Quirks};
 
 pub mod dialect;
 pub mod entra;
@@ -94,7 +93,8 @@ pub const AZURE_RATE_LIMITS: &[RateLimitHeaders] = &[RateLimitHeaders {
     reset_format: Reset::Seconds,
 }];
 
-/// Azure OpenAI as an OpenAI-like preset: OpenAI's quirks, Azure's rate-limit headers,
+/// Azure OpenAI as an OpenAI-like preset: OpenAI's quirks (`max_completion_tokens`,
+/// stream usage, `[DONE]`, logprobs, tiktoken), Azure's rate-limit headers,
 /// content filter and error reader. Its paths are the v1 API's; each model's own
 /// (deployment, `api-version`) come from its options ([`AzureOptions`]), and so does
 /// its address (`endpoint`: the preset's `base_url` is a placeholder never sent to).
@@ -109,19 +109,13 @@ pub const PRESET: Preset = Preset {
     },
     requires_credential: true,
     rate_limits: AZURE_RATE_LIMITS,
-    quirks: Quirks {
-        output_limit_field: OutputLimitField::MaxCompletionTokens,
-        stream_usage: true,
-        done_required: true,
-        logprobs: true,
-        tiktoken: true,
-    },
     dialect: Dialect {
         provider: KEY,
         filtered: Some(dialect::filtered),
         error: dialect::read_error,
         ..Dialect::OPENAI
     },
+    ..Preset::OPENAI
 };
 
 tollgate::register_provider!(|| Arc::new(AzureProvider::new()));

@@ -78,13 +78,12 @@ impl AzureOptions {
     /// Reads `model.options`; an unknown key, a value of the wrong kind, a missing
     /// `endpoint`, or `base_url` (Azure's address is `endpoint`) is an error naming it.
     pub fn from_model(model: &ModelEntry) -> Result<Self> {
-        let checked = ModelOptions::new(model, &known())?;
-        if checked.has("base_url") {
-            return Err(checked.error(
-                "base_url",
-                "is not read by azure-openai: set `endpoint`, the resource's address \
-                 (e.g. \"https://myres.openai.azure.com\")",
-            ));
+        // The OpenAI codec's reading checks that every key is known.
+        let checked = ModelOptions::unchecked(model);
+        for (name, why) in OPENAIS_OWN {
+            if checked.has(name) {
+                return Err(checked.error(name, *why));
+            }
         }
         let Some(endpoint) = checked.url("endpoint")? else {
             return Err(checked.error(
@@ -182,19 +181,20 @@ impl AzureOptions {
     }
 }
 
-/// Every option an `azure-openai` model may set: Azure's and the OpenAI codec's, less
-/// `base_url`, `organization` and `project` (OpenAI's own), which are refused by name.
-fn known() -> Vec<&'static str> {
-    let mut known = AZURE_OPTIONS.to_vec();
-    known.extend([
-        "tool_choice",
-        "embedding_batch",
-        "output_limit_field",
-        "stream_usage",
-        "logprobs",
-        "api",
-        "extra_body",
+/// The OpenAI codec's options that Azure has no use for, refused by name with what to
+/// set instead.
+const OPENAIS_OWN: &[(&str, &str)] = &[
+    (
         "base_url",
-    ]);
-    known
-}
+        "is not read by azure-openai: set `endpoint`, the resource's address \
+         (e.g. \"https://myres.openai.azure.com\")",
+    ),
+    (
+        "organization",
+        "is OpenAI's header and not sent to Azure: leave it out",
+    ),
+    (
+        "project",
+        "is OpenAI's header and not sent to Azure: leave it out",
+    ),
+];

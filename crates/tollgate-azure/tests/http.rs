@@ -6,20 +6,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tollgate::catalog::{CatalogError, Dimension, EmbeddingCapabilities, Limits, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
-use tollgate::pipeline::{PipelineConfig, RetryPolicy};
 use tollgate::{
     Catalog, Conversation, EmbeddingPurpose, Error, LlmRequest, ModelEntry, Models,
     ProviderRequestError, Result, SamplingParams, Secret, StopReason, StreamEvent,
 };
 use tollgate_azure::{AzureProvider, TokenSource};
 use wiremock::matchers::{body_string_contains, header, method, path, query_param};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockBuilder, MockServer, Request, ResponseTemplate};
 
 const KEY_ID: &str = "azure-key";
 const API_KEY: &str = "azure-TEST-0123456789-SECRET";
@@ -61,15 +59,6 @@ fn models_with(provider: AzureProvider, entries: Vec<ModelEntry>) -> Result<Mode
                 .with(PRINCIPAL_ID, principal.to_string()),
         )
         .provider(provider)
-        .pipeline(PipelineConfig {
-            retry: RetryPolicy {
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(2),
-                jitter_seed: Some(7),
-                ..RetryPolicy::default()
-            },
-            ..PipelineConfig::default()
-        })
         .build()
 }
 
@@ -88,25 +77,21 @@ async fn single(models: &Models, id: &str) -> Result<tollgate::LlmResponse> {
     models.chat(id).await?.single_response(&ask(id)).await
 }
 
+/// A streamed answer's events, and the error that ended it, if any.
 async fn stream_all(models: &Models, id: &str) -> (Vec<StreamEvent>, Option<Error>) {
-    let mut stream = match models
-        .chat(id)
-        .await
-        .unwrap()
-        .stream_response(&ask(id))
-        .await
-    {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
+    let chat = models.chat(id).await.unwrap();
+    let items: Vec<Result<StreamEvent>> = match chat.stream_response(&ask(id)).await {
+        Ok(stream) => stream.collect().await,
+        Err(e) => vec![Err(e)],
     };
-    let mut events = Vec::new();
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(e) => events.push(e),
-            Err(e) => return (events, Some(e)),
-        }
-    }
-    (events, None)
+    let (events, errors): (Vec<_>, Vec<_>) = items.into_iter().partition(Result::is_ok);
+    let error = errors.into_iter().find_map(Result::err);
+    (events.into_iter().flatten().collect(), error)
+}
+
+/// A whole answer of `text`, unfiltered.
+fn answered(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(completion("stop", json!(text), filter_results(&[])))
 }
 
 fn completion(finish: &str, content: Value, filter: Value) -> Value {
@@ -160,6 +145,14 @@ fn usage_chunk() -> Value {
         "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}})
 }
 
+/// A POST to `to` with `api-version=version` and the `api-key` header.
+fn keyed(to: &str, version: &str) -> MockBuilder {
+    Mock::given(method("POST"))
+        .and(path(to))
+        .and(query_param("api-version", version))
+        .and(header("api-key", API_KEY))
+}
+
 async fn sent(server: &MockServer) -> Vec<Request> {
     server.received_requests().await.unwrap_or_default()
 }
@@ -167,15 +160,8 @@ async fn sent(server: &MockServer) -> Vec<Request> {
 #[tokio::test]
 async fn chat_goes_to_the_deployment_url_with_the_api_version_and_the_api_key_header() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/openai/deployments/dep-1/chat/completions"))
-        .and(query_param("api-version", "2024-10-21"))
-        .and(header("api-key", API_KEY))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            "stop",
-            json!("Hi."),
-            filter_results(&[]),
-        )))
+    keyed("/openai/deployments/dep-1/chat/completions", "2024-10-21")
+        .respond_with(answered("Hi."))
         .expect(1)
         .mount(&server)
         .await;
@@ -196,17 +182,14 @@ async fn chat_goes_to_the_deployment_url_with_the_api_version_and_the_api_key_he
 #[tokio::test]
 async fn the_deployment_defaults_to_the_model_name_and_api_version_is_the_models() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/openai/deployments/gpt-4o/chat/completions"))
-        .and(query_param("api-version", "2025-04-01-preview"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            "stop",
-            json!("Hi."),
-            filter_results(&[]),
-        )))
-        .expect(1)
-        .mount(&server)
-        .await;
+    keyed(
+        "/openai/deployments/gpt-4o/chat/completions",
+        "2025-04-01-preview",
+    )
+    .respond_with(answered("Hi."))
+    .expect(1)
+    .mount(&server)
+    .await;
     let options = [("api_version", "2025-04-01-preview")];
     let models = models(vec![entry("gpt", &server.uri(), &options)]);
     assert_eq!(single(&models, "gpt").await.unwrap().text(), "Hi.");
@@ -371,10 +354,7 @@ async fn the_token_rate_limit_headers_set_the_token_bucket_and_the_request_ones_
 #[tokio::test]
 async fn embeddings_go_to_the_deployment_embeddings_url_with_the_width() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/openai/deployments/embed-dep/embeddings"))
-        .and(query_param("api-version", "2024-10-21"))
-        .and(header("api-key", API_KEY))
+    keyed("/openai/deployments/embed-dep/embeddings", "2024-10-21")
         .and(body_string_contains("\"dimensions\":4"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "object": "list", "model": "text-embedding-3-small",
@@ -415,10 +395,7 @@ fn responses_answer() -> Value {
 #[tokio::test]
 async fn the_responses_api_goes_to_openai_responses_with_the_deployment_as_model() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/openai/responses"))
-        .and(query_param("api-version", "2025-04-01-preview"))
-        .and(header("api-key", API_KEY))
+    keyed("/openai/responses", "2025-04-01-preview")
         .respond_with(ResponseTemplate::new(200).set_body_json(responses_answer()))
         .expect(1)
         .mount(&server)
@@ -439,11 +416,7 @@ async fn api_version_v1_uses_the_v1_paths_with_the_deployment_as_model() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/openai/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            "stop",
-            json!("Hi."),
-            filter_results(&[]),
-        )))
+        .respond_with(answered("Hi."))
         .expect(1)
         .mount(&server)
         .await;
@@ -512,11 +485,7 @@ async fn an_entra_model_sends_the_service_principals_token_as_a_bearer_and_reuse
     Mock::given(method("POST"))
         .and(path("/openai/deployments/gpt-4o/chat/completions"))
         .and(header("authorization", "Bearer entra-TOKEN-1"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            "stop",
-            json!("Hi."),
-            filter_results(&[]),
-        )))
+        .respond_with(answered("Hi."))
         .expect(2)
         .mount(&server)
         .await;
@@ -565,11 +534,7 @@ async fn a_token_source_given_to_the_provider_signs_entra_models_without_a_crede
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(header("authorization", "Bearer broker-TOKEN"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            "stop",
-            json!("Hi."),
-            filter_results(&[]),
-        )))
+        .respond_with(answered("Hi."))
         .expect(1)
         .mount(&server)
         .await;
@@ -624,4 +589,32 @@ async fn options_name_what_to_fix() {
     entry.options.remove("endpoint");
     let error = models(vec![entry]).chat("gpt").await.unwrap_err();
     assert!(error.to_string().contains("options.endpoint"), "{error}");
+}
+
+#[tokio::test]
+async fn the_guides_catalog_examples_load_and_make_their_transports() {
+    let page = include_str!("../../../docs/providers/azure-openai.md");
+    let blocks: Vec<&str> = page
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 2);
+    for block in blocks {
+        let catalog = Catalog::from_toml_str(block).unwrap();
+        let models = Models::builder()
+            .catalog(catalog.clone())
+            .credentials(MemoryCredentialStore::new())
+            .provider(AzureProvider::new())
+            .build()
+            .unwrap();
+        for entry in catalog.models() {
+            let id = entry.id.as_str();
+            let made = match entry.kind {
+                ModelKind::Embeddings => models.embeddings(id).await.map(drop),
+                _ => models.chat(id).await.map(drop),
+            };
+            made.unwrap_or_else(|e| panic!("{id}: {e}"));
+        }
+    }
 }
