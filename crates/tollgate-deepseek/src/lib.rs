@@ -54,7 +54,7 @@ use serde_json::{Map, Value, json};
 use tollgate::provider::{LlmRequest, Result, Role, Setting, WireError};
 use tollgate::{Block, Error};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
-use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
+use tollgate_openai::{OpenAiProvider, Quirks};
 
 /// The provider key.
 pub const KEY: &str = "deepseek";
@@ -86,12 +86,11 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
     },
     requires_credential: true,
     rate_limits: &[],
+    // `max_tokens`, usage asked for in streams, logprobs, no tiktoken: as compatible
+    // servers; DeepSeek's streams end with `[DONE]`.
     quirks: Quirks {
-        output_limit_field: OutputLimitField::MaxTokens,
-        stream_usage: true,
         done_required: true,
-        logprobs: true,
-        tiktoken: false,
+        ..Preset::COMPATIBLE.quirks
     },
     dialect: Dialect {
         refuses: REFUSED,

@@ -59,7 +59,7 @@ use tollgate::provider::http::{RateLimitHeaders, Reset};
 use tollgate::provider::{Dimension, LlmRequest, Result, Setting, StopReason};
 use tollgate::{Block, DocumentSource, Error};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
-use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
+use tollgate_openai::{OpenAiProvider, Quirks};
 
 /// The provider key.
 pub const KEY: &str = "mistral";
@@ -96,12 +96,14 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
     },
     requires_credential: true,
     rate_limits: RATE_LIMITS,
+    // `max_tokens` and no tiktoken, as compatible servers; Mistral rejects
+    // `stream_options` (its last chunk carries the usage anyway), ends streams with
+    // `[DONE]` and returns no logprobs.
     quirks: Quirks {
-        output_limit_field: OutputLimitField::MaxTokens,
         stream_usage: false,
         done_required: true,
         logprobs: false,
-        tiktoken: false,
+        ..Preset::COMPATIBLE.quirks
     },
     dialect: Dialect {
         required_tool_choice: "any",
