@@ -500,6 +500,61 @@ async fn an_entra_model_sends_the_service_principals_token_as_a_bearer_and_reuse
     assert!(chat.iter().all(|r| r.headers.get("api-key").is_none()));
 }
 
+/// A token with less than five minutes of life left is not kept: the next call fetches
+/// a new one (a token of 3599 s is kept, above).
+#[tokio::test]
+async fn an_entra_token_within_five_minutes_of_its_expiry_is_fetched_again() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/tenant-1/oauth2/v2.0/token"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "token_type": "Bearer", "expires_in": 299, "access_token": "entra-SHORT"})))
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/openai/deployments/gpt-4o/chat/completions"))
+        .respond_with(answered("Hi."))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let uri = server.uri();
+    let entry = entry("gpt", &uri, &[("auth", "entra"), ("authority_host", &uri)])
+        .with_credential(PRINCIPAL_ID);
+    let models = models(vec![entry]);
+    single(&models, "gpt").await.unwrap();
+    single(&models, "gpt").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_principal_entra_refuses_is_a_credential_error_naming_its_code_not_the_secret() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/tenant-1/oauth2/v2.0/token"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({
+            "error": "invalid_client",
+            "error_description": "AADSTS7000215: Invalid client secret provided: principal-SECRET",
+            "error_codes": [7000215]})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let uri = server.uri();
+    let entry = entry("gpt", &uri, &[("auth", "entra"), ("authority_host", &uri)])
+        .with_credential(PRINCIPAL_ID);
+    let error = single(&models(vec![entry]), "gpt").await.unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidRequest { field, reason }
+            if field == "credential" && reason.contains("`invalid_client`")),
+        "{error:?}"
+    );
+    assert!(!format!("{error:?} {error}").contains("principal-SECRET"));
+    assert_eq!(
+        sent(&server).await.len(),
+        1,
+        "only the token endpoint was asked"
+    );
+}
+
 #[tokio::test]
 async fn a_record_that_is_not_a_service_principal_is_a_credential_error_without_the_record() {
     let server = MockServer::start().await;
