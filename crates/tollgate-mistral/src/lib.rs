@@ -34,7 +34,8 @@
 //! How each difference from OpenAI's wire format is handled:
 //!
 //! - "call some tool" is `tool_choice: "any"` ([`Dialect::required_tool_choice`]);
-//! - the seed is sent as `random_seed` ([`request`]);
+//! - the seed is sent as `random_seed`, and tool-call ids of other providers as nine
+//!   letters or digits, the only ids Mistral takes ([`request`], [`tool_call_id`]);
 //! - `finish_reason: "model_length"` (the model's context window is full) is
 //!   [`StopReason::ContextWindowExceeded`]; `"error"` in a stream is a server error
 //!   ([`rewrite`]); in a whole answer it is a malformed answer naming it (both retried);
@@ -120,9 +121,9 @@ tollgate::register_provider!(|| Arc::new(PROVIDER));
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;
 
-/// The request hook: the seed goes as Mistral's `random_seed`; a PDF given by its bytes
-/// is refused (Mistral's chat takes documents by URL or uploaded file id, not OpenAI's
-/// `file_data` part).
+/// The request hook: the seed goes as Mistral's `random_seed`; tool-call ids go as
+/// Mistral takes them ([`tool_call_id`]); a PDF given by its bytes is refused (Mistral's
+/// chat takes documents by URL or uploaded file id, not OpenAI's `file_data` part).
 pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
     for (i, message) in request.messages().iter().enumerate() {
         for (j, block) in message.content.iter().enumerate() {
@@ -142,7 +143,37 @@ pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()
     if let Some(seed) = body.remove("seed") {
         body.insert("random_seed".into(), seed);
     }
+    let messages = body.get_mut("messages").and_then(Value::as_array_mut);
+    for message in messages.into_iter().flatten() {
+        let calls = message.get_mut("tool_calls").and_then(Value::as_array_mut);
+        for id in calls.into_iter().flatten().filter_map(|c| c.get_mut("id")) {
+            *id = json!(tool_call_id(id.as_str().unwrap_or_default()));
+        }
+        if let Some(id) = message.get_mut("tool_call_id") {
+            *id = json!(tool_call_id(id.as_str().unwrap_or_default()));
+        }
+    }
     Ok(())
+}
+
+/// A tool-call id as Mistral takes them, nine ASCII letters or digits: kept when it is
+/// one (Mistral's own), else nine base-62 digits of its FNV-1a hash, so that another
+/// provider's id (`call_…`) maps to the same id in the call and in its result.
+pub fn tool_call_id(id: &str) -> String {
+    if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return id.to_owned();
+    }
+    const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (0..9)
+        .map(|_| {
+            let digit = DIGITS[(hash % 62) as usize];
+            hash /= 62;
+            char::from(digit)
+        })
+        .collect()
 }
 
 /// The answer and chunk rewrite, into OpenAI's shape: a top-level error object becomes

@@ -120,6 +120,54 @@ fn a_required_tool_choice_is_sent_as_any() {
 }
 
 #[test]
+fn foreign_tool_call_ids_are_sent_as_nine_letters_or_digits_in_the_call_and_its_result() {
+    let turn = |id: &str| {
+        let call = Block::ToolUse {
+            id: id.into(),
+            name: "City".into(),
+            input: Json::new(json!({"name": "Paris"})),
+            cache: None,
+        };
+        let result = Block::ToolResult {
+            tool_use_id: id.into(),
+            content: vec![Block::text("sunny")],
+            is_error: false,
+            cache: None,
+        };
+        let assistant = Message {
+            role: Role::Assistant,
+            content: vec![call],
+        };
+        let user = Message {
+            role: Role::User,
+            content: vec![result],
+        };
+        vec![Message::user("weather?"), assistant, user]
+    };
+    for (id, sent) in [
+        ("call_PTLP8xhu3uwZk4l3nlnrrJha", None),
+        ("toolu_01", None),
+        ("D681PevKs", Some("D681PevKs")),
+    ] {
+        let request = LlmRequest::new("m", turn(id), vec![city()], SamplingParams::new()).unwrap();
+        let b = encode_request(&request, &options()).unwrap();
+        let call_id = b["messages"][1]["tool_calls"][0]["id"].as_str().unwrap();
+        assert_eq!(b["messages"][2]["tool_call_id"], json!(call_id), "{b}");
+        assert!(
+            call_id.len() == 9 && call_id.bytes().all(|c| c.is_ascii_alphanumeric()),
+            "{id} sent as {call_id}"
+        );
+        if let Some(sent) = sent {
+            assert_eq!(call_id, sent);
+        }
+    }
+    assert_ne!(
+        tollgate_mistral::tool_call_id("call_a"),
+        tollgate_mistral::tool_call_id("call_b")
+    );
+}
+
+#[test]
 fn the_seed_is_sent_as_random_seed() {
     let b = body(SamplingParams::new().with_seed(42), vec![]).unwrap();
     assert_eq!(b["random_seed"], json!(42));
