@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use tollgate::catalog::{CatalogError, Dimension, EmbeddingCapabilities, Limits, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::{
-    Catalog, Conversation, EmbeddingPurpose, Error, LlmRequest, ModelEntry, Models,
-    ProviderRequestError, Result, SamplingParams, Secret, StopReason, StreamEvent,
+    Catalog, Conversation, DecisionRequest, EmbeddingPurpose, Error, LlmRequest, ModelEntry,
+    Models, ProviderRequestError, Question, Result, SamplingParams, Secret, StopReason,
+    StreamEvent,
 };
 use tollgate_azure::{AzureProvider, TokenSource};
 use wiremock::matchers::{body_string_contains, header, method, path, query_param};
@@ -383,6 +384,50 @@ async fn embeddings_go_to_the_deployment_embeddings_url_with_the_width() {
         .await
         .unwrap();
     assert_eq!(vector.width(), 4);
+}
+
+#[tokio::test]
+async fn a_decision_goes_to_the_deployments_chat_url_with_logprobs() {
+    let server = MockServer::start().await;
+    let top = [("yes", 0.75f64.ln()), ("no", 0.25f64.ln())].map(
+        |(token, logprob)| json!({"token": token, "logprob": logprob, "bytes": token.as_bytes()}),
+    );
+    keyed(
+        "/openai/deployments/judge-dep/chat/completions",
+        "2024-10-21",
+    )
+    .and(body_string_contains("\"top_logprobs\":20"))
+    .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "finish_reason": "length",
+                "message": {"role": "assistant", "content": "yes"},
+                "logprobs": {"content": [{"token": "yes", "logprob": top[0]["logprob"],
+                                          "bytes": [], "top_logprobs": top}]},
+                "content_filter_results": filter_results(&[])}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 1, "total_tokens": 51}})))
+    .expect(1)
+    .mount(&server)
+    .await;
+    let judge = ModelEntry::new("judge", tollgate_azure::KEY, "gpt-4o-mini")
+        .with_kind(ModelKind::Decision)
+        .with_credential(KEY_ID)
+        .with_limits(limits())
+        .with_option("endpoint", server.uri())
+        .with_option("deployment", "judge-dep");
+    let models = models(vec![judge]);
+    let question = Question::Noul {
+        name: "safe".into(),
+        prompt: "Is it safe?".into(),
+    };
+    let request = DecisionRequest::new("judge", "state", vec![question]).unwrap();
+    let decision = models
+        .decision("judge")
+        .await
+        .unwrap()
+        .decide(&request)
+        .await
+        .unwrap();
+    assert!((decision.probability("safe", "yes").unwrap() - 0.75).abs() < 1e-9);
 }
 
 fn responses_answer() -> Value {
