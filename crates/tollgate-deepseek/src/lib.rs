@@ -38,7 +38,8 @@
 //! - errors: 402 (insufficient balance) is quota, never retried; 503 (server overloaded)
 //!   is overloaded ([`read_error`]);
 //! - `deepseek-reasoner` takes no `temperature` or `top_p` (they would have no effect):
-//!   refused ([`request`]); embeddings models are refused (no embeddings API);
+//!   refused, and so are images and PDFs (its chat takes text only) ([`request`]);
+//!   embeddings models are refused (no embeddings API);
 //! - settings DeepSeek has no field for are refused ([`REFUSED`]);
 //! - no rate-limit headers: DeepSeek documents none (it holds requests open instead, with
 //!   blank lines before a whole answer and `: keep-alive` comments in a stream).
@@ -52,7 +53,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::{LlmRequest, Result, Role, Setting, WireError};
-use tollgate::{Block, Error};
+use tollgate::{Block, DocumentSource, Error};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, Quirks};
 
@@ -106,11 +107,13 @@ tollgate::register_provider!(|| Arc::new(PROVIDER));
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;
 
-/// The request hook: refuses `temperature` and `top_p` for [`REASONER`], and sends the
+/// The request hook: refuses images and PDFs (DeepSeek's chat takes text only), and
+/// `temperature` and `top_p` for [`REASONER`]; and sends the
 /// reasoning text of each assistant turn that called tools back as its
 /// `reasoning_content` (DeepSeek requires it within a tool-calling turn; other turns'
 /// reasoning is never sent).
 pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
+    refuse_media(request)?;
     if body.get("model").and_then(Value::as_str) == Some(REASONER) {
         let params = request.sampling_params();
         for (setting, set) in [
@@ -147,6 +150,28 @@ pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()
             .collect();
         if message.get("tool_calls").is_some() && !reasoning.is_empty() {
             message["reasoning_content"] = json!(reasoning);
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an image, or a PDF given by its bytes, naming the block: DeepSeek's chat
+/// takes text parts only.
+fn refuse_media(request: &LlmRequest) -> Result<()> {
+    for (i, message) in request.messages().iter().enumerate() {
+        for (j, block) in message.content.iter().enumerate() {
+            let what = match block {
+                Block::Image { .. } => "an image",
+                Block::Document {
+                    source: DocumentSource::Base64 { .. },
+                    ..
+                } => "a document given by its bytes",
+                _ => continue,
+            };
+            return Err(Error::invalid_request(
+                format!("messages[{i}].content[{j}]"),
+                format!("is {what}, and DeepSeek's chat takes text only"),
+            ));
         }
     }
     Ok(())

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::provider::StreamDecoder;
 use tollgate::{
-    Block, Catalog, Error, Json, LlmRequest, Message, Models, ProviderError, ResponseShape, Role,
-    SamplingParams, StopReason, StreamEvent, ToolDefinition, Verbosity,
+    Block, Catalog, DocumentSource, Error, ImageSource, Json, LlmRequest, Message, Models,
+    ProviderError, ResponseShape, Role, SamplingParams, StopReason, StreamEvent, ToolDefinition,
+    Verbosity,
 };
 use tollgate_deepseek::{PROVIDER, REASONER};
 use tollgate_openai::OutputLimitField;
@@ -236,6 +237,35 @@ fn settings_deepseek_has_no_field_for_are_refused_by_name() {
     let json_object = SamplingParams::new().with_json_object();
     let b = encode("deepseek-chat", vec![Message::user("hi")], json_object).unwrap();
     assert_eq!(b["response_format"], json!({"type": "json_object"}));
+}
+
+#[test]
+fn images_and_pdfs_are_refused_naming_the_block() {
+    let image = Block::Image {
+        source: ImageSource::Url {
+            url: "https://example.com/cat.png".into(),
+        },
+        cache: None,
+    };
+    let pdf = Block::Document {
+        source: DocumentSource::Base64 {
+            media_type: "application/pdf".into(),
+            data: "JVBERi0=".into(),
+        },
+        name: None,
+        cache: None,
+    };
+    for block in [image, pdf] {
+        let message = Message {
+            role: Role::User,
+            content: vec![Block::text("look"), block],
+        };
+        let err = encode("deepseek-chat", vec![message], SamplingParams::new()).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidRequest { field, .. } if field == "messages[0].content[1]"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
