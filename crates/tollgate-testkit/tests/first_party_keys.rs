@@ -8,11 +8,19 @@ use std::path::Path;
 
 use tollgate::catalog::{FIRST_PARTY, KnownProviders};
 use tollgate_anthropic as _;
+use tollgate_azure as _;
 use tollgate_bedrock as _;
+use tollgate_cohere as _;
+use tollgate_deepseek as _;
 use tollgate_fake as _;
 use tollgate_gemini as _;
+use tollgate_groq as _;
+use tollgate_mistral as _;
 use tollgate_openai as _;
+use tollgate_perplexity as _;
 use tollgate_sim as _;
+use tollgate_together as _;
+use tollgate_xai as _;
 
 /// Every (key, crate) registered in this binary, each crate as it named itself.
 fn registered() -> BTreeSet<(String, String)> {

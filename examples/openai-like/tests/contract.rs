@@ -22,7 +22,10 @@ fn the_provider_imports_only_the_kit_and_the_openai_preset_module_within_60_line
     assert_eq!(paths, kit + macro_call, "every tollgate path is the kit");
     let codec = SOURCE.matches("tollgate_openai::").count();
     let preset = SOURCE.matches("tollgate_openai::preset").count();
-    assert_eq!(codec, preset, "every tollgate_openai path is the preset module");
+    assert_eq!(
+        codec, preset,
+        "every tollgate_openai path is the preset module"
+    );
     let lines = SOURCE.lines().count();
     assert!(lines <= 60, "src/lib.rs is {lines} lines");
 }

@@ -31,11 +31,15 @@ use tollgate_openai as _;
 /// `UnknownProvider`: link the crate in `tests/book/Cargo.toml` once it registers the
 /// key, or add the key here while it is being written.
 const UNLINKED: &[(&str, &str, bool)] = &[
+    ("azure-openai", "tollgate-azure", false),
     ("cohere", "tollgate-cohere", true),
+    ("deepseek", "tollgate-deepseek", true),
     ("fireworks", "tollgate-openai-like", true),
     ("groq", "tollgate-groq", true),
     ("mistral", "tollgate-mistral", true),
+    ("perplexity", "tollgate-perplexity", true),
     ("together", "tollgate-together", true),
+    ("xai", "tollgate-xai", true),
 ];
 
 /// The info-string attribute that marks a ```toml block as not a whole catalog.

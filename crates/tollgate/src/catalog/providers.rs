@@ -58,13 +58,22 @@ inventory::collect!(LinkedProvider);
 pub const FIRST_PARTY: &[(&str, &str)] = &[
     ("anthropic-bedrock", "tollgate-bedrock"),
     ("anthropic-direct", "tollgate-anthropic"),
+    ("anthropic-vertex", "tollgate-gemini"),
+    ("azure-openai", "tollgate-azure"),
     ("bedrock-converse", "tollgate-bedrock"),
+    ("cohere", "tollgate-cohere"),
+    ("deepseek", "tollgate-deepseek"),
     ("fake", "tollgate-fake"),
     ("gemini", "tollgate-gemini"),
+    ("groq", "tollgate-groq"),
+    ("mistral", "tollgate-mistral"),
     ("openai", "tollgate-openai"),
     ("openai-compatible", "tollgate-openai"),
+    ("perplexity", "tollgate-perplexity"),
     ("sim", "tollgate-sim"),
+    ("together", "tollgate-together"),
     ("vertex", "tollgate-gemini"),
+    ("xai", "tollgate-xai"),
 ];
 
 /// The first-party crate that registers `key`, if any ([`FIRST_PARTY`]).
