@@ -6,11 +6,19 @@
 //! registry and the catalog disagreed on what is linked, it fails.
 
 use tollgate_anthropic as _;
+use tollgate_azure as _;
 use tollgate_bedrock as _;
+use tollgate_cohere as _;
+use tollgate_deepseek as _;
 use tollgate_fake as _;
 use tollgate_gemini as _;
+use tollgate_groq as _;
+use tollgate_mistral as _;
 use tollgate_ollama as _;
 use tollgate_openai as _;
+use tollgate_perplexity as _;
+use tollgate_together as _;
+use tollgate_xai as _;
 
 fn main() {
     let registry = match tollgate_fake::tollgate::provider::ProviderRegistry::linked() {

@@ -20,13 +20,22 @@ fn binary_depending_only_on_provider_crates_lists_them() {
         [
             "anthropic-bedrock tollgate-bedrock no-credential",
             "anthropic-direct tollgate-anthropic credential",
+            "anthropic-vertex tollgate-gemini no-credential",
+            "azure-openai tollgate-azure no-credential",
             "bedrock-converse tollgate-bedrock no-credential",
+            "cohere tollgate-cohere credential",
+            "deepseek tollgate-deepseek credential",
             "fake tollgate-fake no-credential",
             "gemini tollgate-gemini credential",
+            "groq tollgate-groq credential",
+            "mistral tollgate-mistral credential",
             "ollama tollgate-ollama no-credential",
             "openai tollgate-openai credential",
             "openai-compatible tollgate-openai no-credential",
-            "vertex tollgate-gemini no-credential"
+            "perplexity tollgate-perplexity credential",
+            "together tollgate-together credential",
+            "vertex tollgate-gemini no-credential",
+            "xai tollgate-xai credential",
         ]
     );
 }
