@@ -40,9 +40,9 @@ pub fn filtered(answer: &Value) -> Vec<String> {
 /// Reads an Azure error answer: OpenAI's `{"error": {...}}`
 /// ([`read_error`](tollgate_openai::codec::read_error)), and for a prompt Azure's
 /// filter refused (HTTP 400, `error.code = "content_filter"`) a message that names the
-/// filtered categories from `error.innererror.content_filter_result`. It stays a
-/// request error (status 400, never retried): the kit's verdict has no refusal for an
-/// error answer.
+/// filtered categories from `error.innererror.content_filter_result`, typed as a refusal
+/// ([`WireError::refusal`]: `Error::ProviderRefusal`, category `content_filter` or
+/// `content_filter:CATEGORIES`, never retried).
 pub fn read_error(status: u16, body: &[u8]) -> WireError {
     let mut wire = tollgate_openai::codec::read_error(status, body);
     if wire.code != "content_filter" {
@@ -55,6 +55,11 @@ pub fn read_error(status: u16, body: &[u8]) -> WireError {
                 .map(filtered_categories)
         })
         .unwrap_or_default();
+    wire.refusal = Some(if categories.is_empty() {
+        "content_filter".to_owned()
+    } else {
+        format!("content_filter:{}", categories.join(","))
+    });
     if !categories.is_empty() {
         wire.message = format!(
             "the prompt was filtered by Azure's content filter ({}): {}",

@@ -28,7 +28,7 @@
 //! - **content filter** ([`dialect`]): a `content_filter` finish is a refusal whose
 //!   category names the filtered categories of `content_filter_results`
 //!   (`content_filter:hate,violence`), whole and streamed; a prompt refused with HTTP 400
-//!   `code = "content_filter"` is a request error naming the categories of
+//!   `code = "content_filter"` is `Error::ProviderRefusal` whose category names those of
 //!   `innererror.content_filter_result`.
 //! - **rate limits** ([`AZURE_RATE_LIMITS`]): only the token headers, which are per
 //!   minute; the request headers count a shorter window and are not read.

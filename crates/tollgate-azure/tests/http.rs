@@ -13,8 +13,7 @@ use tollgate::catalog::{CatalogError, Dimension, EmbeddingCapabilities, Limits, 
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::{
     Catalog, Conversation, DecisionRequest, EmbeddingPurpose, Error, LlmRequest, ModelEntry,
-    Models, ProviderRequestError, Question, Result, SamplingParams, Secret, StopReason,
-    StreamEvent,
+    Models, Question, Result, SamplingParams, Secret, StopReason, StreamEvent,
 };
 use tollgate_azure::{AzureProvider, TokenSource};
 use wiremock::matchers::{body_string_contains, header, method, path, query_param};
@@ -286,7 +285,7 @@ async fn a_streamed_content_filter_stop_is_a_refusal_naming_the_filtered_categor
 }
 
 #[tokio::test]
-async fn a_prompt_refused_by_the_content_filter_is_a_400_request_error_naming_the_categories() {
+async fn a_prompt_refused_by_the_content_filter_is_a_refusal_naming_the_categories() {
     let server = MockServer::start().await;
     let body = json!({"error": {
         "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
@@ -301,14 +300,16 @@ async fn a_prompt_refused_by_the_content_filter_is_a_400_request_error_naming_th
         .await;
     let models = models(vec![entry("gpt", &server.uri(), &[])]);
     let error = single(&models, "gpt").await.unwrap_err();
-    let Error::ProviderRequest(ProviderRequestError { status, message }) = &error else {
-        panic!("a request error, not {error:?}");
+    let Error::ProviderRefusal {
+        category,
+        explanation,
+        ..
+    } = &error
+    else {
+        panic!("a refusal, not {error:?}");
     };
-    assert_eq!(*status, 400);
-    assert!(
-        message.contains("content_filter") && message.contains("(hate, jailbreak)"),
-        "{message}"
-    );
+    assert_eq!(category, "content_filter:hate,jailbreak");
+    assert!(explanation.contains("(hate, jailbreak)"), "{explanation}");
     assert_eq!(
         sent(&server).await.len(),
         1,

@@ -208,6 +208,7 @@ fn wire(status: u16, body: &[u8], vertex: bool) -> WireError {
         kind: parsed.status,
         code: parsed.reason,
         message: parsed.message,
+        refusal: None,
     }
 }
 

@@ -38,6 +38,10 @@ pub struct WireError {
     pub overloaded: bool,
     /// The input does not fit the model's context window.
     pub context_overflow: bool,
+    /// The provider refused the request itself, before any answer (a prompt its content
+    /// filter blocked: Azure's 400 `content_filter`): the refusal's category, e.g.
+    /// `content_filter:hate,violence`.
+    pub refusal: Option<String>,
 }
 
 impl WireError {
@@ -45,6 +49,7 @@ impl WireError {
     ///
     /// | wire | error |
     /// |---|---|
+    /// | `refusal` | `ProviderRefusal { category, explanation: message }` (never retried; no tokens billed) |
     /// | `quota`, or 402 | `QuotaExhausted` (never retried) |
     /// | `context_overflow` | `ContextWindowExceeded` (the pipeline fills in the model) |
     /// | 529, or `overloaded` (whatever the status: Bedrock sends ModelNotReady as a 429) | `ProviderError::Overloaded { status, retry_after }` (the wire's status) |
@@ -58,6 +63,14 @@ impl WireError {
     pub fn verdict(self) -> Error {
         let retry_after = self.retry_after;
         let status = self.status;
+        if let Some(category) = self.refusal {
+            return Error::ProviderRefusal {
+                category,
+                explanation: self.message,
+                usage: crate::usage::Usage::default(),
+                delivered_events: 0,
+            };
+        }
         if self.quota || status == 402 {
             return Error::QuotaExhausted {
                 provider: String::new(),
@@ -116,6 +129,19 @@ mod tests {
             retry_after: Some(Duration::from_secs(2)),
             ..WireError::default()
         }
+    }
+
+    #[test]
+    fn a_refused_request_is_a_refusal_whatever_its_status() {
+        let wire = WireError {
+            refusal: Some("content_filter:hate".into()),
+            ..status(400)
+        };
+        assert!(matches!(
+            wire.verdict(),
+            Error::ProviderRefusal { category, explanation, delivered_events: 0, .. }
+                if category == "content_filter:hate" && explanation == "m"
+        ));
     }
 
     #[test]
