@@ -28,10 +28,10 @@
 //! - **Rate-limit headers**: `x-ratelimit-*-requests` count requests per *day*, so only
 //!   the per-minute token headers are read ([`GROQ_RATE_LIMITS`]).
 //! - **Reasoning** text in `message.reasoning` (and `delta.reasoning`) is a thinking
-//!   block (the codec's). `reasoning_effort` is sent as asked; [`request`] refuses the
+//!   block (the codec's). `reasoning_effort` is sent as asked; the dialect (`reasoning_efforts`) refuses the
 //!   efforts Groq has no word for (`minimal`, `xhigh`, `max`).
 //! - **Not taken by Groq**: `logprobs` (so the decision client refuses Groq models),
-//!   PDF documents (`file` parts: refused by [`request`]), embeddings (no embeddings
+//!   PDF documents (`file` parts: refused, the dialect's `file_parts: false`), embeddings (no embeddings
 //!   models: refused), the Responses API (refused).
 //! - **Errors**: OpenAI's body; a 498 `capacity_exceeded` (flex tier full) is
 //!   overloaded, retried ([`read_groq_error`]).
@@ -65,10 +65,9 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tollgate::provider::http::{RateLimitHeaders, Reset};
-use tollgate::provider::{LlmRequest, WireError};
-use tollgate::{Dimension, Error, ReasoningEffort, Result};
+use tollgate::provider::{Dimension, ReasoningEffort, WireError};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
 
@@ -108,7 +107,8 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
     },
     dialect: Dialect {
         rewrite: Some(rewrite),
-        request: Some(request),
+        reasoning_efforts: Some(&[ReasoningEffort::None, ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
+        file_parts: false,
         error: read_groq_error,
         ..Dialect::OPENAI
     },
@@ -145,46 +145,6 @@ pub fn rewrite(value: &mut Value) {
             json!({"message": message, "type": "server_error"}),
         );
     }
-}
-
-/// Groq's last word on a request body: refuses a reasoning effort Groq has no word for
-/// (it takes `none`, `default`, `low`, `medium`, `high`) and a PDF document (Groq's
-/// content parts are text, images and JSON documents: no `file` part).
-pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if let Some(
-        effort @ (ReasoningEffort::Minimal | ReasoningEffort::XHigh | ReasoningEffort::Max),
-    ) = request.sampling_params().reasoning().effort
-    {
-        return Err(Error::unsupported_setting(
-            format!(
-                "reasoning effort `{}` (Groq takes none, low, medium or high, as each model allows)",
-                effort.as_str()
-            ),
-            KEY,
-            model,
-        ));
-    }
-    let messages = body.get("messages").and_then(Value::as_array);
-    for (i, message) in messages.into_iter().flatten().enumerate() {
-        let parts = message.get("content").and_then(Value::as_array);
-        for (j, part) in parts.into_iter().flatten().enumerate() {
-            if part.get("type").and_then(Value::as_str) == Some("file") {
-                return Err(Error::unsupported_setting(
-                    format!(
-                        "a PDF document at messages[{i}].content[{j}] (Groq's chat API takes \
-                         text, images and JSON documents: send the document's text instead)"
-                    ),
-                    KEY,
-                    model,
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Reads a Groq error answer: OpenAI's body ([`tollgate_openai::codec::read_error`]),

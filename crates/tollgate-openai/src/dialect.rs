@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 use tollgate::provider::http::{OPENAI_RATE_LIMITS, RateLimitHeaders};
-use tollgate::provider::{LlmRequest, Result, Setting, StopReason, WireError};
+use tollgate::provider::{LlmRequest, ReasoningEffort, Result, Setting, StopReason, WireError};
 
 /// A dialect's last word on a request body: adds or changes fields, or refuses the
 /// request (an error, before anything is sent).
@@ -27,6 +27,14 @@ pub struct Dialect {
     /// Request settings this API cannot take although OpenAI's can: refused before
     /// anything is sent, never dropped (e.g. tools, for an API without them).
     pub refuses: &'static [Setting],
+    /// The reasoning efforts the API takes (`reasoning_effort`), where it takes fewer
+    /// than OpenAI's; a request asking for another is refused before it is sent, naming
+    /// the ones it takes. `None`: every effort is sent as asked.
+    pub reasoning_efforts: Option<&'static [ReasoningEffort]>,
+    /// Whether a document given by its bytes (a PDF) can be sent, as OpenAI's `file`
+    /// content part; where not, such a request is refused naming the block (a document
+    /// given as text is sent as text either way).
+    pub file_parts: bool,
     /// Finish reasons besides OpenAI's (`stop`, `length`, `tool_calls`,
     /// `content_filter`), and what each means: Mistral's `model_length` is
     /// [`StopReason::MaxTokens`].
@@ -58,6 +66,8 @@ impl Dialect {
         required_tool_choice: "required",
         forced_tool: true,
         refuses: &[],
+        reasoning_efforts: None,
+        file_parts: true,
         finish_reasons: &[],
         kept_fields: &[],
         filtered: None,

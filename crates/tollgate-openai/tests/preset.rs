@@ -268,3 +268,82 @@ fn extra_body_must_be_a_table() {
     let err = OpenAiOptions::from_model(&model).unwrap_err();
     assert!(err.to_string().contains("extra_body"), "{err}");
 }
+
+#[test]
+fn a_reasoning_effort_the_dialect_does_not_take_is_refused_naming_those_it_takes() {
+    use tollgate::{Reasoning, ReasoningEffort};
+    const TAKES: Dialect = Dialect {
+        reasoning_efforts: Some(&[ReasoningEffort::Low, ReasoningEffort::High]),
+        ..DIALECT
+    };
+    let asking = |effort| {
+        Conversation::new()
+            .user("hi")
+            .request(
+                "m",
+                SamplingParams::new()
+                    .with_reasoning(Reasoning {
+                        effort: Some(effort),
+                        ..Reasoning::default()
+                    })
+                    .unwrap(),
+            )
+            .unwrap()
+    };
+    let body = encode_request(&asking(ReasoningEffort::High), &options(TAKES)).unwrap();
+    assert_eq!(body["reasoning_effort"], "high");
+    let err = encode_request(&asking(ReasoningEffort::Medium), &options(TAKES)).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedSetting { .. }), "{err:?}");
+    assert!(err.to_string().contains("low, high"), "{err}");
+    assert!(encode_request(&asking(ReasoningEffort::Medium), &options(DIALECT)).is_ok());
+}
+
+#[test]
+fn a_stream_error_is_read_as_the_rewrite_leaves_it() {
+    /// Writes a provider's own `throttled` error chunk in OpenAI's words.
+    fn top_level_error(chunk: &mut Value) {
+        if chunk["object"] == "error" && chunk["type"] == "throttled" {
+            *chunk = json!({"error": {"type": "rate_limit_error", "message": chunk["message"]}});
+        }
+    }
+    let dialect = Dialect {
+        rewrite: Some(top_level_error),
+        ..DIALECT
+    };
+    let mut chunks = Chunks::default().in_dialect(dialect);
+    let chunk = json!({"object": "error", "type": "throttled", "message": "slow down"});
+    let err = chunks.chunk(&chunk.to_string()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Provider(tollgate::ProviderError::RateLimited { .. })
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_document_by_its_bytes_is_refused_where_the_dialect_takes_no_file_parts() {
+    let document = Block::Document {
+        source: tollgate::DocumentSource::Base64 {
+            media_type: "application/pdf".into(),
+            data: "JVBERi0=".into(),
+        },
+        name: None,
+        cache: None,
+    };
+    let messages = vec![Message {
+        role: Role::User,
+        content: vec![Block::text("Read this."), document],
+    }];
+    let request = LlmRequest::new("m", messages, vec![], SamplingParams::new()).unwrap();
+    let no_files = Dialect {
+        file_parts: false,
+        ..DIALECT
+    };
+    let err = encode_request(&request, &options(no_files)).unwrap_err();
+    assert!(matches!(err, Error::UnsupportedSetting { .. }), "{err:?}");
+    assert!(err.to_string().contains("messages[0].content[1]"), "{err}");
+    let body = encode_request(&request, &options(DIALECT)).unwrap();
+    assert_eq!(body["messages"][0]["content"][1]["type"], "file");
+}

@@ -46,7 +46,7 @@
 //!   named tool is refused, since Sonar's `tool_choice` cannot name one;
 //! - refused, never dropped: `seed`, `response_format: json_object` (Sonar takes
 //!   `json_schema` and `regex`), `verbosity`, and a reasoning effort other than
-//!   `minimal`, `low`, `medium` or `high` ([`reasoning_effort_levels`]);
+//!   `minimal`, `low`, `medium` or `high` ([`Dialect::reasoning_efforts`]);
 //! - usage arrives in every stream chunk, cumulative; `stream_options` is not sent;
 //! - rate-limit headers: none read (Perplexity documents none); errors are OpenAI's
 //!   `{"error": {…}}` body;
@@ -59,17 +59,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-use tollgate::Error;
-use tollgate::provider::{LlmRequest, Result, Setting};
+use serde_json::Value;
+use tollgate::provider::{ReasoningEffort, Setting};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
 
 /// The provider key.
 pub const KEY: &str = "perplexity";
-
-/// The reasoning efforts Sonar's `reasoning_effort` takes.
-pub const REASONING_EFFORTS: &[&str] = &["minimal", "low", "medium", "high"];
 
 /// The top-level answer fields kept as the answer's `perplexity` native block.
 pub const KEPT_FIELDS: &[&str] = &["citations", "search_results", "images", "related_questions"];
@@ -98,7 +94,7 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
         refuses: &[Setting::Seed, Setting::JsonObject, Setting::Verbosity],
         kept_fields: KEPT_FIELDS,
         rewrite: Some(split_think),
-        request: Some(reasoning_effort_levels),
+        reasoning_efforts: Some(&[ReasoningEffort::Minimal, ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
         ..Dialect::OPENAI
     },
 });
@@ -133,26 +129,6 @@ pub fn split_think(answer: &mut Value) {
         message.insert("reasoning_content".into(), Value::String(thinking));
         message.insert("content".into(), Value::String(answer));
     }
-}
-
-/// The request hook: refuses a `reasoning_effort` Sonar does not take (`none`, `xhigh`,
-/// `max`), naming the effort and the model, before anything is sent.
-pub fn reasoning_effort_levels(_: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
-    let Some(effort) = body.get("reasoning_effort").and_then(Value::as_str) else {
-        return Ok(());
-    };
-    if REASONING_EFFORTS.contains(&effort) {
-        return Ok(());
-    }
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Err(Error::unsupported_setting(
-        format!("reasoning effort `{effort}` (Perplexity takes minimal, low, medium or high)"),
-        KEY,
-        model,
-    ))
 }
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.

@@ -44,7 +44,7 @@
 //! - `finish_reason: "eos"` (the model's end-of-sequence token) is a natural end;
 //! - refused, never dropped: `parallel_tool_calls`, `verbosity`, a tool's `strict` flag
 //!   (none is a parameter of Together's chat API), and a reasoning effort other than
-//!   `low`, `medium` or `high` ([`reasoning_effort_levels`]);
+//!   `low`, `medium` or `high` ([`Dialect::reasoning_efforts`]);
 //! - reasoning text arrives in `message.reasoning` (read as thinking by the codec);
 //! - rate-limit headers: none read. Together's `x-ratelimit-*` and `x-tokenlimit-*`
 //!   count per *second* (and its limits are dynamic), while tollgate's dimensions are
@@ -62,17 +62,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-use tollgate::Error;
-use tollgate::provider::{LlmRequest, Result, Setting, StopReason};
+use tollgate::provider::{ReasoningEffort, Setting, StopReason};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
 
 /// The provider key.
 pub const KEY: &str = "together";
-
-/// The reasoning efforts Together's `reasoning_effort` takes.
-pub const REASONING_EFFORTS: &[&str] = &["low", "medium", "high"];
 
 /// The `together` provider: Together AI's API as an OpenAI-like preset.
 pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
@@ -100,32 +95,12 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
             Setting::ToolStrict,
         ],
         finish_reasons: &[("eos", StopReason::EndTurn)],
-        request: Some(reasoning_effort_levels),
+        reasoning_efforts: Some(&[ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
         ..Dialect::OPENAI
     },
 });
 
 tollgate::register_provider!(|| Arc::new(PROVIDER));
-
-/// The request hook: refuses a `reasoning_effort` Together does not take (`none`,
-/// `minimal`, `xhigh`, `max`), naming the effort and the model, before anything is sent.
-pub fn reasoning_effort_levels(_: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
-    let Some(effort) = body.get("reasoning_effort").and_then(Value::as_str) else {
-        return Ok(());
-    };
-    if REASONING_EFFORTS.contains(&effort) {
-        return Ok(());
-    }
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Err(Error::unsupported_setting(
-        format!("reasoning effort `{effort}` (Together takes low, medium or high)"),
-        KEY,
-        model,
-    ))
-}
 
 /// Re-exported so that binaries depending only on this crate can name tollgate's types.
 pub use tollgate;

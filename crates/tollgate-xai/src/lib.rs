@@ -23,7 +23,7 @@
 //!
 //! - **Reasoning** text in `message.reasoning_content` (grok-3-mini only) is a thinking
 //!   block (the codec's). `reasoning_effort` takes `low` or `high` (grok-3-mini only):
-//!   [`request`] refuses every other level.
+//!   the dialect (`reasoning_efforts`) refuses every other level.
 //! - **Usage**: xAI counts `completion_tokens_details.reasoning_tokens` apart from
 //!   `completion_tokens` (`total_tokens` is the sum of the three); [`rewrite`] adds them
 //!   to the output, which is what is billed. Cached prompt tokens are OpenAI's
@@ -65,8 +65,7 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tollgate::provider::{LlmRequest, WireError};
-use tollgate::{Block, DocumentSource, Error, ReasoningEffort, Result};
+use tollgate::provider::{ReasoningEffort, WireError};
 use tollgate_openai::codec::read_error;
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
@@ -95,7 +94,8 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
     },
     dialect: Dialect {
         rewrite: Some(rewrite),
-        request: Some(request),
+        reasoning_efforts: Some(&[ReasoningEffort::Low, ReasoningEffort::High]),
+        file_parts: false,
         error: read_xai_error,
         ..Dialect::OPENAI
     },
@@ -130,48 +130,6 @@ pub fn rewrite(value: &mut Value) {
     if reasoning > 0 && apart {
         usage.insert("completion_tokens".into(), json!(completion + reasoning));
     }
-}
-
-/// xAI's last word on a request body: refuses a reasoning effort other than `low` or
-/// `high` (the only levels xAI takes, on grok-3-mini) and a document of bytes (a PDF,
-/// which the codec writes as a `file` part, which xAI's chat API is not documented to
-/// take), naming where it is in the request.
-pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if let Some(effort) = request.sampling_params().reasoning().effort
-        && !matches!(effort, ReasoningEffort::Low | ReasoningEffort::High)
-    {
-        return Err(Error::unsupported_setting(
-            format!(
-                "reasoning effort `{}` (xAI takes low or high, on grok-3-mini only)",
-                effort.as_str()
-            ),
-            KEY,
-            model,
-        ));
-    }
-    for (i, message) in request.messages().iter().enumerate() {
-        for (j, block) in message.content.iter().enumerate() {
-            if let Block::Document {
-                source: DocumentSource::Base64 { media_type, .. },
-                ..
-            } = block
-            {
-                return Err(Error::unsupported_setting(
-                    format!(
-                        "a `{media_type}` document at messages[{i}].content[{j}] (xAI's chat \
-                         API takes text and images: send the document's text instead)"
-                    ),
-                    KEY,
-                    model,
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Reads an xAI error answer: `{"code": "…", "error": "…"}` (the code a gRPC status

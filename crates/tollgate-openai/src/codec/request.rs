@@ -119,7 +119,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
                 let text = text_only(&message.content, &field, "OpenAI's system message")?;
                 messages.push(json!({"role": "system", "content": text}));
             }
-            Role::User => encode_user(&message.content, &field, &mut messages)?,
+            Role::User => encode_user(&message.content, &field, &mut messages, options)?,
             Role::Assistant => messages.push(encode_assistant(&message.content, &field, dialect)?),
         }
     }
@@ -166,6 +166,21 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     }
     let sampling = request.sampling_params();
     if let Some(effort) = sampling.reasoning().effort {
+        if let Some(taken) = dialect.reasoning_efforts
+            && !taken.contains(&effort)
+        {
+            let names: Vec<&str> = taken.iter().map(|e| e.as_str()).collect();
+            return Err(Error::unsupported_setting(
+                format!(
+                    "reasoning.effort: {} ({} takes {})",
+                    effort.as_str(),
+                    dialect.provider,
+                    names.join(", ")
+                ),
+                dialect.provider,
+                &options.model,
+            ));
+        }
         body.insert("reasoning_effort".into(), json!(effort.as_str()));
     }
     if let Some(seed) = sampling.seed() {
@@ -270,7 +285,12 @@ pub(super) fn tool_result_text(
 
 /// A user turn: tool results become `tool` messages (first, in order), the rest one
 /// `user` message of parts.
-fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Result<()> {
+fn encode_user(
+    content: &[Block],
+    field: &str,
+    messages: &mut Vec<Value>,
+    options: &EncodeOptions,
+) -> Result<()> {
     let mut parts = Vec::new();
     for (j, block) in content.iter().enumerate() {
         let field = format!("{field}[{j}]");
@@ -302,6 +322,17 @@ fn encode_user(content: &[Block], field: &str, messages: &mut Vec<Value>) -> Res
                 ));
             }
             Block::Document { source, name, .. } => match source {
+                DocumentSource::Base64 { media_type, .. } if !options.dialect.file_parts => {
+                    let provider = options.dialect.provider;
+                    return Err(Error::unsupported_setting(
+                        format!(
+                            "a `{media_type}` document by its bytes at {field} ({provider}'s chat \
+                             API takes no file parts: send the document's text instead)"
+                        ),
+                        provider,
+                        &options.model,
+                    ));
+                }
                 DocumentSource::Base64 { media_type, data } => parts.push(json!({
                     "type": "file",
                     "file": {

@@ -177,8 +177,11 @@ impl ChunkDecoder for Chunks {
                 self.filtered.push(name);
             }
         }
-        if chunk.error.as_ref().is_some_and(|e| !e.is_null()) {
-            return Err(read_stream_error(data).verdict());
+        if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
+            // Read as the dialect's rewrite left it (a provider's own error shape moved
+            // into OpenAI's), not as it came.
+            let rewritten = serde_json::json!({ "error": error }).to_string();
+            return Err(read_stream_error(&rewritten).verdict());
         }
         if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
             self.model = model;
