@@ -53,8 +53,6 @@ mod context;
 mod conversation;
 pub mod credentials;
 mod error;
-#[cfg(feature = "http")]
-pub mod http;
 mod json;
 pub mod limit;
 mod models;
@@ -68,7 +66,6 @@ mod settings;
 pub mod sse;
 mod stream;
 mod usage;
-pub mod wire;
 
 pub use async_trait::async_trait;
 pub use cache::{CacheKey, ReplayCache, compute_cache_key};
@@ -87,6 +84,11 @@ pub use error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Res
 pub use json::{Float, Json};
 pub use models::{Models, ModelsBuilder};
 pub use pipeline::{ChatTransport, JobContext, PipelineConfig, SpendCap};
+/// The HTTP plumbing of the provider kit, defined at [`provider::http`] (feature `http`).
+#[cfg(feature = "http")]
+pub use provider::http;
+/// The codec's side of the provider kit, defined at [`provider::wire`].
+pub use provider::wire;
 pub use provider::{Provider, ProviderContext, ProviderTransports};
 pub use request::{LlmRequest, ResponseShape, SamplingParams};
 pub use response::{LlmResponse, Refusal, ResponseBody, StopReason};

@@ -45,7 +45,7 @@ pub enum ProviderError {
     },
     /// A success answer (a body, or a stream event before any reached the reader) that
     /// does not decode. Retried: a garbled answer is a transient fault, and the next
-    /// attempt usually decodes. Build one with [`crate::wire::malformed`].
+    /// attempt usually decodes. Build one with [`crate::provider::wire::malformed`].
     #[error(
         "the provider sent an answer that does not decode ({what}); its first {} of {raw_len} \
          bytes: {raw:?}; tollgate retries after a back-off",
@@ -54,7 +54,7 @@ pub enum ProviderError {
     Malformed {
         /// What the decoder said was wrong.
         what: String,
-        /// The answer's first bytes (at most [`crate::wire::MALFORMED_RAW_BYTES`], as
+        /// The answer's first bytes (at most [`crate::provider::wire::MALFORMED_RAW_BYTES`], as
         /// UTF-8 with invalid bytes replaced), with the credential redacted.
         raw: String,
         /// The whole answer's (or event's) length in bytes.

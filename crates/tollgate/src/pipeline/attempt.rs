@@ -13,7 +13,6 @@ use super::call::{CallState, Deadline};
 use super::job::{JobContext, SpendHold};
 use super::record::Outcome;
 use super::telemetry;
-use super::transport::Signals;
 use super::verdict::{FailureContext, Retry, Settle, verdict};
 use crate::catalog::Price;
 use crate::clock;
@@ -22,6 +21,7 @@ use crate::limit::{
     AccountingRule, Admission, AdmissionGrant, Cost, Feedback, Priority, Reservation, SendMark,
     TryReserveError,
 };
+use crate::provider::Signals;
 use crate::usage::Usage;
 
 /// Resources an admission took with a reservation, held for one attempt.

@@ -15,11 +15,11 @@ use super::record::Outcome;
 use super::runtime::ModelRuntime;
 use super::shape;
 use super::telemetry;
-use super::transport::{ChatTransport, Signals, TokenCounting};
 use crate::client::{LlmClient, TokenCount, TokenCounter};
 use crate::conversation::{Message, Role};
 use crate::error::{Error, ProviderError, Result};
 use crate::limit::{Cost, Reservation};
+use crate::provider::{ChatTransport, Signals, TokenCounting};
 use crate::request::LlmRequest;
 use crate::response::LlmResponse;
 use crate::stream::{ResponseStream, StreamEvent};
@@ -351,7 +351,7 @@ impl PipelineChat {
                         Err(_) => Err(ProviderError::Timeout { after: Some(idle) }.into()),
                         Ok(Some(Ok(first))) => Ok((stream, first)),
                         Ok(Some(Err(e))) => Err(e),
-                        Ok(None) => Err(crate::wire::malformed(
+                        Ok(None) => Err(crate::provider::malformed(
                             "the stream ended before its first event",
                             b"",
                         )),

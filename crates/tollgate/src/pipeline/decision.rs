@@ -12,10 +12,10 @@ use super::call::CallState;
 use super::job::JobContext;
 use super::record::Outcome;
 use super::runtime::ModelRuntime;
-use super::transport::{DecisionTransport, Signals};
 use crate::client::{Decision, DecisionClient, DecisionRequest, DecisionWeights};
 use crate::error::{Error, Result};
 use crate::limit::Cost;
+use crate::provider::{DecisionTransport, Signals};
 
 /// A decision client for one model.
 #[derive(Debug)]

@@ -22,10 +22,10 @@ use super::call::CallState;
 use super::job::JobContext;
 use super::record::Outcome;
 use super::runtime::ModelRuntime;
-use super::transport::{EmbeddingsTransport, Signals};
 use crate::client::{Embedding, EmbeddingPurpose, EmbeddingsClient};
 use crate::error::{Error, ProviderRequestError, Result};
 use crate::limit::Cost;
+use crate::provider::{EmbeddingsTransport, Signals};
 
 /// An embeddings client for one model, enforcing the deployment's width.
 #[derive(Debug)]

@@ -31,39 +31,41 @@ mod chat;
 mod config;
 mod decision;
 mod embeddings;
-mod estimate;
 mod fallback_chat;
 mod finish;
 mod job;
-pub mod labels;
 mod record;
 mod retry;
 mod runtime;
 mod server;
 mod shape;
 mod telemetry;
-mod transport;
 mod verdict;
 
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use config::{MAX_CORRECTIONS, PipelineConfig};
-pub use estimate::{
-    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, PDF_PAGE_TOKENS,
-    REQUEST_OVERHEAD_TOKENS, TokenEstimator,
-};
-#[cfg(feature = "tiktoken")]
-pub use estimate::{TiktokenEncoding, TiktokenEstimator};
 pub use fallback_chat::FallbackOptions;
 pub use job::{JobContext, SpendCap, SpendHold, SpendLedger};
 pub use record::{
     AttemptRecord, CallRecord, JsonLinesRecorder, MemoryRecorder, NoRecorder, Outcome, Recorder,
 };
-pub use retry::{RetryPolicy, parse_retry_after};
-pub use transport::{
-    ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
-    TokenCounting,
-};
+pub use retry::RetryPolicy;
 pub use verdict::{FailureContext, Health, Retry, Settle, Verdict, verdict};
+
+// The provider seam, defined in `crate::provider` (the layer below the pipeline: the
+// pipeline drives the transports, the transports never see the pipeline), and kept
+// here at the paths applications and provider crates have used.
+pub use crate::provider::labels;
+pub use crate::provider::{
+    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, PDF_PAGE_TOKENS,
+    REQUEST_OVERHEAD_TOKENS, TokenEstimator,
+};
+pub use crate::provider::{
+    ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
+    TokenCounting, parse_retry_after,
+};
+#[cfg(feature = "tiktoken")]
+pub use crate::provider::{TiktokenEncoding, TiktokenEstimator};
 
 pub(crate) use chat::PipelineChat;
 pub(crate) use decision::PipelineDecision;

@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::breaker::CircuitBreaker;
 use super::config::PipelineConfig;
 use super::server::Server;
-use super::transport::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 use crate::catalog::{Catalog, ModelEntry};
 use crate::error::Result;
 use crate::limit::{Cost, LimiterBackend, Priority, Reservation, TryReserveError};
+use crate::provider::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 
 /// Everything the pipeline keeps per catalog model, shared by all its clients.
 #[derive(Debug)]

@@ -320,7 +320,7 @@ fn error_kinds_are_distinct_snake_case_names() {
         ProviderError::overloaded(None).into(),
         ProviderError::server(500).into(),
         ProviderError::Timeout { after: None }.into(),
-        crate::wire::malformed("x", b""),
+        crate::provider::malformed("x", b""),
         ProviderError::closed_early("x").into(),
         ProviderRequestError::new(400, "bad").into(),
         refusal(0),

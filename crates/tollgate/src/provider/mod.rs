@@ -1,16 +1,28 @@
-//! Everything a provider crate is written with, in one module: the [`Provider`] trait, the
-//! [`ProviderTransports`] it builds, registration through `inventory`, the registry that
-//! finds every provider linked into the binary, and the kit the transports are made of.
+//! Everything a provider crate is written with, in one folder: the [`Provider`] trait,
+//! the [`ProviderTransports`] it builds, registration through `inventory`, the registry
+//! that finds every provider linked into the binary, and the kit the transports are made
+//! of. The seam between the core and a provider is defined here, not re-exported: the
+//! transport traits ([`transport`](self) in `transport.rs`), token estimates
+//! (`estimate.rs`), decision labels ([`labels`]), the codec's side ([`wire`]) and the
+//! HTTP plumbing ([`http`]).
 //!
-//! **The rule for provider crates:** import the kit from `tollgate::provider` alone.
-//! Nothing comes from `tollgate::pipeline`, `tollgate::wire`, `tollgate::limit` or
-//! `tollgate::http` directly: those paths stay for applications and for tollgate itself,
-//! and everything of theirs a provider needs is here. The application's vocabulary a codec
-//! reads and writes (`LlmRequest`, `LlmResponse`, `ResponseBody`, `ResponseStream`,
-//! `StreamEvent`, `Block`, `Error`, `Result`, `Usage`, `ModelEntry`, …) is re-exported
-//! here too, so a provider crate can import everything from this one module, as
-//! `examples/ollama` does. The same names stand at the crate root, where applications
-//! find them and the workspace's own provider crates take them.
+//! **Layering:** this module sits below [`crate::pipeline`]. The pipeline drives the
+//! transports and reads their [`Signals`]; nothing here imports the pipeline, so a
+//! provider author reads this folder without the pipeline's machinery (retries, the
+//! limiter's holdings, settling). The one item that moved down with the transports is
+//! [`parse_retry_after`], which a transport calls while filling [`Signals`]; the
+//! pipeline's own retry policy stays in the pipeline. The old public paths
+//! (`tollgate::wire`, `tollgate::http`, `tollgate::pipeline::{ChatTransport, Signals,
+//! labels, …}`) are re-exports of the items here.
+//!
+//! **The rule for provider crates** (`cargo xtask tidy` checks it): import the kit from
+//! `tollgate::provider` alone. Nothing comes from `tollgate::pipeline`, `tollgate::wire`,
+//! `tollgate::limit`, `tollgate::http` or the crate root directly: those paths stay for
+//! applications and for tollgate itself, and everything of theirs a provider needs is
+//! here. The application's vocabulary a codec reads and writes (`LlmRequest`,
+//! `LlmResponse`, `ResponseBody`, `ResponseStream`, `StreamEvent`, `Block`, `Error`,
+//! `Result`, `Usage`, `ModelEntry`, …) is re-exported here too, so a provider crate
+//! imports everything from this one module, as `examples/ollama` does.
 //!
 //! What is here, by what it is for:
 //!
@@ -71,9 +83,16 @@
 //! (the registering crate's package name) and whether its models need a credential
 //! ([`Provider::requires_credential`]); see [`crate::catalog::KnownProviders::linked`].
 
+mod estimate;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod labels;
 mod plugin;
 mod registry;
+mod retry_after;
+mod transport;
 mod transports;
+pub mod wire;
 
 pub use crate::context::{CredentialRef, ProviderContext};
 pub use plugin::Provider;
@@ -84,36 +103,37 @@ pub use crate::{async_trait, register_provider};
 
 // The transports the pipeline drives, and what they tell it.
 pub use crate::limit::{AccountingRule, CacheReadAccounting, OutputAccounting};
-pub use crate::pipeline::labels;
-pub use crate::pipeline::{
+pub use retry_after::parse_retry_after;
+pub use transport::{
     ChatTransport, DecisionReply, DecisionTransport, EmbeddingsReply, EmbeddingsTransport, Signals,
-    TokenCounting, parse_retry_after,
+    TokenCounting,
 };
 
 // Token estimates.
-pub use crate::pipeline::{
-    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS,
+pub use estimate::{
+    ByteBoundEstimator, DefaultEstimator, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, PDF_PAGE_TOKENS,
     REQUEST_OVERHEAD_TOKENS, TokenEstimator,
 };
 #[cfg(feature = "tiktoken")]
-pub use crate::pipeline::{TiktokenEncoding, TiktokenEstimator};
+pub use estimate::{TiktokenEncoding, TiktokenEstimator};
 
-// A model's catalog options.
+// A model's catalog options, and the limiter settings a provider's defaults fill in.
 pub use crate::catalog::CatalogError;
-pub use crate::wire::{ModelOptions, ToolChoice};
+pub use crate::limit::LimiterConfig;
+pub use wire::{ModelOptions, ToolChoice};
 
 // The codec's side: errors, undecodable answers, text-only blocks, secrets.
-pub use crate::wire::{
+pub use wire::{
     DnsFailure, MALFORMED_RAW_BYTES, REDACTED, WireError, connection_cause, connection_error,
     keep_raw, malformed, parse_json, redact, redact_bytes, redacted_stream, text_only, undecodable,
 };
 /// The no-silent-drop rule: a codec names the settings it writes; the rest are refused.
-pub use crate::wire::{Setting, refuse_unwritten, unwritten};
+pub use wire::{Setting, refuse_unwritten, unwritten};
 /// Later system messages folded into the turns, for wire formats with a leading system only.
-pub use crate::wire::{folded_turns, has_later_system};
+pub use wire::{folded_turns, has_later_system};
 
 // Streams.
-pub use crate::wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
+pub use wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
 
 // The application's vocabulary a codec reads and writes (also at the crate root).
 pub use crate::catalog::{Dimension, ModelEntry};
@@ -131,7 +151,3 @@ pub use crate::usage::Usage;
 
 // The clock every wait and `retry-after` date is read on (tokio's, paused in tests).
 pub use crate::clock;
-
-// The HTTP kit.
-#[cfg(feature = "http")]
-pub use crate::http;

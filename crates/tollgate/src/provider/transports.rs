@@ -3,9 +3,9 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use super::transport::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 use crate::catalog::ModelEntry;
 use crate::error::{Error, Result};
-use crate::pipeline::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 
 /// What a built provider hands out, per catalog model: the transports the pipeline
 /// drives. A provider overrides the kinds it serves; the others answer

@@ -10,7 +10,7 @@
 //! deltas by a [`BlockAssembler`].
 //!
 //! The HTTP plumbing built on these (the send-once endpoint, headers, the SSE and
-//! NDJSON pumps) is [`crate::http`], behind the `http` feature.
+//! NDJSON pumps) is [`crate::provider::http`], behind the `http` feature.
 
 mod blocks;
 mod connection;

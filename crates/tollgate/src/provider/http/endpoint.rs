@@ -3,9 +3,9 @@
 //!
 //! **The key never reaches the codec.** Every body the endpoint reads (an error answer,
 //! a whole answer, each stream event) has the key it sent cut out
-//! ([`crate::wire::REDACTED`]) before the codec sees it, in every form a server may
+//! ([`crate::provider::wire::REDACTED`]) before the codec sees it, in every form a server may
 //! quote it in (raw, JSON-escaped such as `\/` or `\u002F`, URL-encoded:
-//! [`crate::wire::redact`]), so decoding the JSON cannot turn an escaped key back into
+//! [`crate::provider::wire::redact`]), so decoding the JSON cannot turn an escaped key back into
 //! the raw one. Every error the codec then returns (a verdict read from an error
 //! answer, a decoded answer's error, each stream error) is redacted again, on its final
 //! text, and so is every error the endpoint builds itself (a connection that failed
@@ -26,12 +26,12 @@ use crate::catalog::{CatalogError, ModelEntry};
 use crate::context::{CredentialRef, ProviderContext};
 use crate::credentials::Secret;
 use crate::error::{Error, ProviderError, Result};
-use crate::pipeline::Signals;
-use crate::stream::ResponseStream;
-use crate::wire::{
+use crate::provider::Signals;
+use crate::provider::wire::{
     DnsFailure, EventDecoder, WireError, connection_error, decode_events, redact, redact_bytes,
     redacted_stream,
 };
+use crate::stream::ResponseStream;
 
 /// The most bytes of a success body any model may be configured to read (the default
 /// for embeddings models, whose full batches are tens of MB as JSON). Each model's own
@@ -313,7 +313,7 @@ impl Endpoint {
     ///
     /// The key sent is cut out of the bytes returned (a body that carries it is the
     /// server echoing it), so an error the caller builds from them, such as
-    /// [`crate::wire::malformed`] for a 200 that does not decode, cannot carry it.
+    /// [`crate::provider::wire::malformed`] for a 200 that does not decode, cannot carry it.
     /// [`Endpoint::post_decoded`] is the same with the decoding step included.
     pub async fn post_json(
         &self,
@@ -435,7 +435,7 @@ fn redact_text(text: String, secret: Option<&Secret>) -> String {
     }
 }
 
-/// `bytes` with every form of the key ([`redact`]) replaced by [`crate::wire::REDACTED`];
+/// `bytes` with every form of the key ([`redact`]) replaced by [`crate::provider::wire::REDACTED`];
 /// the same bytes (no copy) when the key is not in them. Works on any bytes, UTF-8 or
 /// not.
 fn without_secret(bytes: Vec<u8>, secret: Option<&Secret>) -> Vec<u8> {

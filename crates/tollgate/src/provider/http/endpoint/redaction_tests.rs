@@ -12,11 +12,11 @@ use crate::ProviderError;
 use crate::catalog::{Catalog, KnownProviders};
 use crate::credentials::MemoryCredentialStore;
 use crate::error::{Error, ProviderRequestError, Result};
-use crate::http::Framing;
-use crate::pipeline::Signals;
 use crate::provider::ProviderContext;
+use crate::provider::Signals;
+use crate::provider::http::Framing;
+use crate::provider::wire::{EventDecoder, REDACTED, WireError, malformed};
 use crate::stream::StreamEvent;
-use crate::wire::{EventDecoder, REDACTED, WireError, malformed};
 
 const KEY: &str = "sk-endpoint-SENTINEL-31f7";
 

@@ -28,7 +28,7 @@ impl Framing {
     }
 
     /// Cuts a body's chunks into decoder inputs; a chunk error passes through. Events
-    /// are capped at [`crate::http::MAX_BODY_BYTES`] ([`Framing::events_limited`]).
+    /// are capped at [`crate::provider::http::MAX_BODY_BYTES`] ([`Framing::events_limited`]).
     pub fn events<S, B>(self, chunks: S) -> BoxStream<'static, Result<String>>
     where
         S: Stream<Item = Result<B>> + Send + 'static,

@@ -266,7 +266,7 @@ mod tests {
                 got: 3,
                 reason: quoted.into(),
             },
-            crate::wire::malformed(quoted, quoted.as_bytes()),
+            crate::provider::wire::malformed(quoted, quoted.as_bytes()),
             Error::StreamInterrupted {
                 model_id: "m".into(),
                 delivered_events: 1,

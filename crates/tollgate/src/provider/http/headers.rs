@@ -7,7 +7,7 @@ use reqwest::header::HeaderMap;
 
 use crate::catalog::Dimension;
 use crate::clock::wall_now;
-use crate::pipeline::{Signals, parse_retry_after};
+use crate::provider::{Signals, parse_retry_after};
 
 /// Header `name` as text, if present and readable.
 pub fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
