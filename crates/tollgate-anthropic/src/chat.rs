@@ -5,7 +5,7 @@ use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{
     AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals, TokenCounting,
 };
-use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::provider::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, EncodeOptions, StreamDecoder};
 use crate::options::AnthropicOptions;

@@ -1,7 +1,7 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made.
 
+use tollgate::provider::{ModelEntry, Result};
 use tollgate::provider::{ModelOptions, ToolChoice};
-use tollgate::{ModelEntry, Result};
 
 use crate::DEFAULT_BASE_URL;
 

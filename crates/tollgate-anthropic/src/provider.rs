@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tollgate::provider::http::{Auth, HttpClient, RateLimitHeaders, Reset};
 use tollgate::provider::{ChatTransport, Provider, ProviderContext, ProviderTransports};
-use tollgate::{Dimension, ModelEntry, Result};
+use tollgate::provider::{Dimension, ModelEntry, Result};
 
 use crate::chat::AnthropicChat;
 use crate::codec::{self, ANTHROPIC_VERSION};

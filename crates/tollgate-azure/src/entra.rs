@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tollgate::provider::http::SecretSource;
+use tollgate::provider::{CredentialStore, Error, Result, Secret};
 use tollgate::provider::{ProviderContext, ProviderError, connection_error};
-use tollgate::{CredentialStore, Error, Result, Secret};
 
 /// The OAuth scope Azure OpenAI's data plane takes tokens for.
 pub const COGNITIVE_SERVICES_SCOPE: &str = "https://cognitiveservices.azure.com/.default";
@@ -216,7 +216,7 @@ impl TokenSource for ClientSecretTokens {
         let mut cache = self.cache.lock().await;
         if let Some(cached) = cache.get(&key)
             && cached.record == digest
-            && tollgate::clock::now() < cached.renew_at
+            && tollgate::provider::clock::now() < cached.renew_at
         {
             return Ok(cached.token.clone());
         }
@@ -229,7 +229,7 @@ impl TokenSource for ClientSecretTokens {
                 ),
             })?;
         let (token, lifetime) = self.fetch(id, &principal, host).await?;
-        let renew_at = tollgate::clock::now() + lifetime.saturating_sub(RENEW_BEFORE);
+        let renew_at = tollgate::provider::clock::now() + lifetime.saturating_sub(RENEW_BEFORE);
         cache.insert(
             key,
             Cached {

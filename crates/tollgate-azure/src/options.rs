@@ -3,7 +3,7 @@
 //! and the OpenAI options the shared codec reads.
 
 use tollgate::provider::ModelOptions;
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 use tollgate_openai::{Api, OpenAiOptions};
 
 use crate::PRESET;

@@ -8,7 +8,7 @@ use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
     ProviderTransports, TiktokenEstimator,
 };
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::provider::{Error, ModelEntry, Result};
 use tollgate_openai::{OpenAiChat, OpenAiDecision, OpenAiEmbeddings};
 
 use crate::entra::{ClientSecretTokens, ModelTokens, TokenSource};

@@ -15,7 +15,7 @@ use tollgate::provider::{
     AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals, decode_events,
     redacted_stream,
 };
-use tollgate::{Error, LlmRequest, LlmResponse, ResponseStream, Result};
+use tollgate::provider::{Error, LlmRequest, LlmResponse, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, Chunks, EncodeOptions, Host, StreamDecoder, ToolChoice};
 
 use crate::client::{BedrockClient, events, redacted, send_once, stream_failure, without_secrets};

@@ -20,11 +20,11 @@ use aws_smithy_types::timeout::TimeoutConfig;
 use futures::Stream;
 use serde::Deserialize;
 use tokio::sync::OnceCell;
+use tollgate::provider::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 use tollgate::provider::{
     CredentialRef, ModelOptions, ProviderContext, clock, connection_cause, connection_error,
     keep_raw, parse_retry_after, redact, redact_bytes, undecodable,
 };
-use tollgate::{ConnectionCause, Error, ModelEntry, ProviderError, Result};
 
 use crate::exceptions::{classify, read_exception};
 use crate::response_cap::{ResponseCap, too_large};

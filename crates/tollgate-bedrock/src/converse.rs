@@ -2,7 +2,7 @@
 
 use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use tollgate::provider::{ChatTransport, Signals, decode_events, redacted_stream};
-use tollgate::{LlmRequest, LlmResponse, ResponseStream, Result};
+use tollgate::provider::{LlmRequest, LlmResponse, ResponseStream, Result};
 
 use crate::client::{BedrockClient, events, redacted, send_once, stream_failure};
 use crate::codec::{self, ConverseStreamDecoder};

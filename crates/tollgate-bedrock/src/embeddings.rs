@@ -8,7 +8,7 @@ use aws_sdk_bedrockruntime::primitives::Blob;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::provider::{CatalogError, EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{EmbeddingPurpose, Error, Result, Usage};
+use tollgate::provider::{EmbeddingPurpose, Error, Result, Usage};
 
 use crate::client::{BedrockClient, redacted, send_once, without_secrets};
 

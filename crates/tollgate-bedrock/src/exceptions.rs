@@ -2,7 +2,7 @@
 //! verdict decides what each means. Both keys share it, HTTP answers and a stream's
 //! exception messages alike.
 
-use tollgate::Error;
+use tollgate::provider::Error;
 use tollgate::provider::WireError;
 
 /// How Bedrock words a `ValidationException` for an input above the model's context
@@ -91,7 +91,7 @@ pub(crate) fn classify(code: Option<&str>, message: Option<&str>, status: Option
 
 #[cfg(test)]
 mod tests {
-    use tollgate::Error;
+    use tollgate::provider::Error;
 
     use super::*;
 

@@ -5,7 +5,7 @@ use aws_credential_types::Credentials;
 use aws_sdk_bedrockruntime::types::{
     ConverseStreamOutput, Message as WireMessage, StopReason as WireStop, TokenUsage,
 };
-use tollgate::{LlmResponse, Result, StreamEvent};
+use tollgate::provider::{LlmResponse, Result, StreamEvent};
 
 use crate::codec::{ConverseStreamDecoder, decode};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tollgate::provider::{
     ChatTransport, EmbeddingsTransport, Provider, ProviderContext, ProviderTransports,
 };
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 
 use crate::anthropic::AnthropicBedrockChat;
 use crate::client::{BedrockClient, BedrockOptions};

@@ -25,7 +25,7 @@ use aws_sdk_bedrockruntime::error::BoxError;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tollgate::{Error, ModelEntry};
+use tollgate::provider::{Error, ModelEntry};
 
 /// The content type of an AWS event stream.
 pub(crate) const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";

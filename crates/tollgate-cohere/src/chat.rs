@@ -3,7 +3,7 @@
 
 use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{ChatTransport, Signals};
-use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::provider::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 
 use crate::codec::{self, EncodeOptions, Events, StreamDecoder};
 use crate::options::CohereOptions;

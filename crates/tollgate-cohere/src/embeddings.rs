@@ -4,8 +4,8 @@
 //! length; this returns the vectors as Cohere sent them.
 
 use tollgate::provider::http::Endpoint;
+use tollgate::provider::{EmbeddingPurpose, ModelEntry, Result, Usage};
 use tollgate::provider::{EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{EmbeddingPurpose, ModelEntry, Result, Usage};
 
 use crate::codec;
 use crate::options::CohereOptions;

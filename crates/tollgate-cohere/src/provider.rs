@@ -7,7 +7,7 @@ use tollgate::provider::http::{Endpoint, HttpClient, RateLimitHeaders, Reset};
 use tollgate::provider::{
     ChatTransport, Dimension, EmbeddingsTransport, Provider, ProviderContext, ProviderTransports,
 };
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 
 use crate::chat::CohereChat;
 use crate::codec;

@@ -52,8 +52,8 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use tollgate::provider::{Block, DocumentSource, Error};
 use tollgate::provider::{LlmRequest, Result, Role, Setting, WireError};
-use tollgate::{Block, DocumentSource, Error};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, Quirks};
 

@@ -2,7 +2,7 @@
 //! provider's are: an unknown key or a value of the wrong kind is an error.
 
 use tollgate::provider::ModelOptions;
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 
 /// The options a `fake` model takes. `base_url` is read by no fake code: it is where
 /// spans and metrics say the calls go (the core's default `Provider::base_url`).

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tollgate::provider::Signals;
-use tollgate::{
+use tollgate::provider::{
     Catalog, DecisionWeights, Dimension, Error, LlmRequest, ModelEntry, ReplayCache, Result,
     compute_cache_key,
 };

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use tollgate::ModelEntry;
-use tollgate::{
+use tollgate::provider::ModelEntry;
+use tollgate::provider::{
     Block, EmbeddingPurpose, Error, LlmRequest, LlmResponse, ProviderError, ProviderRequestError,
     ResponseBody, StopReason, StreamEvent, Usage,
 };
@@ -22,7 +22,7 @@ pub struct FakeReply {
     stop_reason: StopReason,
     usage: Option<Usage>,
     interrupt_after: Option<usize>,
-    refusal: Option<tollgate::Refusal>,
+    refusal: Option<tollgate::provider::Refusal>,
 }
 
 impl FakeReply {
@@ -70,7 +70,7 @@ impl FakeReply {
         self,
         model: &ModelEntry,
         request: &LlmRequest,
-    ) -> tollgate::Result<LlmResponse> {
+    ) -> tollgate::provider::Result<LlmResponse> {
         let usage = self
             .usage
             .unwrap_or_else(|| estimate_usage(request, &self.blocks));
@@ -154,7 +154,8 @@ impl Fault {
         {
             // A refused chat answer is an answer with its stop reason, as codecs give it.
             let mut reply = FakeReply::blocks(Vec::new()).with_stop(StopReason::Refusal);
-            reply.refusal = Some(tollgate::Refusal::new(category).with_explanation(explanation));
+            reply.refusal =
+                Some(tollgate::provider::Refusal::new(category).with_explanation(explanation));
             return Ok(reply);
         }
         Err(self.into_error(model))
@@ -175,7 +176,7 @@ impl Fault {
             Fault::Refusal {
                 category,
                 explanation,
-            } => Error::refusal(category, explanation, tollgate::Usage::default()),
+            } => Error::refusal(category, explanation, tollgate::provider::Usage::default()),
             Fault::RequestError { status, message } => {
                 ProviderRequestError::new(status, message).into()
             }

@@ -10,7 +10,7 @@ use tollgate::provider::{
     ChatTransport, DecisionReply, DecisionTransport, DefaultEstimator, EmbeddingsReply,
     EmbeddingsTransport, Provider, ProviderContext, ProviderTransports, Signals, TokenEstimator,
 };
-use tollgate::{
+use tollgate::provider::{
     DecisionRequest, EmbeddingPurpose, Error, LlmRequest, LlmResponse, ModelEntry, ResponseStream,
     Result, StreamEvent, Usage,
 };
@@ -214,7 +214,7 @@ impl DecisionTransport for FakeDecision {
             .and_then(VecDeque::pop_front);
         match weights {
             Some(w) => Ok(DecisionReply {
-                decision: tollgate::Decision::from_weights(request, w)?,
+                decision: tollgate::provider::Decision::from_weights(request, w)?,
                 usage: Usage {
                     input_tokens: self.estimate_input_tokens(request),
                     ..Usage::default()

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use tollgate::provider::ProviderContext;
 use tollgate::provider::http::SecretSource;
-use tollgate::{ModelEntry, Result, Secret};
+use tollgate::provider::{ModelEntry, Result, Secret};
 
 /// The OAuth scope Vertex AI's Gemini endpoints need.
 pub const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -85,7 +85,7 @@ pub(crate) fn google_tokens(context: &ProviderContext) -> Result<Arc<dyn TokenSo
 /// with [`crate::GeminiProvider::vertex_with_tokens`] brings its own source.
 #[cfg(not(feature = "vertex"))]
 pub(crate) fn google_tokens(context: &ProviderContext) -> Result<Arc<dyn TokenSource>> {
-    Err(tollgate::Error::Catalog(
+    Err(tollgate::provider::Error::Catalog(
         tollgate::provider::CatalogError::InvalidSection {
             field: format!("providers.{}", context.key()),
             reason: "tollgate-gemini was built without its `vertex` feature: enable it, or \
@@ -105,8 +105,8 @@ mod google {
     use sha2::{Digest, Sha256};
     use tokio::sync::OnceCell;
     use tollgate::provider::connection_error;
-    use tollgate::{CredentialStore, Secret};
-    use tollgate::{Error, Result};
+    use tollgate::provider::{CredentialStore, Secret};
+    use tollgate::provider::{Error, Result};
 
     use super::{CLOUD_PLATFORM_SCOPE, TokenSource};
 

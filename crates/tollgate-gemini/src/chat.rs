@@ -5,7 +5,7 @@ use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{
     AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals, StreamDecoder,
 };
-use tollgate::{LlmRequest, LlmResponse, ResponseStream, Result};
+use tollgate::provider::{LlmRequest, LlmResponse, ResponseStream, Result};
 
 use crate::codec;
 use crate::options::GeminiModel;

@@ -7,7 +7,7 @@ use tollgate::provider::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_i
 use tollgate::provider::{
     DecisionReply, DecisionTransport, DefaultEstimator, Signals, TokenEstimator,
 };
-use tollgate::{DecisionRequest, Result};
+use tollgate::provider::{DecisionRequest, Result};
 
 use crate::codec;
 use crate::options::GeminiModel;

@@ -14,7 +14,7 @@ use tollgate::provider::http::Endpoint;
 use tollgate::provider::{
     DefaultEstimator, EmbeddingsReply, EmbeddingsTransport, Signals, TokenEstimator,
 };
-use tollgate::{EmbeddingPurpose, Error, Result, Usage};
+use tollgate::provider::{EmbeddingPurpose, Error, Result, Usage};
 
 use crate::codec::{self, MAX_BATCH_EMBEDDINGS};
 use crate::options::{EmbeddingApi, GeminiModel};

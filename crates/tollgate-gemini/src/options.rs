@@ -1,7 +1,7 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made.
 
 use tollgate::provider::{CatalogError, ModelOptions};
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::provider::{Error, ModelEntry, Result};
 
 use crate::codec::{
     EncodeOptions, MAX_BATCH_EMBEDDINGS, MissingSignature, ThinkingConfig, ToolChoice,

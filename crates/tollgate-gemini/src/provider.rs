@@ -11,7 +11,7 @@ use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
     ProviderTransports,
 };
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::provider::{Error, ModelEntry, Result};
 
 use crate::auth::TokenSource;
 use crate::chat::GeminiChat;

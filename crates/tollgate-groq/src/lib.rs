@@ -107,7 +107,12 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
     },
     dialect: Dialect {
         rewrite: Some(rewrite),
-        reasoning_efforts: Some(&[ReasoningEffort::None, ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
+        reasoning_efforts: Some(&[
+            ReasoningEffort::None,
+            ReasoningEffort::Low,
+            ReasoningEffort::Medium,
+            ReasoningEffort::High,
+        ]),
         file_parts: false,
         error: read_groq_error,
         ..Dialect::OPENAI

@@ -57,8 +57,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::http::{RateLimitHeaders, Reset};
+use tollgate::provider::{Block, DocumentSource, Error};
 use tollgate::provider::{Dimension, LlmRequest, Result, Setting, StopReason};
-use tollgate::{Block, DocumentSource, Error};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, Quirks};
 

@@ -4,7 +4,7 @@
 use tollgate::provider::http::Endpoint;
 use tollgate::provider::labels::{LabeledQuestion, MAX_LABELED_OPTIONS, labeled_input_tokens};
 use tollgate::provider::{DecisionReply, DecisionTransport, Signals};
-use tollgate::{DecisionRequest, ModelEntry, Result};
+use tollgate::provider::{DecisionRequest, ModelEntry, Result};
 
 use crate::codec;
 use crate::dialect::Dialect;

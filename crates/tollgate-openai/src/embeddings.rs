@@ -4,8 +4,8 @@
 //! unit length; this returns the vectors as the server sent them.
 
 use tollgate::provider::http::Endpoint;
+use tollgate::provider::{EmbeddingPurpose, ModelEntry, Result, Usage};
 use tollgate::provider::{EmbeddingsReply, EmbeddingsTransport, Signals};
-use tollgate::{EmbeddingPurpose, ModelEntry, Result, Usage};
 
 use crate::codec;
 use crate::options::{OpenAiOptions, provisional_limit};

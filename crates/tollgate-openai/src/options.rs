@@ -1,11 +1,11 @@
 //! A model's `[models.ID.options]`, read and checked when its transport is made, and the
 //! one place where `openai` and `openai-compatible` differ ([`Quirks`]).
 
-use tollgate::limit::LimiterConfig;
+use tollgate::provider::LimiterConfig;
 use tollgate::provider::{
     DefaultEstimator, ModelOptions, TiktokenEstimator, TokenEstimator, ToolChoice,
 };
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 
 use crate::DEFAULT_EMBEDDING_BATCH;
 use crate::dialect::{OutputLimitField, Preset, Quirks};

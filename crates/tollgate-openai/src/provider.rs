@@ -10,7 +10,7 @@ use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
     ProviderTransports, TiktokenEstimator,
 };
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::provider::{Error, ModelEntry, Result};
 
 use crate::chat::OpenAiChat;
 use crate::decision::OpenAiDecision;

@@ -10,10 +10,10 @@
 //! ```
 
 use serde_json::{Value, json};
-use tollgate::{EmbeddingPurpose, ModelEntry, ModelsBuilder};
+use tollgate::provider::{EmbeddingPurpose, ModelEntry};
 use tollgate_testkit::provider::{
-    EmbeddingsWire, Recorded, Reply, StreamScript, WireScript, WireToolCall, WireUsage,
-    embeddings_entry,
+    EmbeddingsWire, ModelsBuilder, Recorded, Reply, StreamScript, WireScript, WireToolCall,
+    WireUsage, embeddings_entry,
 };
 
 use crate::OpenAiProvider;

@@ -94,7 +94,12 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
         refuses: &[Setting::Seed, Setting::JsonObject, Setting::Verbosity],
         kept_fields: KEPT_FIELDS,
         rewrite: Some(split_think),
-        reasoning_efforts: Some(&[ReasoningEffort::Minimal, ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
+        reasoning_efforts: Some(&[
+            ReasoningEffort::Minimal,
+            ReasoningEffort::Low,
+            ReasoningEffort::Medium,
+            ReasoningEffort::High,
+        ]),
         ..Dialect::OPENAI
     },
 });

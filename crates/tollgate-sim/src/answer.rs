@@ -14,7 +14,7 @@
 //! thinking word by word then its signature, a tool call's arguments in two fragments,
 //! text word by word.
 
-use tollgate::{
+use tollgate::provider::{
     Block, Json, LlmRequest, LlmResponse, Reasoning, ReasoningEffort, ReasoningSummary, Result,
     Role, StopReason, StreamEvent, Thinking, ToolChoice, Usage,
 };

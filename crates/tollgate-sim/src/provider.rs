@@ -46,7 +46,7 @@ use futures::stream;
 use tollgate::provider::{
     ChatTransport, ModelOptions, Provider, ProviderContext, ProviderTransports, Signals,
 };
-use tollgate::{
+use tollgate::provider::{
     Dimension, Error, LlmRequest, LlmResponse, ModelEntry, ProviderError, ResponseBody,
     ResponseStream, Result, Usage,
 };

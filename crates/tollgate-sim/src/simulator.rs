@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tollgate::clock;
+use tollgate::provider::clock;
 
 use crate::bucket::{ContinuousBucket, FRACTION_ONE, Spilled};
 use crate::rng::SimRng;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tollgate::clock;
+use tollgate::provider::clock;
 
 use crate::*;
 

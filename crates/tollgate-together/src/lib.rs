@@ -95,7 +95,11 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
             Setting::ToolStrict,
         ],
         finish_reasons: &[("eos", StopReason::EndTurn)],
-        reasoning_efforts: Some(&[ReasoningEffort::Low, ReasoningEffort::Medium, ReasoningEffort::High]),
+        reasoning_efforts: Some(&[
+            ReasoningEffort::Low,
+            ReasoningEffort::Medium,
+            ReasoningEffort::High,
+        ]),
         ..Dialect::OPENAI
     },
 });

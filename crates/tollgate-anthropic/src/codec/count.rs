@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use tollgate::provider::{LlmRequest, Result};
 use tollgate::provider::{ToolChoice, parse_json};
-use tollgate::{LlmRequest, Result};
 
 use super::request::{EncodeOptions, Host, encode_request};
 

@@ -108,7 +108,7 @@ fn wire(status: u16, error: ErrorObject) -> WireError {
 
 #[cfg(test)]
 mod tests {
-    use tollgate::Error;
+    use tollgate::provider::Error;
 
     use super::*;
 

@@ -2,11 +2,11 @@
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::folded_turns;
-use tollgate::provider::{Setting, ToolChoice, refuse_unwritten};
-use tollgate::{
+use tollgate::provider::{
     Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, ReasoningEffort,
     ReasoningSummary, Result, Role, SamplingParams, Thinking,
 };
+use tollgate::provider::{Setting, ToolChoice, refuse_unwritten};
 
 /// The `anthropic-version` header value this codec speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

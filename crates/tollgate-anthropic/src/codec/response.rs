@@ -2,8 +2,10 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::provider::{
+    Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage,
+};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
 use super::request::Host;
 

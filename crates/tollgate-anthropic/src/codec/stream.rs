@@ -8,7 +8,7 @@ use super::response::{
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
-use tollgate::{LlmResponse, Result, StreamEvent};
+use tollgate::provider::{LlmResponse, Result, StreamEvent};
 
 /// The decoder Anthropic streams run through (`anthropic-direct`, and Claude on
 /// Bedrock): the kit's shell around [`Chunks`].

@@ -22,7 +22,9 @@ use aws_sdk_bedrockruntime::types::{
 };
 use aws_smithy_types::Document;
 use tollgate::provider::refuse_unwritten;
-use tollgate::{Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
+use tollgate::provider::{
+    Block, CacheMark, DocumentSource, Error, ImageSource, LlmRequest, Result, Role,
+};
 
 use super::document::to_document;
 use super::settings::{self, Choice, WRITES};

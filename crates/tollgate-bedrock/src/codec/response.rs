@@ -6,7 +6,9 @@ use aws_sdk_bedrockruntime::types::{
     TokenUsage,
 };
 use tollgate::provider::undecodable;
-use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
+use tollgate::provider::{
+    Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage,
+};
 
 use super::document::to_json;
 

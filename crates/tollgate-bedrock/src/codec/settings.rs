@@ -5,8 +5,10 @@
 
 use aws_sdk_bedrockruntime::types::{AnyToolChoice, SpecificToolChoice, ToolChoice as WireChoice};
 use serde_json::{Map, Value, json};
+use tollgate::provider::{
+    Block, Error, LlmRequest, ReasoningEffort, Result, SamplingParams, Thinking,
+};
 use tollgate::provider::{Setting, ToolChoice};
-use tollgate::{Block, Error, LlmRequest, ReasoningEffort, Result, SamplingParams, Thinking};
 
 /// The settings Converse writes. Refused: parallel tool calls (`ToolConfiguration` has
 /// no such field), a reasoning summary style, JSON without a schema (`outputConfig`

@@ -4,7 +4,7 @@ use aws_sdk_bedrockruntime::types::{
     ContentBlockDelta, ContentBlockStart, ConverseStreamOutput, ReasoningContentBlockDelta,
 };
 use tollgate::provider::{BlockAssembler, EventDecoder};
-use tollgate::{LlmResponse, Refusal, ResponseBody, Result, StopReason, StreamEvent};
+use tollgate::provider::{LlmResponse, Refusal, ResponseBody, Result, StopReason, StreamEvent};
 
 use super::response::{filter_category, redacted, stop_reason, usage};
 

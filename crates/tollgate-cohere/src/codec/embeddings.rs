@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::provider::{EmbeddingPurpose, Result};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{EmbeddingPurpose, Result};
 
 use super::response::Units;
 use crate::options::InputType;

@@ -1,10 +1,10 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
-use tollgate::provider::{Setting, ToolChoice, folded_turns, refuse_unwritten, text_only};
-use tollgate::{
+use tollgate::provider::{
     Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role, Thinking, ToolDefinition,
 };
+use tollgate::provider::{Setting, ToolChoice, folded_turns, refuse_unwritten, text_only};
 
 use crate::KEY;
 

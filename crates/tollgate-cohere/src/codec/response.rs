@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer};
 use tollgate::provider::{BlockAssembler, keep_raw, parse_json, undecodable};
-use tollgate::{LlmResponse, ResponseBody, Result, StopReason, Usage};
+use tollgate::provider::{LlmResponse, ResponseBody, Result, StopReason, Usage};
 
 use super::errors::read_failed_finish;
 

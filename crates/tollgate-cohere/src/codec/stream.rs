@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json, undecodable};
-use tollgate::{LlmResponse, ResponseBody, Result, StreamEvent};
+use tollgate::provider::{LlmResponse, ResponseBody, Result, StreamEvent};
 
 use super::response::{Slot, WireUsage, finish, null_as_default};
 

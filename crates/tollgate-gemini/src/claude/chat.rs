@@ -8,7 +8,7 @@ use tollgate::provider::http::{Endpoint, Framing};
 use tollgate::provider::{
     AccountingRule, CacheReadAccounting, ChatTransport, OutputAccounting, Signals,
 };
-use tollgate::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
+use tollgate::provider::{LlmRequest, LlmResponse, ModelEntry, ResponseStream, Result};
 use tollgate_anthropic::codec::{self, Chunks, EncodeOptions, Host, StreamDecoder};
 
 use super::options::AnthropicVertexOptions;

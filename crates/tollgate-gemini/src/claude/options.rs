@@ -2,7 +2,7 @@
 //! transport is made.
 
 use tollgate::provider::{CatalogError, ModelOptions, ToolChoice};
-use tollgate::{Error, ModelEntry, Result};
+use tollgate::provider::{Error, ModelEntry, Result};
 
 use crate::options::{VertexPlace, is_id, is_model_name};
 

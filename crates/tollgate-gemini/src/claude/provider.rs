@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tollgate::provider::http::HttpClient;
 use tollgate::provider::{ChatTransport, Provider, ProviderContext, ProviderTransports};
-use tollgate::{ModelEntry, Result};
+use tollgate::provider::{ModelEntry, Result};
 
 use super::chat::AnthropicVertexChat;
 use super::errors::read_error;

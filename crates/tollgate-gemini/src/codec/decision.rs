@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::provider::labels::{DECISION_SYSTEM, decision_prompt, label_weights};
+use tollgate::provider::{Result, Usage};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Result, Usage};
 
 use super::response::WireUsage;
 

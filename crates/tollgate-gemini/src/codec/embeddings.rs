@@ -10,8 +10,8 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tollgate::provider::{EmbeddingPurpose, Result};
 use tollgate::provider::{parse_json, undecodable};
-use tollgate::{EmbeddingPurpose, Result};
 
 /// The most texts one `batchEmbedContents` request takes ("at most 100 requests can be
 /// in one batch").

@@ -214,7 +214,7 @@ fn wire(status: u16, body: &[u8], vertex: bool) -> WireError {
 
 #[cfg(test)]
 mod tests {
-    use tollgate::Error;
+    use tollgate::provider::Error;
 
     use super::*;
 

@@ -11,8 +11,10 @@
 //! back on the part that follows it here (see [`super::decode_response`]).
 
 use serde_json::{Map, Value, json};
+use tollgate::provider::{
+    Block, Error, ImageSource, LlmRequest, Message, ReasoningEffort, Result, Role,
+};
 use tollgate::provider::{ToolChoice, text_only};
-use tollgate::{Block, Error, ImageSource, LlmRequest, Message, ReasoningEffort, Result, Role};
 
 /// The `thoughtSignature` value Gemini documents-by-usage as "skip validation": sent on
 /// a function call that has no signature of its own (a turn written by another provider)
@@ -222,7 +224,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
         // never sent as an empty function.
         if let Some(t) = request.tools_schema().iter().find(|t| t.native.is_some()) {
             let provider = t.native.as_ref().map_or("", |n| n.provider.as_str());
-            return Err(tollgate::Error::unsupported_setting(
+            return Err(tollgate::provider::Error::unsupported_setting(
                 format!("`{provider}` tool `{}`", t.name),
                 "gemini",
                 &options.model,
@@ -254,7 +256,7 @@ pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<V
     if let Some(effort @ (ReasoningEffort::XHigh | ReasoningEffort::Max)) =
         request.sampling_params().reasoning().effort
     {
-        return Err(tollgate::Error::unsupported_setting(
+        return Err(tollgate::provider::Error::unsupported_setting(
             format!(
                 "reasoning.effort: {} (Gemini's thinkingLevel goes up to HIGH)",
                 effort.as_str()
@@ -314,9 +316,9 @@ fn generation_config(request: &LlmRequest, options: &EncodeOptions) -> Map<Strin
     // An effort is Gemini 3's `thinkingLevel`; effort `none` is thinking off.
     let reasoning = sampling.reasoning();
     let budget = match reasoning.thinking {
-        Some(tollgate::Thinking::Off) => Some(0),
-        Some(tollgate::Thinking::Adaptive) => Some(-1),
-        Some(tollgate::Thinking::Budget { tokens }) => Some(tokens as i64),
+        Some(tollgate::provider::Thinking::Off) => Some(0),
+        Some(tollgate::provider::Thinking::Adaptive) => Some(-1),
+        Some(tollgate::provider::Thinking::Budget { tokens }) => Some(tokens as i64),
         None if reasoning.effort == Some(ReasoningEffort::None) => Some(0),
         None => None,
     };
@@ -387,11 +389,13 @@ fn encode_user(content: &[Block], earlier: &[Message], field: &str) -> Result<Ve
                 ));
             }
             Block::Document { source, .. } => match source {
-                tollgate::DocumentSource::Base64 { media_type, data } => {
+                tollgate::provider::DocumentSource::Base64 { media_type, data } => {
                     parts.push(json!({"inlineData": {"mimeType": media_type, "data": data}}))
                 }
-                tollgate::DocumentSource::Text { text } => parts.push(json!({ "text": text })),
-                tollgate::DocumentSource::Url { .. } => {
+                tollgate::provider::DocumentSource::Text { text } => {
+                    parts.push(json!({ "text": text }))
+                }
+                tollgate::provider::DocumentSource::Url { .. } => {
                     return Err(Error::invalid_request(
                         field,
                         "is a document by URL, which Gemini reads only from its File API or \

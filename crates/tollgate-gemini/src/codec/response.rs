@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, keep_raw, parse_json, undecodable};
-use tollgate::{
+use tollgate::provider::{
     Error, Json, LlmResponse, ProviderRequestError, Refusal, ResponseBody, Result, StopReason,
     StreamEvent, Usage,
 };

@@ -9,7 +9,7 @@ use super::errors::read_stream_error;
 use super::response::{PartsToBlocks, WireResponse, WireUsage, finish_reason, prompt_blocked};
 
 use tollgate::provider::{ChunkDecoder, parse_json};
-use tollgate::{
+use tollgate::provider::{
     LlmResponse, ProviderError, Refusal, ResponseBody, Result, StopReason, StreamEvent,
 };
 

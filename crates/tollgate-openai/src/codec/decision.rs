@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate::provider::labels::{DECISION_SYSTEM, decision_prompt, label_weights};
+use tollgate::provider::{Result, Usage};
 use tollgate::provider::{keep_raw, undecodable};
-use tollgate::{Result, Usage};
 
 use super::response::{WireUsage, null_as_default, read_in};
 use crate::dialect::Dialect;
@@ -98,8 +98,8 @@ pub fn decode_decision_in(
 
 /// An answer that decodes but cannot serve the decision (no logprobs, no label among
 /// them): final, since the same request gets the same kind of answer.
-fn unusable(what: &str) -> tollgate::Error {
-    tollgate::ProviderRequestError::new(
+fn unusable(what: &str) -> tollgate::provider::Error {
+    tollgate::provider::ProviderRequestError::new(
         200,
         format!("the server's answer cannot serve a decision: {what}"),
     )

@@ -4,7 +4,7 @@ use super::response::{WireUsage, null_as_default};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate::Result;
+use tollgate::provider::Result;
 use tollgate::provider::{keep_raw, parse_json, undecodable};
 
 #[derive(Debug, Deserialize)]

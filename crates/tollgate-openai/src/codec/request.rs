@@ -1,8 +1,8 @@
 //! Request bodies: [`encode_request`] and its options.
 
 use serde_json::{Map, Value, json};
+use tollgate::provider::{Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
 use tollgate::provider::{Setting, ToolChoice, refuse_unwritten, text_only};
-use tollgate::{Block, DocumentSource, Error, ImageSource, LlmRequest, Result, Role};
 
 use crate::dialect::Dialect;
 use crate::dialect::OutputLimitField;

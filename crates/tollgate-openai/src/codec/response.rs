@@ -3,8 +3,10 @@
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tollgate::provider::{
+    Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage,
+};
 use tollgate::provider::{keep_raw, parse_json, undecodable};
-use tollgate::{Block, Json, LlmResponse, Refusal, ResponseBody, Result, StopReason, Usage};
 
 use crate::dialect::Dialect;
 

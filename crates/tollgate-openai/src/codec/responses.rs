@@ -8,11 +8,11 @@
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::{
-    Setting, ToolChoice, keep_raw, parse_json, refuse_unwritten, undecodable,
-};
-use tollgate::{
     Block, DocumentSource, Error, Json, LlmRequest, LlmResponse, Refusal, ResponseBody, Result,
     Role, StopReason, Usage,
+};
+use tollgate::provider::{
+    Setting, ToolChoice, keep_raw, parse_json, refuse_unwritten, undecodable,
 };
 
 use super::request::{image_url, shape_name, tool_result_text};
@@ -152,10 +152,10 @@ pub fn encode_responses_request(request: &LlmRequest, options: &ResponsesOptions
     }
     if let Some(summary) = reasoning.summary {
         let word = match summary {
-            tollgate::ReasoningSummary::Auto => "auto",
-            tollgate::ReasoningSummary::Concise => "concise",
-            tollgate::ReasoningSummary::Detailed => "detailed",
-            tollgate::ReasoningSummary::Omitted => {
+            tollgate::provider::ReasoningSummary::Auto => "auto",
+            tollgate::provider::ReasoningSummary::Concise => "concise",
+            tollgate::provider::ReasoningSummary::Detailed => "detailed",
+            tollgate::provider::ReasoningSummary::Omitted => {
                 return Err(Error::unsupported_setting(
                     "reasoning summary: omitted",
                     ORIGIN,

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, parse_json};
-use tollgate::{ProviderError, Result, StreamEvent};
+use tollgate::provider::{ProviderError, Result, StreamEvent};
 
 use super::errors::read_stream_error;
 use super::responses::{finish_response, item_blocks, reasoning_signature};
@@ -81,9 +81,9 @@ impl ResponsesEvents {
             item["type"].as_str(),
             None | Some("message" | "function_call" | "reasoning")
         ) {
-            let block = tollgate::Block::Native {
+            let block = tollgate::provider::Block::Native {
                 provider: "openai".into(),
-                value: tollgate::Json::new(item.clone()),
+                value: tollgate::provider::Json::new(item.clone()),
             };
             out.push(self.blocks.whole(slot, block)?);
         }

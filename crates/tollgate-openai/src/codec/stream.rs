@@ -7,7 +7,7 @@ use super::response::{WireUsage, finish, kept_block, null_as_default, read_filte
 use serde::Deserialize;
 use serde_json::Value;
 use tollgate::provider::{BlockAssembler, ChunkDecoder, undecodable};
-use tollgate::{ProviderError, Result, StreamEvent};
+use tollgate::provider::{ProviderError, Result, StreamEvent};
 
 use crate::dialect::Dialect;
 

@@ -29,3 +29,6 @@ pub use harness::{
 pub use outcome::{Checked, Declared};
 pub use script::{EmbeddingsWire, StreamScript, WireScript, WireToolCall, WireUsage};
 pub use server::{Body, End, Recorded, RefusingPort, Reply, Responder, ScriptServer};
+/// What [`WireScript::register`] registers a scripted provider's models on, here so a
+/// provider crate's script imports it from the kit rather than the application's root.
+pub use tollgate::ModelsBuilder;

@@ -136,18 +136,24 @@ pub use wire::{folded_turns, has_later_system};
 pub use wire::{BlockAssembler, ChunkDecoder, EventDecoder, StreamDecoder, decode_events};
 
 // The application's vocabulary a codec reads and writes (also at the crate root).
-pub use crate::catalog::{Dimension, ModelEntry};
-pub use crate::client::{DecisionRequest, EmbeddingPurpose};
+pub use crate::catalog::{Catalog, Dimension, ModelEntry};
+pub use crate::client::{Decision, DecisionRequest, DecisionWeights, EmbeddingPurpose};
 pub use crate::conversation::{
     Block, CacheMark, DocumentSource, ImageSource, Message, NativeTool, Role, ToolDefinition,
 };
 pub use crate::error::{ConnectionCause, Error, ProviderError, ProviderRequestError, Result};
 pub use crate::json::Json;
 pub use crate::request::{LlmRequest, ResponseShape, SamplingParams};
-pub use crate::response::{LlmResponse, ResponseBody, StopReason};
+pub use crate::response::{LlmResponse, Refusal, ResponseBody, StopReason};
 pub use crate::settings::{Reasoning, ReasoningEffort, ReasoningSummary, Thinking};
 pub use crate::stream::{ResponseStream, StreamEvent};
 pub use crate::usage::Usage;
+
+// Credentials a provider resolves by id (a token exchange's store, the secret it reads).
+pub use crate::credentials::{CredentialStore, Secret};
+
+// Answers replayed offline from recorded calls (the `fake` provider's replay mode).
+pub use crate::cache::{CacheKey, ReplayCache, compute_cache_key};
 
 // The clock every wait and `retry-after` date is read on (tokio's, paused in tests).
 pub use crate::clock;
