@@ -26,6 +26,9 @@
 //!   and the modules it declares are one family, not a circle.
 //! - **No circle among the core's top-level modules** (past re-exports): the core reads
 //!   as layers; `cargo xtask core-graph` draws them (DOT).
+//! - **A provider crate imports the core from `tollgate::provider` alone**, and another
+//!   provider crate through its public codec alone ([`provider_imports`]): the folder a
+//!   provider author opens holds all a provider is written with.
 //!
 //! The checks read text, except the import graph, which `syn` parses.
 
@@ -34,6 +37,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::{circles, imports, release};
+
+mod provider_imports;
 
 /// The longest a non-test source file may be, in lines.
 pub(crate) const MAX_LINES: usize = 600;
@@ -85,6 +90,7 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
         }
     }
     check_provider_dependencies(root, &mut problems);
+    provider_imports::check(root, &mut problems);
     check_bench_dependents(root, &mut problems);
     check_rustfmt_files(root, &mut problems);
     release::check(root, &mut problems);
