@@ -2,7 +2,7 @@
 //! the [`ProviderTransports`] it builds, registration through `inventory`, the registry
 //! that finds every provider linked into the binary, and the kit the transports are made
 //! of. The seam between the core and a provider is defined here, not re-exported: the
-//! transport traits ([`transport`](self) in `transport.rs`), token estimates
+//! transport traits ([`ChatTransport`] and its kin, in `transport.rs`), token estimates
 //! (`estimate.rs`), decision labels ([`labels`]), the codec's side ([`wire`]) and the
 //! HTTP plumbing ([`http`]).
 //!
@@ -37,7 +37,10 @@
 //!   said, [`TokenCounting`];
 //! - token estimates: [`TokenEstimator`], [`DefaultEstimator`] (and, with the `tiktoken`
 //!   feature, `TiktokenEstimator`);
-//! - a model's catalog options: [`ModelOptions`], [`ToolChoice`], [`CatalogError`];
+//! - a model's catalog options: [`ModelOptions`], [`ToolChoice`], [`CatalogError`]; the
+//!   limiter settings a provider's defaults fill in, [`LimiterConfig`];
+//! - credentials resolved by id: [`CredentialStore`], [`Secret`] (for a token exchange);
+//! - answers replayed offline (the `fake` provider): [`ReplayCache`], [`compute_cache_key`];
 //! - the codec's side: an error answer as a [`WireError`], an undecodable answer
 //!   ([`malformed`], [`undecodable`], [`parse_json`], [`keep_raw`]), text-only blocks
 //!   ([`text_only`]), secrets cut out of text ([`redact`]), transport failures classified
