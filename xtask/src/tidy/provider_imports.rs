@@ -57,15 +57,7 @@ const EXAMPLE_PROVIDERS: &[&str] = &["examples/ollama", "examples/openai-like"];
 /// `tollgate::provider` (or a macro), each path into another provider crate is into its
 /// public codec.
 pub(super) fn check(root: &Path, problems: &mut Vec<String>) {
-    let mut crates: BTreeMap<String, PathBuf> = super::provider_crates(root)
-        .into_values()
-        .filter_map(|manifest| manifest.parent().map(Path::to_path_buf))
-        .map(|dir| (crate_name(&dir), dir))
-        .collect();
-    for example in EXAMPLE_PROVIDERS {
-        let dir = root.join(example);
-        crates.insert(crate_name(&dir), dir);
-    }
+    let crates = provider_dirs(root);
     let names: Vec<String> = crates.keys().cloned().collect();
     for (name, dir) in &crates {
         for file in super::rust_files(&dir.join("src")) {
@@ -76,6 +68,21 @@ pub(super) fn check(root: &Path, problems: &mut Vec<String>) {
             check_text(&rel, &text, name, &names, problems);
         }
     }
+}
+
+/// Every provider crate's library name and directory: the crates under `crates/` that
+/// register a provider, and [`EXAMPLE_PROVIDERS`].
+fn provider_dirs(root: &Path) -> BTreeMap<String, PathBuf> {
+    let mut crates: BTreeMap<String, PathBuf> = super::provider_crates(root)
+        .into_values()
+        .filter_map(|manifest| manifest.parent().map(Path::to_path_buf))
+        .map(|dir| (crate_name(&dir), dir))
+        .collect();
+    for example in EXAMPLE_PROVIDERS {
+        let dir = root.join(example);
+        crates.insert(crate_name(&dir), dir);
+    }
+    crates
 }
 
 /// The library name of the crate in `dir` (its package name, `-` as `_`).
@@ -283,6 +290,32 @@ tollgate::register_provider!(|| std::sync::Arc::new(P));
         assert!(
             problems[0].starts_with("crates/tollgate-x/src/lib.rs:3:"),
             "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn the_rule_reads_every_provider_crate_by_its_library_name() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let found = provider_dirs(root);
+        for name in [
+            "tollgate_openai",
+            "tollgate_anthropic",
+            "tollgate_bedrock",
+            "tollgate_fake",
+            "tollgate_ollama",
+            "tollgate_openai_like",
+        ] {
+            assert!(
+                found.contains_key(name),
+                "{name} not among {:?}",
+                found.keys()
+            );
+        }
+        assert!(
+            !found.contains_key("tollgate"),
+            "the core is not a provider crate"
         );
     }
 }
