@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tollgate::catalog::{Limits, ModelEntry};
+use tollgate::catalog::ModelEntry;
 use tollgate::credentials::MemoryCredentialStore;
-use tollgate::pipeline::{PipelineConfig, RetryPolicy};
 use tollgate::provider::{ChunkDecoder, LlmRequest, Provider};
 use tollgate::{
     Block, Catalog, DocumentSource, Error, JobContext, Message, Models, ProviderError, Reasoning,
@@ -289,41 +287,14 @@ async fn embeddings_models_are_refused() {
 
 // The conformance tier: llmock's Groq endpoints.
 
-const KEY_ID: &str = "groq-peer-key";
 /// A model name no other test sends, so that scripted faults match only this test's
 /// requests (llmock is shared by tests running in parallel).
 const PEER_MODEL: &str = "tollgate-groq-conformance";
 
 fn peer_models(base: &str) -> Models {
-    let catalog = Catalog::builder()
-        .model(
-            ModelEntry::new("chat", "groq", PEER_MODEL)
-                .with_credential(KEY_ID)
-                .with_output_tokens(200, 50)
-                .with_limits(Limits {
-                    rpm: 6000,
-                    tpm: 100_000_000,
-                    ..Limits::default()
-                })
-                .with_option("base_url", format!("{base}/groq/openai")),
-        )
-        .build()
-        .unwrap();
-    Models::builder()
-        .catalog(catalog)
-        .credentials(MemoryCredentialStore::new().with(KEY_ID, "gsk_peer_test"))
-        .provider(PROVIDER)
-        .pipeline(PipelineConfig {
-            retry: RetryPolicy {
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(2),
-                jitter_seed: Some(5),
-                ..RetryPolicy::default()
-            },
-            ..PipelineConfig::default()
-        })
-        .build()
-        .unwrap()
+    let entry = ModelEntry::new("chat", "groq", PEER_MODEL)
+        .with_option("base_url", format!("{base}/groq/openai"));
+    tollgate_testkit::peers::llmock_models(PROVIDER, entry)
 }
 
 fn ask(text: &str, tools: Vec<ToolDefinition>) -> LlmRequest {
@@ -337,30 +308,12 @@ fn ask(text: &str, tools: Vec<ToolDefinition>) -> LlmRequest {
 }
 
 async fn scenario(base: &str, behaviors: Value) {
-    let response = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(format!("{base}/_llmock/scenario"))
-        .json(&json!({ "behaviors": behaviors }))
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
+    tollgate_testkit::peers::llmock_scenario(base, behaviors).await;
 }
 
 async fn stream(models: &Models, request: &LlmRequest) -> Vec<StreamEvent> {
-    let mut s = models
-        .chat("chat")
-        .await
-        .unwrap()
-        .stream_response(request)
-        .await
-        .unwrap();
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        events.push(item.unwrap());
-    }
+    let (events, error) = tollgate_testkit::peers::stream_events(models, "chat", request).await;
+    assert!(error.is_none(), "{error:?}");
     events
 }
 

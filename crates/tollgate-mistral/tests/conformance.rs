@@ -9,53 +9,22 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tollgate::catalog::{Limits, ModelEntry};
-use tollgate::credentials::MemoryCredentialStore;
-use tollgate::pipeline::{PipelineConfig, RetryPolicy};
+use tollgate::catalog::ModelEntry;
 use tollgate::{
-    Block, Catalog, Error, JobContext, Json, LlmRequest, LlmResponse, Message, Models,
-    ProviderError, SamplingParams, StopReason, StreamEvent, ToolChoice, ToolDefinition,
+    Block, Error, JobContext, Json, LlmRequest, LlmResponse, Message, Models, ProviderError,
+    SamplingParams, StopReason, StreamEvent, ToolChoice, ToolDefinition,
 };
 use tollgate_mistral::PROVIDER;
 use tollgate_testkit::peers::url as peer;
 
-const KEY_ID: &str = "peer-key";
 /// The model name this test's requests carry, which its scripted behaviours match.
 const MODEL: &str = "mistral-small-tollgate-conformance";
 
 fn models(base: &str) -> Models {
-    let limits = Limits {
-        rpm: 6000,
-        tpm: 100_000_000,
-        ..Limits::default()
-    };
-    let catalog = Catalog::builder()
-        .model(
-            ModelEntry::new("chat", "mistral", MODEL)
-                .with_credential(KEY_ID)
-                .with_output_tokens(200, 50)
-                .with_limits(limits)
-                .with_option("base_url", format!("{base}/mistral")),
-        )
-        .build()
-        .unwrap();
-    Models::builder()
-        .catalog(catalog)
-        .credentials(MemoryCredentialStore::new().with(KEY_ID, "mistral-peer-test"))
-        .provider(PROVIDER)
-        .pipeline(PipelineConfig {
-            retry: RetryPolicy {
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(2),
-                jitter_seed: Some(3),
-                ..RetryPolicy::default()
-            },
-            ..PipelineConfig::default()
-        })
-        .build()
-        .unwrap()
+    let entry = ModelEntry::new("chat", "mistral", MODEL)
+        .with_option("base_url", format!("{base}/mistral"));
+    tollgate_testkit::peers::llmock_models(PROVIDER, entry)
 }
 
 fn ask(text: &str, params: SamplingParams, tools: Vec<ToolDefinition>) -> LlmRequest {
@@ -71,19 +40,7 @@ fn weather() -> ToolDefinition {
 }
 
 async fn stream(models: &Models, request: &LlmRequest) -> (Vec<StreamEvent>, Option<Error>) {
-    let chat = models.chat("chat").await.unwrap();
-    let mut s = match chat.stream_response(request).await {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
-    };
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        match item {
-            Ok(e) => events.push(e),
-            Err(e) => return (events, Some(e)),
-        }
-    }
-    (events, None)
+    tollgate_testkit::peers::stream_events(models, "chat", request).await
 }
 
 fn completed(events: &[StreamEvent]) -> &LlmResponse {
@@ -103,13 +60,7 @@ async fn scenario(base: &str, behaviors: Value) {
     for b in behaviors.as_array_mut().unwrap() {
         b["match"] = json!({"model": MODEL});
     }
-    let response = client()
-        .post(format!("{base}/_llmock/scenario"))
-        .json(&json!({ "behaviors": behaviors }))
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
+    tollgate_testkit::peers::llmock_scenario(base, behaviors).await;
 }
 
 /// The bodies llmock received from this test, oldest first.

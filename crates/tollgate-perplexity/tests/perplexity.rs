@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tollgate::catalog::{EmbeddingCapabilities, ModelEntry, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
@@ -353,12 +352,8 @@ fn the_docs_catalog_example_loads() {
 }
 
 async fn stream(models: &Models, request: &LlmRequest) -> Vec<StreamEvent> {
-    let client = models.chat(kit::MODEL).await.unwrap();
-    let mut s = client.stream_response(request).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        events.push(item.unwrap());
-    }
+    let (events, error) = tollgate_testkit::peers::stream_events(models, kit::MODEL, request).await;
+    assert!(error.is_none(), "{error:?}");
     events
 }
 
@@ -372,13 +367,7 @@ async fn llmock_perplexity_chat_citations_streams_tool_calls_and_a_retried_429()
     const NAME: &str = "tollgate-perplexity-conformance";
     let scenario = |mut behavior: Value| {
         behavior["match"] = json!({"model": NAME});
-        let body = json!({"behaviors": [behavior]});
-        let url = format!("{base}/_llmock/scenario");
-        async move {
-            let client = reqwest::Client::builder().no_proxy().build().unwrap();
-            let status = client.post(&url).json(&body).send().await.unwrap().status();
-            assert!(status.is_success(), "{url}: {status}");
-        }
+        tollgate_testkit::peers::llmock_scenario(&base, json!([behavior]))
     };
     // llmock serves `/perplexity/v1/chat/completions`, Perplexity `/chat/completions`: a
     // `base_url` ending in `/v1` loses it (tollgate-openai strips it), so the address

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tollgate::catalog::{ModelEntry, ModelKind};
 use tollgate::credentials::MemoryCredentialStore;
@@ -273,12 +272,8 @@ async fn decision_models_are_refused_since_together_logprobs_are_a_count() {
 }
 
 async fn stream(models: &Models, request: &LlmRequest) -> Vec<StreamEvent> {
-    let client = models.chat(kit::MODEL).await.unwrap();
-    let mut s = client.stream_response(request).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        events.push(item.unwrap());
-    }
+    let (events, error) = tollgate_testkit::peers::stream_events(models, kit::MODEL, request).await;
+    assert!(error.is_none(), "{error:?}");
     events
 }
 
@@ -292,13 +287,7 @@ async fn llmock_together_chat_streams_tool_calls_and_a_retried_429() {
     const NAME: &str = "tollgate-together-conformance";
     let scenario = |mut behavior: Value| {
         behavior["match"] = json!({"model": NAME});
-        let body = json!({"behaviors": [behavior]});
-        let url = format!("{base}/_llmock/scenario");
-        async move {
-            let client = reqwest::Client::builder().no_proxy().build().unwrap();
-            let status = client.post(&url).json(&body).send().await.unwrap().status();
-            assert!(status.is_success(), "{url}: {status}");
-        }
+        tollgate_testkit::peers::llmock_scenario(&base, json!([behavior]))
     };
     let models = llmock_models(&format!("{base}/together"), NAME);
     let chat = models.chat(kit::MODEL).await.unwrap();

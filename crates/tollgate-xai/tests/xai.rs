@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tollgate::catalog::{Limits, ModelEntry};
+use tollgate::catalog::ModelEntry;
 use tollgate::credentials::MemoryCredentialStore;
-use tollgate::pipeline::{PipelineConfig, RetryPolicy};
 use tollgate::provider::{ChunkDecoder, LlmRequest, Provider};
 use tollgate::{
     Block, Catalog, DocumentSource, Error, JobContext, LlmResponse, Message, Models, ProviderError,
@@ -298,36 +296,14 @@ async fn embeddings_models_are_refused() {
 
 // The conformance tier: llmock's xAI endpoints.
 
-const KEY_ID: &str = "xai-peer-key";
 /// A model name no other test sends, so that scripted faults match only this test's
 /// requests (llmock is shared by tests running in parallel).
 const PEER_MODEL: &str = "tollgate-xai-conformance";
 
 fn peer_models(base: &str) -> Models {
-    let entry = ModelEntry::new("chat", "xai", PEER_MODEL)
-        .with_credential(KEY_ID)
-        .with_output_tokens(200, 50)
-        .with_limits(Limits {
-            rpm: 6000,
-            tpm: 100_000_000,
-            ..Limits::default()
-        })
-        .with_option("base_url", format!("{base}/xai"));
-    Models::builder()
-        .catalog(Catalog::builder().model(entry).build().unwrap())
-        .credentials(MemoryCredentialStore::new().with(KEY_ID, "xai-peer-test"))
-        .provider(PROVIDER)
-        .pipeline(PipelineConfig {
-            retry: RetryPolicy {
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(2),
-                jitter_seed: Some(11),
-                ..RetryPolicy::default()
-            },
-            ..PipelineConfig::default()
-        })
-        .build()
-        .unwrap()
+    let entry =
+        ModelEntry::new("chat", "xai", PEER_MODEL).with_option("base_url", format!("{base}/xai"));
+    tollgate_testkit::peers::llmock_models(PROVIDER, entry)
 }
 
 fn ask(text: &str, tools: Vec<ToolDefinition>) -> LlmRequest {
@@ -341,23 +317,12 @@ fn ask(text: &str, tools: Vec<ToolDefinition>) -> LlmRequest {
 }
 
 async fn scenario(base: &str, behaviors: Value) {
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let response = client
-        .post(format!("{base}/_llmock/scenario"))
-        .json(&json!({ "behaviors": behaviors }))
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
+    tollgate_testkit::peers::llmock_scenario(base, behaviors).await;
 }
 
 async fn stream(models: &Models, request: &LlmRequest) -> Vec<StreamEvent> {
-    let chat = models.chat("chat").await.unwrap();
-    let mut s = chat.stream_response(request).await.unwrap();
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        events.push(item.unwrap());
-    }
+    let (events, error) = tollgate_testkit::peers::stream_events(models, "chat", request).await;
+    assert!(error.is_none(), "{error:?}");
     events
 }
 
