@@ -57,7 +57,6 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tollgate::provider::http::{RateLimitHeaders, Reset};
-use tollgate::provider::{Block, DocumentSource, Error};
 use tollgate::provider::{Dimension, LlmRequest, Result, Setting, StopReason};
 use tollgate_openai::preset::{Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, Quirks};
@@ -110,6 +109,7 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
         required_tool_choice: "any",
         refuses: &[Setting::Verbosity],
         finish_reasons: &[("model_length", StopReason::ContextWindowExceeded)],
+        file_parts: false,
         rewrite: Some(rewrite),
         request: Some(request),
         ..Dialect::OPENAI
@@ -122,24 +122,10 @@ tollgate::register_provider!(|| Arc::new(PROVIDER));
 pub use tollgate;
 
 /// The request hook: the seed goes as Mistral's `random_seed`; tool-call ids go as
-/// Mistral takes them ([`tool_call_id`]); a PDF given by its bytes is refused (Mistral's
-/// chat takes documents by URL or uploaded file id, not OpenAI's `file_data` part).
-pub fn request(request: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
-    for (i, message) in request.messages().iter().enumerate() {
-        for (j, block) in message.content.iter().enumerate() {
-            if let Block::Document {
-                source: DocumentSource::Base64 { .. },
-                ..
-            } = block
-            {
-                return Err(Error::invalid_request(
-                    format!("messages[{i}].content[{j}]"),
-                    "is a document given by its bytes, which Mistral's chat does not take: \
-                     send its text instead",
-                ));
-            }
-        }
-    }
+/// Mistral takes them ([`tool_call_id`]). (A PDF given by its bytes is refused by the
+/// dialect's `file_parts: false`: Mistral's chat takes documents by URL or uploaded file
+/// id, not OpenAI's `file_data` part.)
+pub fn request(_: &LlmRequest, body: &mut Map<String, Value>) -> Result<()> {
     if let Some(seed) = body.remove("seed") {
         body.insert("random_seed".into(), seed);
     }

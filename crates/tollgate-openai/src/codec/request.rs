@@ -103,11 +103,13 @@ pub(super) fn image_url(source: &ImageSource) -> String {
 /// word is written, its request hook runs last; then `extra_body`'s fields are added.
 pub fn encode_request(request: &LlmRequest, options: &EncodeOptions) -> Result<Value> {
     let dialect = &options.dialect;
-    let writes: Vec<Setting> = WRITES
-        .iter()
-        .filter(|s| !dialect.refuses.contains(s))
-        .copied()
-        .collect();
+    // OpenAI's own dialect refuses nothing: no list is built on its (the gateway's) path.
+    let writes: std::borrow::Cow<'_, [Setting]> = if dialect.refuses.is_empty() {
+        WRITES.into()
+    } else {
+        let kept = WRITES.iter().filter(|s| !dialect.refuses.contains(s));
+        kept.copied().collect::<Vec<_>>().into()
+    };
     refuse_unwritten(request, dialect.provider, &options.model, &writes)?;
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
