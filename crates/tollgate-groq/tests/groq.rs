@@ -3,15 +3,13 @@
 //! llmock's `/groq/openai/v1` (skipped with a message unless `TOLLGATE_LLMOCK_URL` is
 //! set, failing then only if `TOLLGATE_PEERS_REQUIRED` is).
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use tollgate::catalog::ModelEntry;
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::provider::{ChunkDecoder, LlmRequest, Provider};
 use tollgate::{
-    Block, Catalog, DocumentSource, Error, JobContext, Message, Models, ProviderError, Reasoning,
-    ReasoningEffort, Role, SamplingParams, StopReason, StreamEvent, ToolDefinition,
+    Block, Catalog, DocumentSource, Error, Message, Models, ProviderError, Reasoning,
+    ReasoningEffort, Role, SamplingParams, StreamEvent,
 };
 use tollgate_groq::{PROVIDER, read_groq_error};
 use tollgate_openai::OutputLimitField;
@@ -297,103 +295,30 @@ fn peer_models(base: &str) -> Models {
     tollgate_testkit::peers::llmock_models(PROVIDER, entry)
 }
 
-fn ask(text: &str, tools: Vec<ToolDefinition>) -> LlmRequest {
-    LlmRequest::new(
-        "chat",
-        vec![Message::user(text)],
-        tools,
-        SamplingParams::new(),
-    )
-    .unwrap()
-}
-
-async fn scenario(base: &str, behaviors: Value) {
-    tollgate_testkit::peers::llmock_scenario(base, behaviors).await;
-}
-
-async fn stream(models: &Models, request: &LlmRequest) -> Vec<StreamEvent> {
-    let (events, error) = tollgate_testkit::peers::stream_events(models, "chat", request).await;
-    assert!(error.is_none(), "{error:?}");
-    events
-}
-
 #[tokio::test]
 async fn llmock_groq_chat_streams_tool_calls_and_scripted_faults() {
     let Some(base) = peer("TOLLGATE_LLMOCK_URL") else {
         return;
     };
     let models = peer_models(&base);
+    tollgate_testkit::peers::llmock_chat_tools_and_a_429(&models, &base, PEER_MODEL).await;
     let only_ours = json!({"model": PEER_MODEL});
     let chat = models.chat("chat").await.unwrap();
-
-    // Chat, whole and streamed (with the usage chunk `stream_options` asks for).
-    let answer = chat.single_response(&ask("hello", vec![])).await.unwrap();
-    assert!(!answer.text().is_empty());
-    assert_eq!(answer.stop_reason(), StopReason::EndTurn);
-    let events = stream(&models, &ask("hello", vec![])).await;
-    assert!(!completed(&events).text().is_empty());
-    assert!(completed(&events).usage().output_tokens > 0, "{events:?}");
-
-    // A tool call, whole and streamed.
-    let tool = ToolDefinition::new(
-        "get_weather",
-        "The weather in a city",
-        tollgate::Json::new(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
-    );
-    let call = json!({"type": "reply", "tool_calls": [{"name": "get_weather",
-        "arguments": {"city": "Paris"}}], "times": 2, "match": only_ours});
-    scenario(&base, json!([call])).await;
-    let answer = chat
-        .single_response(&ask("weather?", vec![tool.clone()]))
-        .await
-        .unwrap();
-    assert_eq!(answer.stop_reason(), StopReason::ToolUse);
-    assert!(
-        answer
-            .blocks()
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { name, input, .. }
-            if name == "get_weather" && input.value()["city"] == "Paris")),
-        "{:?}",
-        answer.blocks()
-    );
-    let events = stream(&models, &ask("weather?", vec![tool])).await;
-    assert_eq!(completed(&events).stop_reason(), StopReason::ToolUse);
-
-    // A 429 with retry-after, then an answer: retried. The same without retries: the
-    // server's wait.
-    let limited = json!({"type": "fail", "status": 429, "retry_after": 1, "times": 1,
-                         "match": only_ours});
-    scenario(&base, json!([limited])).await;
-    assert!(
-        chat.single_response(&ask("after a 429", vec![]))
-            .await
-            .is_ok()
-    );
-    scenario(&base, json!([limited])).await;
-    let err = models
-        .for_job(JobContext::new("no-retries", 0))
-        .chat("chat")
-        .await
+    let ask = |text: &str| {
+        LlmRequest::new(
+            "chat",
+            vec![Message::user(text)],
+            vec![],
+            SamplingParams::new(),
+        )
         .unwrap()
-        .single_response(&ask("429", vec![]))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::Provider(ProviderError::RateLimited { retry_after: Some(d) })
-            if d == Duration::from_secs(1)),
-        "{err}"
-    );
+    };
 
     // A flex-tier 498: overloaded, retried to an answer.
-    scenario(
+    tollgate_testkit::peers::llmock_scenario(
         &base,
         json!([{"type": "fail", "status": 498, "times": 1, "match": only_ours}]),
     )
     .await;
-    assert!(
-        chat.single_response(&ask("after a 498", vec![]))
-            .await
-            .is_ok()
-    );
+    assert!(chat.single_response(&ask("after a 498")).await.is_ok());
 }

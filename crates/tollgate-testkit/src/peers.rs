@@ -11,7 +11,10 @@ use tollgate::catalog::Limits;
 use tollgate::credentials::MemoryCredentialStore;
 use tollgate::pipeline::{PipelineConfig, RetryPolicy};
 use tollgate::provider::Provider;
-use tollgate::{Catalog, Error, LlmRequest, ModelEntry, Models, StreamEvent};
+use tollgate::{
+    Block, Catalog, Error, JobContext, Json, LlmRequest, Message, ModelEntry, Models,
+    ProviderError, SamplingParams, StopReason, StreamEvent, ToolDefinition,
+};
 
 /// The credential id [`llmock_models`] gives its model (llmock checks no key).
 pub const PEER_CREDENTIAL: &str = "peer-key";
@@ -113,4 +116,90 @@ pub async fn stream_events(
         }
     }
     (events, None)
+}
+
+/// The cases every OpenAI-like provider's llmock conformance test runs, in order, on the
+/// chat model `chat` of `models` whose requests carry the model name `model` (scripted
+/// behaviours match it): an answer whole and streamed (with its usage), a scripted tool
+/// call whole and streamed, a 429 with `retry-after` that is retried to an answer, and the
+/// same 429 without retries, which ends `RateLimited` with the server's wait.
+pub async fn llmock_chat_tools_and_a_429(models: &Models, base: &str, model: &str) {
+    let only_ours = json!({ "model": model });
+    let ask = |text: &str, tools: Vec<ToolDefinition>| {
+        LlmRequest::new(
+            "chat",
+            vec![Message::user(text)],
+            tools,
+            SamplingParams::new(),
+        )
+        .expect("a request")
+    };
+    let completed = |events: &[StreamEvent]| match events.last() {
+        Some(StreamEvent::Completed(answer)) => answer.clone(),
+        other => panic!("the stream did not complete: {other:?}"),
+    };
+    let streamed = |request: LlmRequest| async move {
+        let (events, error) = stream_events(models, "chat", &request).await;
+        assert!(error.is_none(), "{error:?}");
+        completed(&events)
+    };
+    let chat = models.chat("chat").await.expect("the chat model");
+
+    let answer = chat
+        .single_response(&ask("hello", vec![]))
+        .await
+        .expect("an answer");
+    assert!(!answer.text().is_empty());
+    assert_eq!(answer.stop_reason(), StopReason::EndTurn);
+    let answer = streamed(ask("hello", vec![])).await;
+    assert!(!answer.text().is_empty());
+    assert!(answer.usage().output_tokens > 0, "{answer:?}");
+
+    let tool = ToolDefinition::new(
+        "get_weather",
+        "The weather in a city",
+        Json::new(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+    );
+    let call = json!({"type": "reply", "tool_calls": [{"name": "get_weather",
+        "arguments": {"city": "Paris"}}], "times": 2, "match": only_ours});
+    llmock_scenario(base, json!([call])).await;
+    let answer = chat
+        .single_response(&ask("weather?", vec![tool.clone()]))
+        .await
+        .expect("a tool call");
+    assert_eq!(answer.stop_reason(), StopReason::ToolUse);
+    assert!(
+        answer
+            .blocks()
+            .iter()
+            .any(|b| matches!(b, Block::ToolUse { name, input, .. }
+            if name == "get_weather" && input.value()["city"] == "Paris")),
+        "{:?}",
+        answer.blocks()
+    );
+    let answer = streamed(ask("weather?", vec![tool])).await;
+    assert_eq!(answer.stop_reason(), StopReason::ToolUse);
+
+    let limited = json!({"type": "fail", "status": 429, "retry_after": 1, "times": 1,
+                         "match": only_ours});
+    llmock_scenario(base, json!([limited])).await;
+    assert!(
+        chat.single_response(&ask("after a 429", vec![]))
+            .await
+            .is_ok()
+    );
+    llmock_scenario(base, json!([limited])).await;
+    let err = models
+        .for_job(JobContext::new("no-retries", 0))
+        .chat("chat")
+        .await
+        .expect("the chat model")
+        .single_response(&ask("429", vec![]))
+        .await
+        .expect_err("a 429 without retries");
+    assert!(
+        matches!(err, Error::Provider(ProviderError::RateLimited { retry_after: Some(d) })
+            if d == Duration::from_secs(1)),
+        "{err}"
+    );
 }
