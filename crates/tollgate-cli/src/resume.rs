@@ -38,6 +38,8 @@ pub(crate) fn retry_on_rerun(error: &Error) -> bool {
         Error::Provider(_)
         // Ctrl-C twice: the answer never came.
         | Error::Cancelled
+        // A provider batch expired or was cancelled before the request ran.
+        | Error::BatchLineUnfinished { .. }
         // The run's `--max-cost`: a re-run has a cap of its own.
         | Error::SpendCapExceeded { .. }
         // The account, not the request: credit can be added, a key fixed.

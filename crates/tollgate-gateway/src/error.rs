@@ -447,7 +447,9 @@ fn classify(error: &Error) -> Answer {
         Error::LimiterUnavailable { .. } => {
             Answer::masked(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER), LIMITER_DOWN)
         }
-        Error::Cancelled => Answer::text(Class::Overloaded, None),
+        Error::Cancelled | Error::BatchLineUnfinished { .. } => {
+            Answer::text(Class::Overloaded, None)
+        }
         // Still queued when this gateway began shutting down: nothing was sent, and
         // another replica (or this one restarted) can take it a moment later.
         Error::QueueClosed => Answer::text(Class::Overloaded, Some(SHUTDOWN_RETRY_AFTER)),

@@ -253,6 +253,20 @@ pub enum Error {
     #[error("the call was cancelled")]
     Cancelled,
 
+    /// A provider batch ended before this request of it ran: the batch expired (its
+    /// completion window passed) or was cancelled. Nothing was billed for it; sending it
+    /// again (a re-run of `tollgate run`) may pass.
+    #[error(
+        "batch `{batch_id}` {how} before this request ran; nothing was billed for it, and a \
+         re-run sends it again"
+    )]
+    BatchLineUnfinished {
+        /// The provider's batch id.
+        batch_id: String,
+        /// `expired` or `was cancelled`.
+        how: String,
+    },
+
     /// The job's queue was closed while the call waited for its reservation (the
     /// process is shutting down, [`crate::JobContext::with_queue_closed`]); nothing was
     /// sent, so the call can be made again elsewhere.
@@ -430,6 +444,7 @@ impl Error {
             Error::LimiterUnavailable { .. } => "limiter_unavailable",
             Error::WouldWait { .. } => "would_wait",
             Error::Cancelled => "cancelled",
+            Error::BatchLineUnfinished { .. } => "batch_unfinished",
             Error::QueueClosed => "queue_closed",
             Error::Catalog(_) => "catalog",
             Error::Credential(_) => "credential",

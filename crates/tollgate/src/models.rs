@@ -378,6 +378,17 @@ impl Models {
         }))
     }
 
+    /// The provider's batch API for chat model `model_id` (requests queued for hours at
+    /// about half the price; see [`crate::provider::batch`]). Nothing here paces it: the
+    /// caller reserves each batch on the model's queue limits.
+    pub async fn batch(
+        &self,
+        model_id: &str,
+    ) -> Result<Arc<dyn crate::provider::batch::BatchTransport>> {
+        let (entry, provider) = self.provider_for(model_id, ModelKind::Chat).await?;
+        provider.batch(entry)
+    }
+
     async fn provider_for(
         &self,
         model_id: &str,

@@ -19,8 +19,9 @@ mod providers;
 
 pub use dimension::Dimension;
 pub use entry::{
-    DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT,
-    Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
+    BatchTerms, DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_STREAM_IDLE_TIMEOUT, Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind,
+    Price, RateWindow,
 };
 pub use error::{CatalogError, UnknownModel};
 pub use fallback_wait::FallbackWait;

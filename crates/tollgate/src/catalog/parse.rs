@@ -5,7 +5,7 @@
 //! reported with the model id and the field's name.
 
 use super::entry::{
-    Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
+    BatchTerms, Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
 };
 use super::{CatalogError, FallbackWait};
 use toml::{Table, Value};
@@ -34,6 +34,7 @@ const MODEL_FIELDS: &[&str] = &[
     "fallbacks",
     "fallback_wait",
     "price",
+    "batch",
     "native_width",
     "dimensions_param",
     "truncation_safe",
@@ -41,6 +42,14 @@ const MODEL_FIELDS: &[&str] = &[
 ];
 
 const DEPLOYMENT_FIELDS: &[&str] = &["name", "credential", "options"];
+
+const BATCH_FIELDS: &[&str] = &[
+    "price",
+    "queue_tokens",
+    "max_batches",
+    "max_requests",
+    "max_bytes",
+];
 
 const PRICE_FIELDS: &[&str] = &[
     "input",
@@ -290,43 +299,45 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
             )
         })?,
     };
-    let price = match table.get("price") {
-        None => None,
-        Some(Value::Table(p)) => {
-            for key in p.keys() {
-                if !PRICE_FIELDS.contains(&key.as_str()) {
+    let price = table
+        .get("price")
+        .map(|p| parse_price(p, "price", &invalid))
+        .transpose()?;
+    let batch = match table.get("batch") {
+        None => BatchTerms::default(),
+        Some(Value::Table(b)) => {
+            for key in b.keys() {
+                if !BATCH_FIELDS.contains(&key.as_str()) {
                     return Err(invalid(
-                        &format!("price.{key}"),
-                        format!("is not a known price; known: {}", PRICE_FIELDS.join(", ")),
+                        &format!("batch.{key}"),
+                        format!("is not a known field; known: {}", BATCH_FIELDS.join(", ")),
                     ));
                 }
             }
-            let get = |field: &str| -> Result<Option<f64>, CatalogError> {
-                p.get(field)
-                    .map(number)
+            let count = |field: &str| -> Result<Option<u64>, CatalogError> {
+                b.get(field)
+                    .map(whole_number)
                     .transpose()
-                    .map_err(|r| invalid(&format!("price.{field}"), r))
+                    .map_err(|r| invalid(&format!("batch.{field}"), r))
             };
-            let required = |field: &str| -> Result<f64, CatalogError> {
-                get(field)?.ok_or_else(|| {
-                    invalid(
-                        &format!("price.{field}"),
-                        "is required when `price` is given".into(),
-                    )
-                })
-            };
-            Some(Price {
-                input: required("input")?,
-                output: required("output")?,
-                cache_read: get("cache_read")?.unwrap_or(0.0),
-                cache_write: get("cache_write")?.unwrap_or(0.0),
-                cache_write_1h: get("cache_write_1h")?,
-            })
+            BatchTerms {
+                price: b
+                    .get("price")
+                    .map(|p| parse_price(p, "batch.price", &invalid))
+                    .transpose()?,
+                queue_tokens: count("queue_tokens")?,
+                max_batches: count("max_batches")?,
+                max_requests: count("max_requests")?,
+                max_bytes: count("max_bytes")?,
+            }
         }
         Some(other) => {
             return Err(invalid(
-                "price",
-                format!("must be a table of USD per million tokens, got {other}"),
+                "batch",
+                format!(
+                    "must be a table (`price`, `queue_tokens`, `max_batches`, `max_requests`, \
+                     `max_bytes`), got {other}"
+                ),
             ));
         }
     };
@@ -366,9 +377,53 @@ fn parse_model(id: &str, value: &Value) -> Result<ModelEntry, CatalogError> {
         fallbacks,
         fallback_wait,
         price,
+        batch,
         embedding,
         options,
         deployments,
+    })
+}
+
+/// A `price` table (the model's, or its `batch.price`), USD per million tokens.
+fn parse_price(
+    value: &Value,
+    at: &str,
+    invalid: &dyn Fn(&str, String) -> CatalogError,
+) -> Result<Price, CatalogError> {
+    let Value::Table(p) = value else {
+        return Err(invalid(
+            at,
+            format!("must be a table of USD per million tokens, got {value}"),
+        ));
+    };
+    for key in p.keys() {
+        if !PRICE_FIELDS.contains(&key.as_str()) {
+            return Err(invalid(
+                &format!("{at}.{key}"),
+                format!("is not a known price; known: {}", PRICE_FIELDS.join(", ")),
+            ));
+        }
+    }
+    let get = |field: &str| -> Result<Option<f64>, CatalogError> {
+        p.get(field)
+            .map(number)
+            .transpose()
+            .map_err(|r| invalid(&format!("{at}.{field}"), r))
+    };
+    let required = |field: &str| -> Result<f64, CatalogError> {
+        get(field)?.ok_or_else(|| {
+            invalid(
+                &format!("{at}.{field}"),
+                format!("is required when `{at}` is given"),
+            )
+        })
+    };
+    Ok(Price {
+        input: required("input")?,
+        output: required("output")?,
+        cache_read: get("cache_read")?.unwrap_or(0.0),
+        cache_write: get("cache_write")?.unwrap_or(0.0),
+        cache_write_1h: get("cache_write_1h")?,
     })
 }
 

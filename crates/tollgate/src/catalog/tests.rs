@@ -409,3 +409,39 @@ fn catalog_fallback_wait_is_soonest_by_default_or_last_and_a_typo_names_model_an
         assert_names(&e.to_string(), "x", "fallback_wait");
     }
 }
+
+#[test]
+fn batch_terms_read_their_price_and_queue_limits_and_default_to_half_the_live_price() {
+    let catalog = load(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n\
+         [models.x.price]\ninput = 2.0\noutput = 8.0\n\
+         [models.x.batch]\nqueue_tokens = 90000\nmax_batches = 3\nmax_requests = 500\nmax_bytes = 1000000\n\
+         [models.y]\nprovider = \"fake\"\nmax_output_tokens = 10\n\
+         [models.y.price]\ninput = 2.0\noutput = 8.0\n\
+         [models.y.batch.price]\ninput = 0.5\noutput = 1.0\n",
+    )
+    .unwrap();
+    let x = catalog.get("x").unwrap();
+    assert_eq!(x.batch.queue_tokens, Some(90_000));
+    assert_eq!(x.batch.max_batches, Some(3));
+    assert_eq!(x.batch.max_requests, Some(500));
+    assert_eq!(x.batch.max_bytes, Some(1_000_000));
+    let half = x.batch.price(x.price.as_ref()).unwrap();
+    assert_eq!((half.input, half.output), (1.0, 4.0));
+    let y = catalog.get("y").unwrap();
+    let own = y.batch.price(y.price.as_ref()).unwrap();
+    assert_eq!((own.input, own.output), (0.5, 1.0));
+    assert_eq!(y.batch.queue_tokens, None);
+}
+
+#[test]
+fn batch_terms_reject_an_unknown_field_and_a_price_without_output() {
+    let m = err(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.x.batch]\nqueue = 5\n",
+    );
+    assert_names(&m, "x", "batch.queue");
+    let m = err(
+        "[models.x]\nprovider = \"fake\"\nmax_output_tokens = 10\n[models.x.batch.price]\ninput = 1\n",
+    );
+    assert_names(&m, "x", "batch.price.output");
+}

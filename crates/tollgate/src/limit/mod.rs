@@ -18,6 +18,7 @@
 
 mod admission;
 mod backend;
+mod batch_queue;
 mod bucket;
 mod config;
 mod cost;
@@ -36,6 +37,7 @@ mod wait;
 pub use crate::catalog::FallbackWait;
 pub use admission::{Admission, AdmissionGrant, AdmissionResource, SemaphoreResource};
 pub use backend::{InProcessLimiters, LimiterBackend, LimiterFactory};
+pub use batch_queue::{MemoryQueueLedger, QueueAnswer, QueueCaps, QueueLedger};
 pub use config::{Burst, LimiterConfig, MAX_PROVIDER_PAUSE};
 pub use cost::{AccountingRule, CacheReadAccounting, Cost, CostDelta, OutputAccounting};
 pub(crate) use fallback::Waiter;

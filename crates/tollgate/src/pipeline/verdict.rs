@@ -191,6 +191,7 @@ fn settle(error: &Error, cx: &FailureContext) -> Settle {
         // The attempt ended on our side after it was sent (or failed before it left):
         // nothing is known of the provider's work, so the charge stays (never too low).
         Error::Cancelled
+        | Error::BatchLineUnfinished { .. }
         | Error::QueueClosed
         | Error::WouldWait { .. }
         | Error::LimiterUnavailable { .. }

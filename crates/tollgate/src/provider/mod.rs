@@ -86,6 +86,7 @@
 //! (the registering crate's package name) and whether its models need a credential
 //! ([`Provider::requires_credential`]); see [`crate::catalog::KnownProviders::linked`].
 
+pub mod batch;
 mod estimate;
 #[cfg(feature = "http")]
 pub mod http;

@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use super::batch::BatchTransport;
 use super::transport::{ChatTransport, DecisionTransport, EmbeddingsTransport};
 use crate::catalog::ModelEntry;
 use crate::error::{Error, Result};
@@ -24,6 +25,12 @@ pub trait ProviderTransports: Send + Sync + Debug {
     /// The decision transport for `model`.
     fn decision(&self, model: &ModelEntry) -> Result<Arc<dyn DecisionTransport>> {
         Err(unsupported(model, "decision"))
+    }
+
+    /// The batch API for chat model `model` (`tollgate run --via batch`), where the
+    /// provider has one.
+    fn batch(&self, model: &ModelEntry) -> Result<Arc<dyn BatchTransport>> {
+        Err(unsupported(model, "batch"))
     }
 }
 
