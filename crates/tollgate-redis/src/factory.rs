@@ -9,6 +9,7 @@ use tollgate::{Error, Result};
 use crate::config::RedisConfig;
 use crate::conn::Conn;
 use crate::limiter::RedisLimiter;
+use crate::queue::RedisQueueLedger;
 use crate::spend::RedisSpend;
 use crate::target::Target;
 
@@ -37,6 +38,12 @@ impl RedisLimiters {
     /// for [`tollgate::SpendCap::shared`]).
     pub fn spend(&self) -> RedisSpend {
         RedisSpend::new(self.conn.clone())
+    }
+
+    /// Batch-queue holds on the same Redis and connection (a [`tollgate::limit::QueueLedger`]):
+    /// a model's enqueued-token and pending-batch limits count every process's batches.
+    pub fn queue(&self) -> RedisQueueLedger {
+        RedisQueueLedger::new(self.conn.clone())
     }
 
     /// The limiter for `config`, as its concrete type (for [`RedisLimiter::flush`] and

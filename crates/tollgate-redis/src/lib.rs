@@ -12,7 +12,9 @@
 //! is a second call (`background.rs`), and so is what the answer said about the rate
 //! (`feedback.rs`: 429s, 529s, rate-limit headers), which every process then sees. See
 //! `docs/distributed.md`. [`RedisLimiters::spend`] puts spend caps' accounts on the same
-//! Redis ([`RedisSpend`]), so a cap counts every process's calls. The URL may name a
+//! Redis ([`RedisSpend`]), so a cap counts every process's calls, and
+//! [`RedisLimiters::queue`] a batch API's queue limits ([`RedisQueueLedger`]: a hash of
+//! holds per account, so enqueued tokens and pending batches count every process's). The URL may name a
 //! Redis Cluster instead of one node (`redis+cluster://host:port`, or comma-separated
 //! seeds `redis://a:7000,redis://b:7001`): every script's keys share one hash slot, so a
 //! reservation is still one round trip, on the primary of its model's slot.
@@ -48,6 +50,7 @@ mod factory;
 mod feedback;
 mod limiter;
 mod priority;
+mod queue;
 mod reserve;
 mod script;
 mod snapshot;
@@ -58,6 +61,7 @@ pub use config::{FailurePolicy, RedisClock, RedisConfig, RedisLimiterError};
 pub use factory::RedisLimiters;
 pub use limiter::RedisLimiter;
 pub use priority::BATCH_HORIZON;
+pub use queue::RedisQueueLedger;
 pub use reserve::BookedSlot;
 pub use spend::{DEFAULT_SPEND_TTL, RedisSpend};
 
