@@ -4,9 +4,12 @@
 //! - Batch API: `{"custom_id": "...", "method": "POST", "url": "/v1/chat/completions",
 //!   "body": {"messages": [...], "max_tokens": 100, ...}}`, or `"url": "/v1/embeddings"`
 //!   with `"body": {"input": "text" | ["text", ...]}`. The body's `model` is ignored:
-//!   `--model` names the catalog model.
+//!   `--model` names the catalog model. A chat body is read as `tollgate serve` reads
+//!   `/v1/chat/completions` (tools, tool choice, images, response format, reasoning...):
+//!   nothing it asks is dropped, and what cannot be carried is a bad line.
 //! - Plain: a JSON string (one prompt), a JSON array of messages, an object with
-//!   `prompt` or `messages` (and optional `custom_id`, `system`, `max_tokens`), or a line
+//!   `prompt` or `messages` (and optional `custom_id`, `system`, and any chat-completions
+//!   setting such as `max_tokens` or `tools`), or a line
 //!   of text that is not JSON (the prompt itself). A plain line without `custom_id` gets
 //!   `line-N`.
 //!
@@ -14,7 +17,7 @@
 //! run reports it and goes on. Blank lines are skipped.
 
 use serde_json::Value;
-use tollgate::{LlmRequest, Message, ResponseShape, Role, SamplingParams};
+use tollgate::LlmRequest;
 
 /// What a line asks for.
 #[derive(Debug, Clone)]
@@ -31,6 +34,9 @@ pub(crate) struct Item {
     pub(crate) custom_id: String,
     pub(crate) line: usize,
     pub(crate) body: Body,
+    /// The line asked for a stream (`"stream": true`): a live run answers it whole; a
+    /// provider's batch API cannot carry it.
+    pub(crate) stream: bool,
 }
 
 /// A line that was skipped, and why.
@@ -58,9 +64,12 @@ pub(crate) fn parse_line(line: usize, text: &str, model_id: &str) -> Result<Opti
     let (custom_id, body) = match &value {
         Value::String(prompt) => (
             fallback_id,
-            chat(model_id, &[user(prompt)], None).map_err(bad)?,
+            chat(model_id, &serde_json::json!({"messages": [user(prompt)]})).map_err(bad)?,
         ),
-        Value::Array(messages) => (fallback_id, chat(model_id, messages, None).map_err(bad)?),
+        Value::Array(messages) => (
+            fallback_id,
+            chat(model_id, &serde_json::json!({"messages": messages})).map_err(bad)?,
+        ),
         Value::Object(obj) => {
             let custom_id = match obj.get("custom_id") {
                 None => fallback_id,
@@ -79,9 +88,11 @@ pub(crate) fn parse_line(line: usize, text: &str, model_id: &str) -> Result<Opti
                     messages.push(serde_json::json!({"role": "system", "content": system}));
                 }
                 messages.push(user(prompt));
-                chat(model_id, &messages, Some(&value)).map_err(bad)?
-            } else if let Some(Value::Array(messages)) = obj.get("messages") {
-                chat(model_id, messages, Some(&value)).map_err(bad)?
+                let mut body = plain_params(obj);
+                body.insert("messages".into(), Value::Array(messages));
+                chat(model_id, &Value::Object(body)).map_err(bad)?
+            } else if let Some(Value::Array(_)) = obj.get("messages") {
+                chat(model_id, &Value::Object(plain_params(obj))).map_err(bad)?
             } else {
                 return Err(bad(
                     "expected a Batch API line (`custom_id`, `method`, `url`, `body`) or a plain \
@@ -97,10 +108,12 @@ pub(crate) fn parse_line(line: usize, text: &str, model_id: &str) -> Result<Opti
             ));
         }
     };
+    let (body, stream) = body;
     Ok(Some(Item {
         custom_id,
         line,
         body,
+        stream,
     }))
 }
 
@@ -108,24 +121,24 @@ fn user(prompt: &str) -> Value {
     serde_json::json!({"role": "user", "content": prompt})
 }
 
-fn batch_api(model_id: &str, url: &Value, body: Option<&Value>) -> Result<Body, String> {
+fn batch_api(model_id: &str, url: &Value, body: Option<&Value>) -> Result<(Body, bool), String> {
     let Some(body) = body.filter(|b| b.is_object()) else {
         return Err("`body` must be an object".into());
     };
     match url.as_str() {
         Some("/v1/chat/completions") => {
-            let Some(Value::Array(messages)) = body.get("messages") else {
+            let Some(Value::Array(_)) = body.get("messages") else {
                 return Err("`body.messages` must be an array".into());
             };
-            chat(model_id, messages, Some(body))
+            chat(model_id, body)
         }
         Some("/v1/embeddings") => match body.get("input") {
-            Some(Value::String(s)) => Ok(Body::Embed(vec![s.clone()])),
+            Some(Value::String(s)) => Ok((Body::Embed(vec![s.clone()]), false)),
             Some(Value::Array(items)) if !items.is_empty() => items
                 .iter()
                 .map(|i| i.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
-                .map(Body::Embed)
+                .map(|texts| (Body::Embed(texts), false))
                 .ok_or_else(|| "`body.input` must be a string or an array of strings".into()),
             _ => Err("`body.input` must be a string or an array of strings".into()),
         },
@@ -136,86 +149,20 @@ fn batch_api(model_id: &str, url: &Value, body: Option<&Value>) -> Result<Body, 
     }
 }
 
-fn text_of(content: &Value) -> Result<String, String> {
-    match content {
-        Value::String(s) => Ok(s.clone()),
-        Value::Array(parts) => parts
-            .iter()
-            .map(
-                |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
-                    (Some("text") | None, Some(Value::String(t))) => Ok(t.as_str()),
-                    _ => Err("only text content parts are supported".to_owned()),
-                },
-            )
-            .collect::<Result<Vec<_>, _>>()
-            .map(|parts| parts.join("")),
-        _ => Err("`content` must be a string or an array of text parts".into()),
-    }
+/// A plain line's own fields, the request's settings (`max_tokens`, `temperature`,
+/// `tools`...), without the line's `custom_id`, `prompt` and `system`.
+fn plain_params(obj: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    obj.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "custom_id" | "prompt" | "system"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
-fn chat(model_id: &str, messages: &[Value], params: Option<&Value>) -> Result<Body, String> {
-    let mut out = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        let role = match m.get("role").and_then(Value::as_str) {
-            Some("system" | "developer") => Role::System,
-            Some("user") => Role::User,
-            Some("assistant") => Role::Assistant,
-            Some(other) => return Err(format!("messages[{i}]: role `{other}` is not supported")),
-            None => return Err(format!("messages[{i}]: `role` is missing")),
-        };
-        let text = text_of(m.get("content").unwrap_or(&Value::Null))
-            .map_err(|e| format!("messages[{i}]: {e}"))?;
-        out.push(Message::new(role, text));
-    }
-    let mut sampling = SamplingParams::new();
-    if let Some(p) = params {
-        let max = p
-            .get("max_completion_tokens")
-            .or_else(|| p.get("max_tokens"))
-            .or_else(|| p.get("max_output_tokens"));
-        if let Some(max) = max {
-            let max = max
-                .as_u64()
-                .ok_or("`max_tokens` must be a positive integer")?;
-            sampling = sampling
-                .with_max_output_tokens(max)
-                .map_err(|e| e.to_string())?;
-        }
-        if let Some(t) = p.get("temperature") {
-            let t = t.as_f64().ok_or("`temperature` must be a number")?;
-            sampling = sampling.with_temperature(t).map_err(|e| e.to_string())?;
-        }
-        if let Some(t) = p.get("top_p") {
-            let t = t.as_f64().ok_or("`top_p` must be a number")?;
-            sampling = sampling.with_top_p(t).map_err(|e| e.to_string())?;
-        }
-        match p.get("stop") {
-            Some(Value::String(s)) => sampling = sampling.with_stop(s.clone()),
-            Some(Value::Array(items)) => {
-                for s in items.iter().filter_map(Value::as_str) {
-                    sampling = sampling.with_stop(s);
-                }
-            }
-            _ => {}
-        }
-        if let Some(format) = p.get("response_format")
-            && format.get("type").and_then(Value::as_str) == Some("json_schema")
-        {
-            let spec = &format["json_schema"];
-            let schema = spec
-                .get("schema")
-                .cloned()
-                .ok_or("`response_format.json_schema.schema` is missing")?;
-            sampling = sampling.with_response_shape(ResponseShape {
-                name: spec["name"].as_str().unwrap_or("response").to_owned(),
-                schema: tollgate::Json::new(schema),
-                strict: Some(true),
-            });
-        }
-    }
-    LlmRequest::new(model_id, out, Vec::new(), sampling)
-        .map(|r| Body::Chat(Box::new(r)))
-        .map_err(|e| e.to_string())
+/// A chat body read as the gateway reads `/v1/chat/completions` (every field it carries
+/// reaches the request; one it cannot carry is refused), and whether it asked to stream.
+fn chat(model_id: &str, body: &Value) -> Result<(Body, bool), String> {
+    tollgate_gateway::decode_openai_chat(body, model_id)
+        .map(|(request, stream)| (Body::Chat(Box::new(request)), stream))
 }
 
 #[cfg(test)]
@@ -276,5 +223,26 @@ mod tests {
             assert_eq!(err.line, 9);
             assert!(err.reason.contains(needle), "{text}: {}", err.reason);
         }
+    }
+
+    #[test]
+    fn batch_api_chat_line_keeps_its_tools_and_tool_choice_and_says_it_asked_to_stream() {
+        let line = r#"{"custom_id":"t","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Weather in Paris?"}],"stream":true,"tools":[{"type":"function","function":{"name":"weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],"tool_choice":"required"}}"#;
+        let item = parse_line(1, line, "demo").unwrap().unwrap();
+        assert!(item.stream);
+        let Body::Chat(req) = item.body else {
+            panic!("chat expected")
+        };
+        assert_eq!(req.tools_schema().len(), 1);
+        assert_eq!(req.tools_schema()[0].name, "weather");
+        assert!(req.sampling_params().tool_choice().is_some());
+        let plain = parse_line(2, r#"{"prompt":"Hi","max_tokens":7}"#, "demo")
+            .unwrap()
+            .unwrap();
+        assert!(!plain.stream);
+        let Body::Chat(req) = plain.body else {
+            panic!("chat expected")
+        };
+        assert_eq!(req.sampling_params().max_output_tokens(), Some(7));
     }
 }

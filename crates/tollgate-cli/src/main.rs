@@ -136,6 +136,10 @@ fn main() -> ExitCode {
         spend: redis
             .as_ref()
             .map(|r| Arc::new(r.spend()) as Arc<dyn tollgate::pipeline::SpendLedger>),
+        queues: match &redis {
+            Some(r) => Arc::new(r.queue()),
+            None => Arc::new(tollgate::limit::MemoryQueueLedger::new()),
+        },
         limiters: redis.map(|r| Arc::new(r) as Arc<dyn tollgate::limit::LimiterFactory>),
     };
     let result = match cli.command {

@@ -54,6 +54,10 @@ pub(crate) struct Meta {
     pub(crate) latency_ms: u64,
     /// The input line it came from.
     pub(crate) line: usize,
+    /// How it was sent when not live: `batch:<provider batch id>` for a line answered by
+    /// the provider's batch API (`tollgate run --via batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) via: Option<String>,
 }
 
 /// Opens the output for appending; if its last line was cut short, ends it first so the

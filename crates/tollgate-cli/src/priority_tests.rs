@@ -92,6 +92,7 @@ fn source(dir: &Path, recording: &Arc<Recording>) -> Source {
         credentials: None,
         limiters: Some(recording.clone()),
         spend: None,
+        queues: std::sync::Arc::new(tollgate::limit::MemoryQueueLedger::new()),
     }
 }
 

@@ -43,11 +43,12 @@ use crate::setup::Source;
 use crate::{CliResult, EXIT_INTERRUPTED};
 
 mod args;
+mod batch;
 mod interrupts;
 mod lines;
 mod request;
 
-pub(crate) use args::{Purpose, RunArgs};
+pub(crate) use args::{Purpose, RunArgs, Via};
 use interrupts::{reached, watch_interrupts};
 use lines::LineWriter;
 use request::{Shared, one};
@@ -120,6 +121,53 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         .filter(|i| !previous.kept.contains(&i.custom_id))
         .collect();
     let skipped = total_items - todo.len();
+
+    // `--via batch` / `auto` / `--cancel`: the provider's batch API, checked before
+    // anything is sent.
+    let batch_mode = args.via != Via::Live || args.cancel;
+    let batch_run = if batch_mode {
+        if wanted != ModelKind::Chat {
+            return Err(format!(
+                "`--via {}` takes chat requests only; send embeddings with `--via live`",
+                via_name(args.via)
+            )
+            .into());
+        }
+        let transport = models
+            .batch(&entry.id)
+            .await
+            .map_err(|e| format!("{e}; send the requests with `--via live`"))?;
+        let credential = entry.credential.clone().unwrap_or_default();
+        Some(batch::BatchRun {
+            transport,
+            ledger: source.queues.clone(),
+            account: format!("{}:{credential}:{}", entry.provider, entry.name),
+            caps: tollgate::limit::QueueCaps {
+                tokens: entry.batch.queue_tokens,
+                batches: entry.batch.max_batches,
+            },
+            max_requests: entry.batch.max_requests,
+            max_bytes: entry.batch.max_bytes,
+            price: entry.batch.price(entry.price.as_ref()),
+            live_price: entry.price,
+            poll_every: args.poll_every,
+            state_path: batch::state::path_for(&args.output),
+            model_id: entry.id.clone(),
+            cancel: args.cancel,
+        })
+    } else {
+        None
+    };
+    let (todo, batched) = match (args.via, args.cancel) {
+        (Via::Live, false) => (todo, Vec::new()),
+        (Via::Live | Via::Batch, _) | (Via::Auto, true) => (Vec::new(), todo),
+        (Via::Auto, false) => {
+            let deadline = args.deadline.ok_or(
+                "`--via auto` needs `--deadline` (how long the live part may take, e.g. 20m)",
+            )?;
+            split_by_deadline(todo, deadline, &entry)
+        }
+    };
     let out = output::open_append(&args.output)
         .map_err(|e| format!("cannot write `{}`: {e}", args.output.display()))?;
 
@@ -164,7 +212,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(todo.len() as u64)
+        ProgressBar::new((todo.len() + batched.len()) as u64)
     };
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed} [{bar:20}] {pos}/{len} ETA {eta} {msg}")
@@ -180,38 +228,52 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     ));
 
     let started = clock::now();
-    let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
-    let mut tasks = JoinSet::new();
-    let mut not_sent = 0usize;
-    let mut stop_feed = stop.clone();
-    for (n, item) in todo.iter().enumerate() {
-        let permit = tokio::select! {
-            biased;
-            _ = reached(&mut stop_feed, 1) => None,
-            p = permits.clone().acquire_owned() => p.ok(),
-        };
-        let Some(permit) = permit else {
-            not_sent = todo.len() - n;
-            break;
-        };
-        let shared = shared.clone();
-        let item = item.clone();
-        let stop = stop.clone();
-        let bar = bar.clone();
-        tasks.spawn(async move {
-            let sent = one(&shared, item, stop).await;
-            if sent {
-                bar.inc(1);
-            }
-            drop(permit);
-            sent
-        });
-    }
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok(false) = joined {
-            not_sent += 1;
+    let batch_part = async {
+        match &batch_run {
+            Some(run) => batch::run_batches(run, batched, &shared.lines, stop.clone(), &bar)
+                .await
+                .map(Some),
+            None => Ok(None),
         }
-    }
+    };
+    let live_count = todo.len();
+    let live_part = async {
+        let permits = Arc::new(Semaphore::new(args.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        let mut not_sent = 0usize;
+        let mut stop_feed = stop.clone();
+        for (n, item) in todo.iter().enumerate() {
+            let permit = tokio::select! {
+                biased;
+                _ = reached(&mut stop_feed, 1) => None,
+                p = permits.clone().acquire_owned() => p.ok(),
+            };
+            let Some(permit) = permit else {
+                not_sent = todo.len() - n;
+                break;
+            };
+            let shared = shared.clone();
+            let item = item.clone();
+            let stop = stop.clone();
+            let bar = bar.clone();
+            tasks.spawn(async move {
+                let sent = one(&shared, item, stop).await;
+                if sent {
+                    bar.inc(1);
+                }
+                drop(permit);
+                sent
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok(false) = joined {
+                not_sent += 1;
+            }
+        }
+        not_sent
+    };
+    let (not_sent, batch_tally) = tokio::join!(live_part, batch_part);
+    let batch_tally = batch_tally?;
     let makespan = started.elapsed();
     ticker.abort();
     bar.finish_and_clear();
@@ -231,15 +293,114 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         rate_limited: recorder.rate_limited(),
         overloaded: recorder.overloaded(),
         retries: recorder.retries(),
-        not_sent,
+        not_sent: not_sent + batch_tally.as_ref().map_or(0, |b| b.not_sent as usize),
         output: &args.output,
     });
+    if let (Some(b), Some(run)) = (&batch_tally, &batch_run) {
+        print_batch_summary(b, run, &args, live_count, &tally);
+    }
     let failed: u64 = tally.failed.values().sum();
-    Ok(if interrupted {
+    let in_flight = batch_tally.as_ref().is_some_and(|b| b.in_flight > 0);
+    Ok(if interrupted || in_flight {
         ExitCode::from(EXIT_INTERRUPTED)
     } else if failed > 0 || previous.kept_failures > 0 || !bad.is_empty() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--via`'s name for `via`.
+fn via_name(via: Via) -> &'static str {
+    match via {
+        Via::Live => "live",
+        Via::Batch => "batch",
+        Via::Auto => "auto",
+    }
+}
+
+/// `--via auto`: the first requests, in input order, that the model's live limits can
+/// take within `deadline` (by its rpm, and by its tpm or input_tpm at the requests' mean
+/// estimated size) go live; the rest go as batches.
+fn split_by_deadline(
+    items: Vec<Item>,
+    deadline: std::time::Duration,
+    entry: &tollgate::catalog::ModelEntry,
+) -> (Vec<Item>, Vec<Item>) {
+    use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
+    let minutes = deadline.as_secs_f64() / 60.0;
+    let sizes: Vec<u64> = items
+        .iter()
+        .map(|i| match &i.body {
+            Body::Chat(r) => {
+                DefaultEstimator.estimate_request(r)
+                    + entry
+                        .output_limit(r.sampling_params().max_output_tokens())
+                        .unwrap_or(0)
+            }
+            Body::Embed(texts) => texts.iter().map(|t| t.len() as u64 / 4 + 1).sum(),
+        })
+        .collect();
+    let mean = sizes.iter().sum::<u64>() as f64 / sizes.len().max(1) as f64;
+    let mut capacity = f64::INFINITY;
+    if entry.limits.rpm > 0 {
+        capacity = capacity.min(entry.limits.rpm as f64 * minutes);
+    }
+    let tpm = if entry.limits.tpm > 0 {
+        entry.limits.tpm
+    } else {
+        entry.limits.input_tpm
+    };
+    if tpm > 0 && mean > 0.0 {
+        capacity = capacity.min(tpm as f64 * minutes / mean);
+    }
+    let live = if capacity.is_finite() {
+        (capacity.floor() as usize).min(items.len())
+    } else {
+        items.len()
+    };
+    let mut items = items;
+    let batched = items.split_off(live);
+    (items, batched)
+}
+
+/// The batch part's lines of the summary: where the requests went, what they cost, and
+/// what the same answers would have cost live.
+fn print_batch_summary(
+    b: &batch::BatchTally,
+    run: &batch::BatchRun,
+    args: &RunArgs,
+    live_count: usize,
+    tally: &crate::progress::Tally,
+) {
+    let via_batch = b.requests + b.refused;
+    if args.via == Via::Auto {
+        println!(
+            "  via:        {live_count} live (what the live limits take in {}), {via_batch} batch",
+            humantime::format_duration(args.deadline.unwrap_or_default())
+        );
+    }
+    println!(
+        "  batches:    {} submitted, {} collected, {} still at the provider; {} requests answered from batches, {} refused before upload",
+        b.submitted, b.collected, b.in_flight, b.requests, b.refused
+    );
+    if run.price.is_some() {
+        let live_part = tally.cost_usd - b.cost_usd;
+        let all_live = live_part + b.live_cost_usd;
+        println!(
+            "  batch cost: ${:.6} at the batch price (live ${:.6}); this run ${:.6}, all live ${:.6}, saved ${:.6}",
+            b.cost_usd,
+            b.live_cost_usd,
+            tally.cost_usd,
+            all_live,
+            all_live - tally.cost_usd
+        );
+    }
+    if b.in_flight > 0 {
+        println!(
+            "  {} batch(es) are still at the provider (`{}`): run the same command again to collect them, or add --cancel",
+            b.in_flight,
+            run.state_path.display()
+        );
+    }
 }

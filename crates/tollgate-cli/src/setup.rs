@@ -28,6 +28,9 @@ pub(crate) struct Source {
     /// Where shared spend caps keep their accounts (`--redis`: the same Redis), for
     /// `serve`'s per-key daily budgets.
     pub(crate) spend: Option<Arc<dyn SpendLedger>>,
+    /// Where `run --via batch` keeps its batches' holds on the queue limits: this
+    /// process's ledger, or Redis's (`--redis`) so that every run on the key counts.
+    pub(crate) queues: Arc<dyn tollgate::limit::QueueLedger>,
 }
 
 /// A shared [`LimiterFactory`], as `ModelsBuilder::limiter_backend` takes one by value.

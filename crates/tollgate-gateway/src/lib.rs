@@ -82,7 +82,7 @@ pub use error::{Dialect, GatewayError, SHUTDOWN_RETRY_AFTER, retry_after_secs};
 pub use keys::{Keys, KeysError, VirtualKey, hash_secret};
 pub use live::{LiveGateway, ReloadSource};
 pub use metrics::{GatewayMetrics, METRICS_CONTENT_TYPE};
-pub use openai::{openai_completion, openai_embeddings};
+pub use openai::{decode_openai_chat, openai_completion, openai_embeddings};
 pub use ops::REQUEST_ID_HEADER;
 pub use reload::{ReloadError, Reloaded};
 pub use router::router;

@@ -15,12 +15,17 @@ use tollgate::limit::Priority;
 /// a `tollgate` object (attempts, usage, cost). Re-running the same command finishes
 /// the batch: it keeps the successes and sends again what failed for a reason that may
 /// pass (a 429 after every retry, Ctrl-C, the spend cap...); Ctrl-C stops sending and
-/// writes everything done.
+/// writes everything done. `--via batch` sends them through the provider's batch API
+/// instead (same input, same output), keeping its batches in `<OUTPUT>.batches.json` so
+/// that the same command collects them later.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     tollgate run examples/batch.jsonl --model demo -o target/batch-out.jsonl\n  \
     tollgate run prompts.jsonl -m demo -o out.jsonl --max-cost 0.50 --fallback\n  \
     tollgate run prompts.jsonl -m demo -o out.jsonl --retry-failed --priority default\n  \
+    tollgate run prompts.jsonl -m gpt-4o-mini -o out.jsonl --via batch\n  \
+    tollgate run prompts.jsonl -m gpt-4o-mini -o out.jsonl --via auto --deadline 20m\n  \
+    tollgate run prompts.jsonl -m gpt-4o-mini -o out.jsonl --cancel\n  \
     tollgate --catalog models.toml --credentials secrets.toml run batch.jsonl -m gpt-4o -o out.jsonl --record calls.jsonl")]
 pub(crate) struct RunArgs {
     /// The requests, one JSON object (or plain prompt) per line.
@@ -61,6 +66,34 @@ pub(crate) struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub(super) quiet: bool,
+    /// How the requests go: `live` (each sent now, at the limit), `batch` (through the
+    /// provider's batch API: about half the price, answered within a day, paced by its
+    /// queue limits, resumable), or `auto` (live what the live limit can take within
+    /// `--deadline`, the rest as batches).
+    #[arg(long, value_enum, default_value_t = Via::Live)]
+    pub(super) via: Via,
+    /// With `--via auto`: how long the live part may take (e.g. `10m`, `2h`); the
+    /// requests the live limits cannot take by then go as batches.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub(super) deadline: Option<std::time::Duration>,
+    /// With `--via batch` or `auto`: how often the provider's batches are polled.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub(super) poll_every: std::time::Duration,
+    /// Cancel this output's batches still at the provider (see `<OUTPUT>.batches.json`),
+    /// write what they finished, and submit nothing new.
+    #[arg(long)]
+    pub(super) cancel: bool,
+}
+
+/// `--via`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Via {
+    /// Every request sent now, at the fastest rate the model's limits allow.
+    Live,
+    /// Every request through the provider's batch API.
+    Batch,
+    /// Live what fits within `--deadline`, batched the rest.
+    Auto,
 }
 
 /// `--priority`.

@@ -54,6 +54,45 @@ impl LineWriter {
                 model.clone_from(&r.model_id);
             }
         }
+        let meta = Meta {
+            model,
+            attempts,
+            usage,
+            cost_usd: cost,
+            latency_ms: latency.as_millis() as u64,
+            line: item.line,
+            via: None,
+        };
+        match result {
+            Ok(answer) => self.emit(item, Ok(answer), meta),
+            Err(e) => self.emit(item, Err(&e), meta),
+        }
+    }
+
+    /// Writes `item`'s line for an answer (or error) read from provider batch
+    /// `batch_id`: usage from the answer, cost at the batch price.
+    pub(super) fn write_batched(
+        &self,
+        item: &Item,
+        result: Result<tollgate::LlmResponse, &Error>,
+        cost_usd: Option<f64>,
+        batch_id: &str,
+        latency: Duration,
+    ) {
+        let usage = result.as_ref().map(|r| r.usage()).unwrap_or_default();
+        let meta = Meta {
+            model: self.model_id.clone(),
+            attempts: 1,
+            usage,
+            cost_usd,
+            latency_ms: latency.as_millis() as u64,
+            line: item.line,
+            via: Some(format!("batch:{batch_id}")),
+        };
+        self.emit(item, result.map(Answer::Chat), meta);
+    }
+
+    fn emit(&self, item: &Item, result: Result<Answer, &Error>, meta: Meta) {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let request_id = format!("req_{:06}", n);
         let body = match &result {
@@ -61,9 +100,9 @@ impl LineWriter {
             // sums every attempt's.
             Ok(Answer::Chat(r)) => Ok(openai_completion(&request_id, unix_now(), r.model(), r)),
             Ok(Answer::Embed(vectors)) => Ok(openai_embeddings(
-                &model,
+                &meta.model,
                 vectors.iter().map(|v| Value::from(v.as_slice())).collect(),
-                usage.total_input_tokens(),
+                meta.usage.total_input_tokens(),
             )),
             Err(e) => Err(ErrorPart {
                 code: code(e).to_owned(),
@@ -82,19 +121,13 @@ impl LineWriter {
             ),
             Err(error) => (None, Some(error)),
         };
+        let (usage, cost, attempts) = (meta.usage, meta.cost_usd, meta.attempts);
         let line = OutputLine {
             id: format!("batch_{request_id}"),
             custom_id: item.custom_id.clone(),
             response,
             error: error.clone(),
-            tollgate: Meta {
-                model,
-                attempts,
-                usage,
-                cost_usd: cost,
-                latency_ms: latency.as_millis() as u64,
-                line: item.line,
-            },
+            tollgate: meta,
         };
         {
             let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());

@@ -3,9 +3,11 @@
 //! provider: the request is decoded into tollgate's neutral types and the answer
 //! encoded back.
 
+mod decode;
 mod handlers;
 mod request;
 mod response;
 
+pub use decode::decode_openai_chat;
 pub(crate) use handlers::{CHAT_COMPLETIONS, EMBEDDINGS, chat_completions, embeddings};
 pub use response::{openai_completion, openai_embeddings};

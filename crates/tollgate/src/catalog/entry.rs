@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use super::batch_terms::BatchTerms;
+use super::price::Price;
 use super::{CatalogError, FallbackWait, KnownProviders};
-use crate::usage::Usage;
 
 /// How long a stream may go without an event when the catalog sets no
 /// `stream_idle_timeout_secs`.
@@ -53,37 +54,6 @@ pub struct Limits {
     pub output_tpm: u64,
 }
 
-/// Prices in USD per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Price {
-    /// Input at the full price.
-    pub input: f64,
-    /// Output.
-    pub output: f64,
-    /// Input read from the prompt cache.
-    pub cache_read: f64,
-    /// Input written to the prompt cache (default, 5-minute lifetime).
-    pub cache_write: f64,
-    /// Input written to the prompt cache with a one-hour lifetime; when not set in the
-    /// catalog, `cache_write` applies.
-    pub cache_write_1h: Option<f64>,
-}
-
-impl Price {
-    /// The cost of `usage` in USD: each kind of token at its own price, none counted twice.
-    pub fn cost_usd(&self, usage: &Usage) -> f64 {
-        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-        per(usage.input_tokens, self.input)
-            + per(usage.cache_read_tokens, self.cache_read)
-            + per(usage.cache_write_tokens, self.cache_write)
-            + per(
-                usage.cache_write_1h_tokens,
-                self.cache_write_1h.unwrap_or(self.cache_write),
-            )
-            + per(usage.output_tokens, self.output)
-    }
-}
-
 /// How a provider refills its rate limits, which decides what a rate-limit header
 /// saying "nothing left until the reset" means (catalog field `window`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -105,42 +75,6 @@ impl RateWindow {
             RateWindow::Continuous => "continuous",
             RateWindow::Fixed => "fixed",
         }
-    }
-}
-
-/// A model's terms on its provider's batch API (`[models.ID.batch]`), read by
-/// `tollgate run --via batch`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-#[non_exhaustive]
-pub struct BatchTerms {
-    /// The batch price (`batch.price`); `None`: half the model's `price`, what OpenAI,
-    /// Anthropic, Gemini and Mistral charge.
-    pub price: Option<Price>,
-    /// The provider's cap on input tokens enqueued for this model across every pending
-    /// batch of the account (`batch.queue_tokens`, OpenAI's "enqueued tokens"); `None`:
-    /// unlimited.
-    pub queue_tokens: Option<u64>,
-    /// Batches pending at once for this model, at most (`batch.max_batches`); `None`:
-    /// unlimited.
-    pub max_batches: Option<u64>,
-    /// Requests per batch, at most (`batch.max_requests`); `None`: the provider's cap.
-    pub max_requests: Option<u64>,
-    /// Bytes per batch, at most (`batch.max_bytes`); `None`: the provider's cap.
-    pub max_bytes: Option<u64>,
-}
-
-impl BatchTerms {
-    /// The price of a call through the batch API: `batch.price`, else half of `price`.
-    pub fn price(&self, live: Option<&Price>) -> Option<Price> {
-        self.price.or_else(|| {
-            live.map(|p| Price {
-                input: p.input / 2.0,
-                output: p.output / 2.0,
-                cache_read: p.cache_read / 2.0,
-                cache_write: p.cache_write / 2.0,
-                cache_write_1h: p.cache_write_1h.map(|c| c / 2.0),
-            })
-        })
     }
 }
 

@@ -8,6 +8,7 @@
 //! A name a client sends resolves to a model by id, alias or pattern (`names`).
 //! See `docs/catalog.md` for every field.
 
+mod batch_terms;
 mod dimension;
 mod entry;
 mod error;
@@ -15,18 +16,20 @@ mod fallback_wait;
 mod load;
 mod names;
 mod parse;
+mod price;
 mod providers;
 
+pub use batch_terms::BatchTerms;
 pub use dimension::Dimension;
 pub use entry::{
-    BatchTerms, DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_STREAM_IDLE_TIMEOUT, Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind,
-    Price, RateWindow,
+    DEFAULT_MAX_EMBEDDINGS_RESPONSE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT,
+    Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, RateWindow,
 };
 pub use error::{CatalogError, UnknownModel};
 pub use fallback_wait::FallbackWait;
 pub use load::{Catalog, CatalogBuilder};
 pub use names::NameMatch;
+pub use price::Price;
 pub use providers::{FIRST_PARTY, KnownProviders, LinkedProvider, ProviderInfo, first_party_crate};
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! mistake (a negative limit, a string where a number belongs, a misspelt field) is
 //! reported with the model id and the field's name.
 
-use super::entry::{
-    BatchTerms, Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, Price, RateWindow,
-};
+use super::batch_terms::BatchTerms;
+use super::entry::{Deployment, EmbeddingCapabilities, Limits, ModelEntry, ModelKind, RateWindow};
+use super::price::Price;
 use super::{CatalogError, FallbackWait};
 use toml::{Table, Value};
 

@@ -1,0 +1,520 @@
+//! `tollgate run --via batch`: the run's requests through the provider's batch API, at
+//! its batch price, paced by its queue limits, resumable.
+//!
+//! Each request is encoded first: one the batch API cannot carry (a stream, a setting it
+//! refuses) gets its error line before anything is uploaded. The rest are grouped into
+//! batches within the API's caps (requests, bytes) and the model's enqueued-token limit,
+//! and each batch, before it is submitted, holds its input tokens (and one pending batch)
+//! on the model's queue ledger ([`tollgate::limit::QueueLedger`]: this process's, or
+//! Redis's with `--redis`), given back when it ends; one that does not fit waits for a
+//! batch to end. A batch the provider fails for its queue limit is submitted again later.
+//!
+//! What is submitted is kept in `<output>.batches.json` ([`state`]) before and after each
+//! submission, so Ctrl-C, a crash or a restart followed by the same command picks the
+//! batches up: nothing is submitted twice, what finished is collected, and a request whose
+//! batch expired or was cancelled is written as `batch_unfinished` (sent again by the
+//! next re-run). `--cancel` cancels the batches in flight and collects what they finished.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use tollgate::catalog::Price;
+use tollgate::clock;
+use tollgate::limit::{QueueAnswer, QueueCaps, QueueLedger};
+use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
+use tollgate::provider::batch::{BatchItem, BatchPhase, BatchTransport};
+use tollgate::{Error, LlmResponse};
+
+use super::interrupts::{StopLevel, reached};
+use super::lines::LineWriter;
+use crate::input::{Body, Item};
+
+pub(crate) mod state;
+
+use state::{Slot, State};
+
+/// How long a batch's queue hold lasts if its run never comes back to give it back:
+/// past the providers' 24-hour completion window.
+const HOLD_TTL: Duration = Duration::from_secs(26 * 3600);
+
+/// What a `--via batch` run needs besides its requests.
+pub(crate) struct BatchRun {
+    pub(crate) transport: Arc<dyn BatchTransport>,
+    pub(crate) ledger: Arc<dyn QueueLedger>,
+    /// The queue the holds count against: `<provider>:<credential>:<model name>`.
+    pub(crate) account: String,
+    pub(crate) caps: QueueCaps,
+    /// The catalog's `batch.max_requests` / `max_bytes`, under the API's own caps.
+    pub(crate) max_requests: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
+    /// The batch price, and the live one (for the comparison).
+    pub(crate) price: Option<Price>,
+    pub(crate) live_price: Option<Price>,
+    pub(crate) poll_every: Duration,
+    pub(crate) state_path: std::path::PathBuf,
+    pub(crate) model_id: String,
+    /// `--cancel`: cancel what is in flight, submit nothing.
+    pub(crate) cancel: bool,
+}
+
+/// What the batch part of a run did, for the summary.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct BatchTally {
+    /// Requests whose line was written from a batch (answers and errors).
+    pub(crate) requests: u64,
+    /// Requests refused before upload (a stream, an encoding error, too large).
+    pub(crate) refused: u64,
+    /// Batches submitted by this run.
+    pub(crate) submitted: u64,
+    /// Batches collected by this run (its own and an earlier run's).
+    pub(crate) collected: u64,
+    /// Batches still at the provider when the run stopped.
+    pub(crate) in_flight: u64,
+    /// Requests not sent (Ctrl-C, `--cancel`).
+    pub(crate) not_sent: u64,
+    /// Their cost at the batch price, and what the same usage costs live.
+    pub(crate) cost_usd: f64,
+    pub(crate) live_cost_usd: f64,
+}
+
+/// A batch ready to submit: its requests, encoded, and its estimated input tokens.
+struct Chunk {
+    ids: Vec<String>,
+    lines: Vec<Vec<u8>>,
+    tokens: u64,
+}
+
+/// Sends `items` through the provider's batch API; every request ends with its line in
+/// `lines` unless the run is stopped first (then the state file keeps what is in
+/// flight).
+pub(crate) async fn run_batches(
+    run: &BatchRun,
+    items: Vec<Item>,
+    lines: &LineWriter,
+    mut stop: StopLevel,
+    bar: &ProgressBar,
+) -> Result<BatchTally, String> {
+    let started = clock::now();
+    let mut tally = BatchTally::default();
+    let mut state = State::load(&run.state_path, &run.model_id)?;
+    let mut by_id: HashMap<String, Item> = items
+        .into_iter()
+        .map(|i| (i.custom_id.clone(), i))
+        .collect();
+
+    // The earlier run's batches: find the ones whose submission was not recorded, hold
+    // the queue for the others again, and cancel them on `--cancel`.
+    let mut slots: Vec<Slot> = Vec::new();
+    for mut slot in std::mem::take(&mut state.batches) {
+        if slot.handle.is_none() {
+            slot.handle = run.transport.find(&slot.label).await.map_err(|e| {
+                format!(
+                    "cannot look for batch `{}` at the provider: {e}",
+                    slot.label
+                )
+            })?;
+        }
+        if slot.handle.is_none() {
+            // Never reached the provider: its requests are sent again below.
+            let _ = run.ledger.release(&run.account, &slot.label).await;
+            continue;
+        }
+        run.ledger
+            .adopt(&run.account, &slot.label, slot.tokens, HOLD_TTL)
+            .await
+            .map_err(|e| e.to_string())?;
+        slots.push(slot);
+    }
+    state.batches = slots;
+    state.save(&run.state_path)?;
+    let held: std::collections::HashSet<String> = state
+        .batches
+        .iter()
+        .flat_map(|s| s.ids.iter().cloned())
+        .collect();
+    if run.cancel {
+        for slot in &mut state.batches {
+            if let Some(handle) = &slot.handle {
+                match run.transport.cancel(handle).await {
+                    Ok(()) => slot.cancel_sent = true,
+                    Err(e) => eprintln!("tollgate: cannot cancel batch `{}`: {e}", handle.id),
+                }
+            }
+        }
+        state.save(&run.state_path)?;
+    }
+
+    // The new requests: refused now if the batch API cannot carry them, else grouped.
+    let mut fresh: Vec<&Item> = by_id
+        .values()
+        .filter(|i| !held.contains(&i.custom_id))
+        .collect();
+    fresh.sort_by_key(|i| i.line);
+    let mut queue: VecDeque<Chunk> = VecDeque::new();
+    if run.cancel {
+        tally.not_sent = fresh.len() as u64;
+    } else {
+        let (chunks, refused) = chunk(run, &fresh);
+        for (id, error) in refused {
+            if let Some(item) = by_id.remove(&id) {
+                lines.write_batched(&item, Err(&error), None, "-", started.elapsed());
+                bar.inc(1);
+                tally.refused += 1;
+            }
+        }
+        queue.extend(chunks);
+    }
+
+    let mut label_seq = 0u64;
+    let run_tag = run_tag();
+    loop {
+        if *stop.borrow() >= 1 {
+            break;
+        }
+        // Submit what the queue limits admit now.
+        while let Some(next) = queue.front() {
+            label_seq += 1;
+            let label = format!("tollgate-{run_tag}-{label_seq}");
+            let caps = run.caps;
+            let answer = run
+                .ledger
+                .hold(&run.account, &label, next.tokens, caps, HOLD_TTL)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let QueueAnswer::Full { .. } = answer {
+                // Wait for a pending batch (this run's or another's) to end.
+                break;
+            }
+            let Some(chunk) = queue.pop_front() else {
+                break;
+            };
+            state.batches.push(Slot {
+                label: label.clone(),
+                ids: chunk.ids.clone(),
+                tokens: chunk.tokens,
+                handle: None,
+                phase: None,
+                counts: Default::default(),
+                cancel_sent: false,
+            });
+            state.save(&run.state_path)?;
+            match run.transport.submit(&chunk.lines, &label).await {
+                Ok(handle) => {
+                    if let Some(slot) = state.batches.iter_mut().find(|s| s.label == label) {
+                        slot.handle = Some(handle);
+                        slot.phase = Some(BatchPhase::Queued);
+                    }
+                    state.save(&run.state_path)?;
+                    tally.submitted += 1;
+                }
+                Err(e) => {
+                    state.batches.retain(|s| s.label != label);
+                    state.save(&run.state_path)?;
+                    let _ = run.ledger.release(&run.account, &label).await;
+                    if e.is_retryable() {
+                        // A 429 (too many batches queued), a 5xx: submit it later.
+                        eprintln!("tollgate: submitting a batch failed ({e}); trying again later");
+                        queue.push_front(chunk);
+                        break;
+                    }
+                    for id in &chunk.ids {
+                        if let Some(item) = by_id.remove(id) {
+                            lines.write_batched(&item, Err(&e), None, "-", started.elapsed());
+                            bar.inc(1);
+                            tally.requests += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if state.batches.is_empty() && queue.is_empty() {
+            break;
+        }
+        bar.set_message(phases(&state, queue.len()));
+        tokio::select! {
+            biased;
+            _ = reached(&mut stop, 1) => break,
+            () = tokio::time::sleep(run.poll_every) => {}
+        }
+        // Poll every pending batch; collect the ended ones.
+        let mut ended = Vec::new();
+        for slot in state.batches.iter_mut() {
+            let Some(handle) = slot.handle.clone() else {
+                continue;
+            };
+            match run.transport.status(&handle).await {
+                Ok(status) => {
+                    slot.phase = Some(status.phase);
+                    slot.counts = status.counts;
+                    if status.phase == BatchPhase::Ended {
+                        ended.push((slot.label.clone(), status.failure));
+                    }
+                }
+                Err(e) => eprintln!("tollgate: cannot poll batch `{}`: {e}", handle.id),
+            }
+        }
+        for (label, failure) in ended {
+            let Some(pos) = state.batches.iter().position(|s| s.label == label) else {
+                continue;
+            };
+            let slot = state.batches[pos].clone();
+            let Some(handle) = slot.handle.clone() else {
+                continue;
+            };
+            match failure {
+                Some(e) if e.is_retryable() => {
+                    // Failed as a whole for a reason that passes (its queue limit): the
+                    // same requests go again as a new batch.
+                    eprintln!(
+                        "tollgate: batch `{}` failed ({e}); submitting its requests again",
+                        handle.id
+                    );
+                    let again: Vec<&Item> =
+                        slot.ids.iter().filter_map(|id| by_id.get(id)).collect();
+                    let (chunks, refused) = chunk(run, &again);
+                    for c in chunks.into_iter().rev() {
+                        queue.push_front(c);
+                    }
+                    for (id, error) in refused {
+                        if let Some(item) = by_id.remove(&id) {
+                            write_one(
+                                run,
+                                lines,
+                                &item,
+                                Err(error),
+                                &handle.id,
+                                started,
+                                &mut tally,
+                            );
+                            bar.inc(1);
+                        }
+                    }
+                }
+                Some(e) => {
+                    for id in &slot.ids {
+                        if let Some(item) = by_id.remove(id) {
+                            lines.write_batched(
+                                &item,
+                                Err(&e),
+                                None,
+                                &handle.id,
+                                started.elapsed(),
+                            );
+                            bar.inc(1);
+                            tally.requests += 1;
+                        }
+                    }
+                }
+                None => match run.transport.results(&handle).await {
+                    Ok(outcomes) => {
+                        for outcome in outcomes {
+                            let Some(item) = by_id.remove(&outcome.custom_id) else {
+                                continue;
+                            };
+                            write_one(
+                                run,
+                                lines,
+                                &item,
+                                outcome.result,
+                                &handle.id,
+                                started,
+                                &mut tally,
+                            );
+                            bar.inc(1);
+                        }
+                        let how = if slot.cancel_sent {
+                            "was cancelled"
+                        } else {
+                            "expired"
+                        };
+                        for id in &slot.ids {
+                            if let Some(item) = by_id.remove(id) {
+                                let e = Error::BatchLineUnfinished {
+                                    batch_id: handle.id.clone(),
+                                    how: how.into(),
+                                };
+                                write_one(
+                                    run,
+                                    lines,
+                                    &item,
+                                    Err(e),
+                                    &handle.id,
+                                    started,
+                                    &mut tally,
+                                );
+                                bar.inc(1);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // Collected on the next poll (or the next run).
+                        eprintln!(
+                            "tollgate: cannot read the results of batch `{}`: {e}",
+                            handle.id
+                        );
+                        continue;
+                    }
+                },
+            }
+            state.batches.remove(pos);
+            state.save(&run.state_path)?;
+            let _ = run.ledger.release(&run.account, &label).await;
+            tally.collected += 1;
+        }
+    }
+    tally.in_flight = state.batches.len() as u64;
+    tally.not_sent += queue.iter().map(|c| c.ids.len() as u64).sum::<u64>();
+    state.save(&run.state_path)?;
+    Ok(tally)
+}
+
+/// Writes one request's line from its batch answer, costed at the batch price.
+fn write_one(
+    run: &BatchRun,
+    lines: &LineWriter,
+    item: &Item,
+    result: tollgate::Result<LlmResponse>,
+    batch_id: &str,
+    started: tokio::time::Instant,
+    tally: &mut BatchTally,
+) {
+    let usage = result.as_ref().map(|r| r.usage()).unwrap_or_default();
+    let cost = run.price.as_ref().map(|p| p.cost_usd(&usage));
+    tally.cost_usd += cost.unwrap_or(0.0);
+    tally.live_cost_usd += run.live_price.as_ref().map_or(0.0, |p| p.cost_usd(&usage));
+    tally.requests += 1;
+    match result {
+        Ok(response) => lines.write_batched(item, Ok(response), cost, batch_id, started.elapsed()),
+        Err(e) => lines.write_batched(item, Err(&e), None, batch_id, started.elapsed()),
+    }
+}
+
+/// Groups `items` into batches within the API's caps and the enqueued-token limit;
+/// those that cannot go (a stream, an encoding refusal, too large alone) with their
+/// error.
+fn chunk(run: &BatchRun, items: &[&Item]) -> (Vec<Chunk>, Vec<(String, Error)>) {
+    let api = run.transport.caps();
+    let max_requests = run
+        .max_requests
+        .map_or(api.max_requests, |m| (m as usize).min(api.max_requests))
+        .max(1);
+    let max_bytes = run
+        .max_bytes
+        .map_or(api.max_bytes, |m| m.min(api.max_bytes));
+    let max_tokens = run.caps.tokens;
+    let mut chunks: Vec<Chunk> = Vec::new();
+    let mut refused = Vec::new();
+    let mut current = Chunk {
+        ids: Vec::new(),
+        lines: Vec::new(),
+        tokens: 0,
+    };
+    let mut bytes = 0u64;
+    for item in items {
+        let Body::Chat(request) = &item.body else {
+            refused.push((
+                item.custom_id.clone(),
+                Error::InvalidRequest {
+                    field: "url".into(),
+                    reason: "only chat requests go through `--via batch`; send embeddings \
+                             with `--via live`"
+                        .into(),
+                },
+            ));
+            continue;
+        };
+        if item.stream {
+            refused.push((
+                item.custom_id.clone(),
+                Error::InvalidRequest {
+                    field: "stream".into(),
+                    reason: "a provider's batch API cannot stream an answer; remove \
+                             `\"stream\": true` or send the line with `--via live`"
+                        .into(),
+                },
+            ));
+            continue;
+        }
+        let batch_item = BatchItem {
+            custom_id: item.custom_id.clone(),
+            request: (**request).clone(),
+        };
+        let line = match run.transport.encode(&batch_item) {
+            Ok(line) => line,
+            Err(e) => {
+                refused.push((item.custom_id.clone(), e));
+                continue;
+            }
+        };
+        let tokens = DefaultEstimator.estimate_request(request);
+        let size = line.len() as u64 + 1;
+        if size > max_bytes || max_tokens.is_some_and(|t| tokens > t) {
+            refused.push((
+                item.custom_id.clone(),
+                Error::InvalidRequest {
+                    field: "request".into(),
+                    reason: format!(
+                        "is {size} bytes and about {tokens} input tokens, more than one batch \
+                         takes ({max_bytes} bytes{}); send it with `--via live`",
+                        max_tokens.map_or(String::new(), |t| format!(", {t} enqueued tokens"))
+                    ),
+                },
+            ));
+            continue;
+        }
+        let full = current.ids.len() >= max_requests
+            || bytes + size > max_bytes
+            || max_tokens.is_some_and(|t| current.tokens + tokens > t);
+        if full && !current.ids.is_empty() {
+            chunks.push(std::mem::replace(
+                &mut current,
+                Chunk {
+                    ids: Vec::new(),
+                    lines: Vec::new(),
+                    tokens: 0,
+                },
+            ));
+            bytes = 0;
+        }
+        current.ids.push(item.custom_id.clone());
+        current.lines.push(line);
+        current.tokens += tokens;
+        bytes += size;
+    }
+    if !current.ids.is_empty() {
+        chunks.push(current);
+    }
+    (chunks, refused)
+}
+
+/// The progress bar's message: the batches by phase, and those waiting for the queue.
+fn phases(state: &State, waiting: usize) -> String {
+    let count = |p: BatchPhase| state.batches.iter().filter(|s| s.phase == Some(p)).count();
+    let mut text = format!(
+        "batches: {} queued, {} running",
+        count(BatchPhase::Queued),
+        count(BatchPhase::Running)
+    );
+    let cancelling = count(BatchPhase::Cancelling);
+    if cancelling > 0 {
+        text.push_str(&format!(", {cancelling} cancelling"));
+    }
+    if waiting > 0 {
+        text.push_str(&format!(", {waiting} waiting for the queue limit"));
+    }
+    text
+}
+
+/// A tag that makes this run's batch labels its own.
+fn run_tag() -> String {
+    let nanos = clock::wall_now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}{:x}", nanos, std::process::id())
+}
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

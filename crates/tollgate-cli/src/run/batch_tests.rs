@@ -1,0 +1,568 @@
+//! `--via batch` against a scripted batch API, on tokio's paused clock: grouping within
+//! caps, the queue limit held and given back, requests refused before upload, a
+//! resumed run that submits nothing twice, a batch failed for its queue limit sent
+//! again, expired lines, `--cancel`.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use serde_json::Value;
+use tokio::sync::watch;
+use tollgate::catalog::Price;
+use tollgate::limit::{MemoryQueueLedger, QueueCaps};
+use tollgate::provider::batch::{
+    BatchCaps, BatchCounts, BatchHandle, BatchItem, BatchOutcome, BatchPhase, BatchStatus,
+    BatchTransport,
+};
+use tollgate::{Block, Error, LlmResponse, ProviderError, ResponseBody, StopReason, Usage};
+
+use super::state::{self, Slot, State};
+use super::{BatchRun, BatchTally, run_batches};
+use crate::input::{Item, parse_line};
+use crate::record::CliRecorder;
+use crate::run::lines::LineWriter;
+
+/// One batch at the scripted API.
+#[derive(Debug, Clone)]
+struct Submitted {
+    label: String,
+    ids: Vec<String>,
+    polls: u32,
+    cancelled: bool,
+}
+
+/// A batch API that ends each batch at its second poll and answers every line, with
+/// knobs for the cases under test.
+#[derive(Debug, Default)]
+struct Script {
+    batches: Mutex<Vec<Submitted>>,
+    /// Fail the first N batches as a whole with a queue-limit failure.
+    fail_for_queue: AtomicU64,
+    /// Leave these ids out of the results (expired).
+    drop_ids: Vec<String>,
+    /// The most input tokens pending at once, as the API saw them.
+    max_pending_lines: Mutex<usize>,
+    max_requests: usize,
+}
+
+impl Script {
+    fn new(max_requests: usize) -> Arc<Script> {
+        Arc::new(Script {
+            max_requests,
+            ..Script::default()
+        })
+    }
+
+    fn submitted(&self) -> Vec<Submitted> {
+        self.batches.lock().unwrap().clone()
+    }
+
+    fn pending_lines(&self) -> usize {
+        self.batches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b.polls < 2 && !b.cancelled)
+            .map(|b| b.ids.len())
+            .sum()
+    }
+}
+
+fn answer(id: &str) -> LlmResponse {
+    LlmResponse::new(ResponseBody::new(
+        "m-1",
+        vec![Block::text(format!("answer to {id}"))],
+        StopReason::EndTurn,
+        Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 1_000_000,
+            ..Usage::default()
+        },
+    ))
+    .unwrap()
+}
+
+/// The scripted API as a transport (the script stays shared with the test).
+#[derive(Debug)]
+struct Api(Arc<Script>);
+
+impl std::ops::Deref for Api {
+    type Target = Script;
+    fn deref(&self) -> &Script {
+        &self.0
+    }
+}
+
+#[async_trait::async_trait]
+impl BatchTransport for Api {
+    fn caps(&self) -> BatchCaps {
+        BatchCaps {
+            max_requests: self.max_requests,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    fn encode(&self, item: &BatchItem) -> tollgate::Result<Vec<u8>> {
+        if item.custom_id.contains(' ') {
+            return Err(Error::InvalidRequest {
+                field: "custom_id".into(),
+                reason: "must not hold a space".into(),
+            });
+        }
+        Ok(item.custom_id.clone().into_bytes())
+    }
+
+    async fn submit(&self, lines: &[Vec<u8>], label: &str) -> tollgate::Result<BatchHandle> {
+        let mut batches = self.batches.lock().unwrap();
+        batches.push(Submitted {
+            label: label.into(),
+            ids: lines
+                .iter()
+                .map(|l| String::from_utf8(l.clone()).unwrap())
+                .collect(),
+            polls: 0,
+            cancelled: false,
+        });
+        let id = format!("b{}", batches.len());
+        drop(batches);
+        let pending = self.pending_lines();
+        let mut max = self.max_pending_lines.lock().unwrap();
+        *max = (*max).max(pending);
+        Ok(BatchHandle {
+            id,
+            input_file: None,
+        })
+    }
+
+    async fn status(&self, handle: &BatchHandle) -> tollgate::Result<BatchStatus> {
+        let n: usize = handle.id[1..].parse().unwrap();
+        let mut batches = self.batches.lock().unwrap();
+        let b = &mut batches[n - 1];
+        b.polls += 1;
+        let ended = b.polls >= 2 || b.cancelled;
+        let failure = if ended
+            && self
+                .fail_for_queue
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |f| f.checked_sub(1),
+                )
+                .is_ok()
+        {
+            Some(Error::Provider(ProviderError::RateLimited {
+                retry_after: None,
+            }))
+        } else {
+            None
+        };
+        Ok(BatchStatus {
+            phase: if ended {
+                BatchPhase::Ended
+            } else {
+                BatchPhase::Running
+            },
+            counts: BatchCounts {
+                total: b.ids.len() as u64,
+                ..BatchCounts::default()
+            },
+            failure,
+        })
+    }
+
+    async fn results(&self, handle: &BatchHandle) -> tollgate::Result<Vec<BatchOutcome>> {
+        let n: usize = handle.id[1..].parse().unwrap();
+        let b = self.batches.lock().unwrap()[n - 1].clone();
+        if b.cancelled {
+            return Ok(Vec::new());
+        }
+        Ok(b.ids
+            .iter()
+            .filter(|id| !self.drop_ids.contains(id))
+            .map(|id| BatchOutcome {
+                custom_id: id.clone(),
+                result: Ok(answer(id)),
+            })
+            .collect())
+    }
+
+    async fn cancel(&self, handle: &BatchHandle) -> tollgate::Result<()> {
+        let n: usize = handle.id[1..].parse().unwrap();
+        self.batches.lock().unwrap()[n - 1].cancelled = true;
+        Ok(())
+    }
+
+    async fn find(&self, label: &str) -> tollgate::Result<Option<BatchHandle>> {
+        let batches = self.batches.lock().unwrap();
+        Ok(batches
+            .iter()
+            .position(|b| b.label == label)
+            .map(|i| BatchHandle {
+                id: format!("b{}", i + 1),
+                input_file: None,
+            }))
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    out: std::path::PathBuf,
+    script: Arc<Script>,
+    ledger: Arc<MemoryQueueLedger>,
+}
+
+impl Fixture {
+    fn new(script: Arc<Script>) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        Fixture {
+            out: dir.path().join("out.jsonl"),
+            _dir: dir,
+            script,
+            ledger: Arc::new(MemoryQueueLedger::new()),
+        }
+    }
+
+    fn run(&self, caps: QueueCaps, cancel: bool) -> BatchRun {
+        BatchRun {
+            transport: Arc::new(Api(self.script.clone())),
+            ledger: self.ledger.clone(),
+            account: "fake::m-1".into(),
+            caps,
+            max_requests: None,
+            max_bytes: None,
+            price: Some(Price {
+                input: 1.0,
+                output: 2.0,
+                ..Price::default()
+            }),
+            live_price: Some(Price {
+                input: 2.0,
+                output: 4.0,
+                ..Price::default()
+            }),
+            poll_every: Duration::from_secs(30),
+            state_path: state::path_for(&self.out),
+            model_id: "m".into(),
+            cancel,
+        }
+    }
+
+    fn writer(&self) -> LineWriter {
+        LineWriter {
+            model_id: "m".into(),
+            recorder: Arc::new(CliRecorder::default()),
+            out: Mutex::new(crate::output::open_append(&self.out).unwrap()),
+            tally: Arc::default(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    async fn go(&self, items: Vec<Item>, caps: QueueCaps, stop_at_once: bool) -> BatchTally {
+        let (tx, rx) = watch::channel(u8::from(stop_at_once));
+        let writer = self.writer();
+        let tally = run_batches(
+            &self.run(caps, false),
+            items,
+            &writer,
+            rx,
+            &ProgressBar::hidden(),
+        )
+        .await
+        .unwrap();
+        drop(tx);
+        tally
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn by_id(&self) -> HashMap<String, Value> {
+        self.lines()
+            .into_iter()
+            .map(|l| (l["custom_id"].as_str().unwrap().to_owned(), l))
+            .collect()
+    }
+}
+
+fn items(n: usize) -> Vec<Item> {
+    (1..=n)
+        .map(|i| {
+            parse_line(
+                i,
+                &format!(r#"{{"custom_id":"r{i}","prompt":"Question {i}"}}"#),
+                "m",
+            )
+            .unwrap()
+            .unwrap()
+        })
+        .collect()
+}
+
+const UNLIMITED: QueueCaps = QueueCaps {
+    tokens: None,
+    batches: None,
+};
+
+#[tokio::test(start_paused = true)]
+async fn batch_run_groups_within_caps_and_writes_one_line_per_id_at_the_batch_price() {
+    let f = Fixture::new(Script::new(2));
+    let tally = f.go(items(5), UNLIMITED, false).await;
+    let submitted = f.script.submitted();
+    assert_eq!(
+        submitted.iter().map(|b| b.ids.len()).collect::<Vec<_>>(),
+        vec![2, 2, 1]
+    );
+    let lines = f.by_id();
+    assert_eq!(lines.len(), 5);
+    let r3 = &lines["r3"];
+    assert_eq!(
+        r3["response"]["body"]["choices"][0]["message"]["content"],
+        "answer to r3"
+    );
+    // 1M input at $1 + 1M output at $2 (the batch price), against $6 live.
+    assert_eq!(r3["tollgate"]["cost_usd"], 3.0);
+    assert_eq!(r3["tollgate"]["via"], "batch:b2");
+    assert_eq!(tally.requests, 5);
+    assert_eq!((tally.cost_usd, tally.live_cost_usd), (15.0, 30.0));
+    assert_eq!(
+        (tally.submitted, tally.collected, tally.in_flight),
+        (3, 3, 0)
+    );
+    assert!(
+        !state::path_for(&f.out).exists(),
+        "the state goes when done"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_stream_line_is_refused_before_anything_is_uploaded() {
+    let f = Fixture::new(Script::new(10));
+    let mut input = items(2);
+    input.push(
+        parse_line(
+            3,
+            r#"{"custom_id":"s","messages":[{"role":"user","content":"Hi"}],"stream":true}"#,
+            "m",
+        )
+        .unwrap()
+        .unwrap(),
+    );
+    input.push(
+        parse_line(4, r#"{"custom_id":"has space","prompt":"Hi"}"#, "m")
+            .unwrap()
+            .unwrap(),
+    );
+    let tally = f.go(input, UNLIMITED, false).await;
+    let uploaded: Vec<String> = f
+        .script
+        .submitted()
+        .into_iter()
+        .flat_map(|b| b.ids)
+        .collect();
+    assert_eq!(uploaded, vec!["r1", "r2"]);
+    let lines = f.by_id();
+    assert_eq!(lines["s"]["error"]["code"], "invalid_request");
+    assert!(
+        lines["s"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stream")
+    );
+    assert_eq!(lines["has space"]["error"]["code"], "invalid_request");
+    assert_eq!(tally.refused, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_queue_tokens_limit_holds_a_batch_back_until_one_ends() {
+    let f = Fixture::new(Script::new(2));
+    // Each request is a few tokens: a cap that fits one two-request batch, not two.
+    let per = {
+        use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
+        let crate::input::Body::Chat(r) = &items(1)[0].body else {
+            unreachable!()
+        };
+        DefaultEstimator.estimate_request(r)
+    };
+    let caps = QueueCaps {
+        tokens: Some(per * 3),
+        batches: None,
+    };
+    f.go(items(6), caps, false).await;
+    assert_eq!(f.script.submitted().len(), 3);
+    assert_eq!(*f.script.max_pending_lines.lock().unwrap(), 2);
+    assert_eq!(f.by_id().len(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_pending_batches_limit_keeps_one_batch_at_the_provider_at_a_time() {
+    let f = Fixture::new(Script::new(1));
+    let caps = QueueCaps {
+        tokens: None,
+        batches: Some(1),
+    };
+    f.go(items(3), caps, false).await;
+    assert_eq!(*f.script.max_pending_lines.lock().unwrap(), 1);
+    assert_eq!(f.by_id().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_run_interrupted_then_resumed_submits_nothing_twice_and_collects_everything() {
+    let f = Fixture::new(Script::new(2));
+    // Stopped at once: the batches are submitted, none collected.
+    let (tx, rx) = watch::channel(0u8);
+    let writer = f.writer();
+    let run = f.run(UNLIMITED, false);
+    let first = {
+        let bar = ProgressBar::hidden();
+        let go = run_batches(&run, items(4), &writer, rx, &bar);
+        tokio::pin!(go);
+        // Let it submit, then Ctrl-C while it sleeps before the first poll.
+        tokio::select! {
+            biased;
+            t = &mut go => t,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                tx.send(1).unwrap();
+                go.await
+            }
+        }
+    }
+    .unwrap();
+    assert_eq!((first.submitted, first.in_flight), (2, 2));
+    assert!(f.lines().is_empty());
+    let saved = State::load(&state::path_for(&f.out), "m").unwrap();
+    assert_eq!(saved.batches.len(), 2);
+    assert!(saved.batches.iter().all(|s| s.handle.is_some()));
+
+    // The same command again (a new process: a new ledger), with the same input.
+    let f2 = Fixture {
+        _dir: tempfile::tempdir().unwrap(),
+        out: f.out.clone(),
+        script: f.script.clone(),
+        ledger: Arc::new(MemoryQueueLedger::new()),
+    };
+    let second = f2.go(items(4), UNLIMITED, false).await;
+    assert_eq!(f.script.submitted().len(), 2, "nothing submitted twice");
+    assert_eq!((second.submitted, second.collected), (0, 2));
+    let lines = f.lines();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(f.by_id().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_submitted_but_not_recorded_is_found_by_its_label_not_submitted_again() {
+    let f = Fixture::new(Script::new(10));
+    // An earlier run held the queue and submitted, then died before writing the handle.
+    let label = "tollgate-earlier-1";
+    Api(f.script.clone())
+        .submit(&[b"r1".to_vec(), b"r2".to_vec()], label)
+        .await
+        .unwrap();
+    State {
+        model: "m".into(),
+        batches: vec![Slot {
+            label: label.into(),
+            ids: vec!["r1".into(), "r2".into()],
+            tokens: 10,
+            handle: None,
+            phase: None,
+            counts: BatchCounts::default(),
+            cancel_sent: false,
+        }],
+    }
+    .save(&state::path_for(&f.out))
+    .unwrap();
+    let tally = f.go(items(3), UNLIMITED, false).await;
+    let submitted = f.script.submitted();
+    assert_eq!(submitted.len(), 2, "only r3 is new");
+    assert_eq!(submitted[1].ids, vec!["r3"]);
+    assert_eq!(f.by_id().len(), 3);
+    assert_eq!(tally.collected, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_failed_for_its_queue_limit_is_submitted_again_and_answers() {
+    let script = Script::new(10);
+    script
+        .fail_for_queue
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let f = Fixture::new(script);
+    let tally = f.go(items(3), UNLIMITED, false).await;
+    assert_eq!(f.script.submitted().len(), 2);
+    let lines = f.by_id();
+    assert_eq!(lines.len(), 3);
+    assert!(lines.values().all(|l| l["error"].is_null()));
+    assert_eq!(tally.submitted, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_line_missing_from_results_is_written_unfinished_and_sent_again_by_a_rerun() {
+    let script = Arc::new(Script {
+        drop_ids: vec!["r2".into()],
+        max_requests: 10,
+        ..Script::default()
+    });
+    let f = Fixture::new(script);
+    f.go(items(3), UNLIMITED, false).await;
+    let lines = f.by_id();
+    let r2 = &lines["r2"]["error"];
+    assert_eq!(r2["code"], "batch_unfinished");
+    assert_eq!(r2["retryable"], true);
+    assert!(r2["message"].as_str().unwrap().contains("expired"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_cancel_cancels_what_is_in_flight_and_submits_nothing_new() {
+    let f = Fixture::new(Script::new(2));
+    let (tx, rx) = watch::channel(0u8);
+    let writer = f.writer();
+    let run = f.run(UNLIMITED, false);
+    {
+        let bar = ProgressBar::hidden();
+        let go = run_batches(&run, items(4), &writer, rx, &bar);
+        tokio::pin!(go);
+        tokio::select! {
+            biased;
+            _ = &mut go => panic!("ended before Ctrl-C"),
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                tx.send(1).unwrap();
+                go.await.unwrap();
+            }
+        }
+    }
+    let (_tx, rx) = watch::channel(0u8);
+    let mut more = items(4);
+    more.push(
+        parse_line(5, r#"{"custom_id":"r5","prompt":"new"}"#, "m")
+            .unwrap()
+            .unwrap(),
+    );
+    let writer = f.writer();
+    let tally = run_batches(
+        &f.run(UNLIMITED, true),
+        more,
+        &writer,
+        rx,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .unwrap();
+    assert!(f.script.submitted().iter().all(|b| b.cancelled));
+    assert_eq!(f.script.submitted().len(), 2, "nothing new submitted");
+    assert_eq!(tally.not_sent, 1);
+    let lines = f.by_id();
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines["r1"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled")
+    );
+}

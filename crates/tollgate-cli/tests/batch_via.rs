@@ -1,0 +1,268 @@
+//! `tollgate run --via batch` as a new user runs it, against a third-party server's batch
+//! endpoints (llmock 0.2.2, a private instance per test, started by `scripts/peers.sh`):
+//! the batches submitted, the run killed mid-poll (SIGKILL: no chance to save anything
+//! more), the same command run again, and its output compared line by line with a live
+//! run of the same file. The conformance tier: skipped without the peers, unless
+//! `TOLLGATE_PEERS_REQUIRED` is set.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::llmock::LlmockRun;
+use common::{output_lines, text, tollgate, write_batch};
+use serde_json::{Value, json};
+
+/// Requests in the file, and per batch (so the file makes several batches).
+const LINES: usize = 24;
+const PER_BATCH: usize = 8;
+
+/// A provider as the catalog names it, and where llmock serves it.
+struct Provider {
+    key: &'static str,
+    name: &'static str,
+    /// llmock's prefix for it, appended to its URL as the model's `base_url`.
+    prefix: &'static str,
+    /// The `tool` request's tool definitions as llmock received them in a batch (llmock's
+    /// batches answer every request with text, so the answer cannot show them).
+    received_tools: fn(&str) -> Vec<String>,
+}
+
+fn catalog(dir: &Path, p: &Provider, url: &str) -> std::path::PathBuf {
+    let path = dir.join("models.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[models.m]\nprovider = \"{key}\"\nname = \"{name}\"\ncredential = \"k\"\n\
+             rpm = 6000\ntpm = 10000000\nmax_output_tokens = 4096\ndefault_output_tokens = 64\n\
+             [models.m.options]\nbase_url = \"{url}{prefix}\"\n\
+             [models.m.price]\ninput = 1.0\noutput = 4.0\n\
+             [models.m.batch]\nmax_requests = {PER_BATCH}\n",
+            key = p.key,
+            name = p.name,
+            prefix = p.prefix,
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn keys(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("keys.toml");
+    std::fs::write(&path, "k = \"sk-llmock-test\"\n").unwrap();
+    path
+}
+
+/// The input: plain questions, one asking for a tool, one asking to stream.
+fn input(dir: &Path) -> std::path::PathBuf {
+    let mut lines: Vec<String> = (1..=LINES)
+        .map(|i| {
+            json!({"custom_id": format!("q{i}"), "method": "POST", "url": "/v1/chat/completions",
+                   "body": {"messages": [{"role": "user", "content": format!("Question number {i}")}],
+                            "max_tokens": 64}})
+            .to_string()
+        })
+        .collect();
+    lines.push(
+        json!({"custom_id": "tool", "method": "POST", "url": "/v1/chat/completions",
+               "body": {"messages": [{"role": "user", "content": "Weather in Paris?"}],
+                        "tools": [{"type": "function", "function": {"name": "weather",
+                                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}})
+        .to_string(),
+    );
+    lines.push(
+        json!({"custom_id": "streamed", "method": "POST", "url": "/v1/chat/completions",
+               "body": {"messages": [{"role": "user", "content": "Hi"}], "stream": true}})
+        .to_string(),
+    );
+    write_batch(dir, &lines)
+}
+
+fn run(dir: &Path, p: &Provider, url: &str, out: &Path, extra: &[&str]) -> Command {
+    let mut cmd = tollgate();
+    cmd.arg("--catalog")
+        .arg(catalog(dir, p, url))
+        .arg("--credentials")
+        .arg(keys(dir))
+        .arg("run")
+        .arg(input(dir))
+        .args(["-m", "m", "--quiet", "-o"])
+        .arg(out)
+        .args(extra);
+    cmd
+}
+
+fn by_id(lines: Vec<Value>) -> HashMap<String, Value> {
+    lines
+        .into_iter()
+        .map(|l| (l["custom_id"].as_str().unwrap().to_owned(), l))
+        .collect()
+}
+
+/// The state file's batches, once it exists and every batch has its provider handle.
+fn submitted_batches(state: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(state).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    let batches = value["batches"].as_array()?;
+    let all = batches.iter().all(|b| !b["handle"].is_null());
+    (all && batches.len() == (LINES + 1).div_ceil(PER_BATCH)).then_some(batches.len())
+}
+
+/// Live, then batch killed mid-poll and run again; the outputs compared line by line.
+fn batch_run_killed_and_resumed_matches_a_live_run(p: &Provider) {
+    let Some(peers) = LlmockRun::new(&format!("batch-{}", p.key)) else {
+        return;
+    };
+    let url = peers.start(&format!("batch-{}", p.key), 100_000);
+    let dir = tempfile::tempdir().unwrap();
+
+    let live = dir.path().join("live.jsonl");
+    let done = run(dir.path(), p, &url, &live, &[]).output().unwrap();
+    assert!(done.status.success(), "live run: {}", text(&done.stderr));
+
+    let out = dir.path().join("batch.jsonl");
+    let args = ["--via", "batch", "--poll-every", "300ms"];
+    let mut child = run(dir.path(), p, &url, &out, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let state = dir.path().join("batch.jsonl.batches.json");
+    // Wait (on progress, not on time) for every batch to be submitted, then kill -9.
+    loop {
+        if submitted_batches(&state).is_some() {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the batch run ended ({status}) before it could be killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let refused_only = output_lines(&out);
+    assert!(
+        refused_only
+            .iter()
+            .all(|l| l["custom_id"] == "streamed" || l["error"].is_null()),
+        "{refused_only:?}"
+    );
+
+    let again = run(dir.path(), p, &url, &out, &args).output().unwrap();
+    let stdout = text(&again.stdout);
+    assert!(
+        again.status.code() == Some(1),
+        "the re-run ends with the refused line as a failure: {stdout} {}",
+        text(&again.stderr)
+    );
+    assert!(
+        stdout.contains("0 submitted"),
+        "nothing submitted twice: {stdout}"
+    );
+    assert!(
+        !state.exists(),
+        "the state goes once every batch is collected"
+    );
+
+    assert_eq!(
+        (p.received_tools)(&url),
+        vec!["weather".to_owned()],
+        "the tool request's tools reached the batch API"
+    );
+    let live = by_id(output_lines(&live));
+    let batch = by_id(output_lines(&out));
+    assert_eq!(batch.len(), LINES + 2, "one line per id");
+    assert_eq!(live.len(), batch.len());
+    for (id, b) in &batch {
+        let l = &live[id];
+        if id == "streamed" {
+            assert_eq!(b["error"]["code"], "invalid_request");
+            assert!(b["error"]["message"].as_str().unwrap().contains("stream"));
+            assert!(l["error"].is_null(), "live answers a stream line whole");
+            continue;
+        }
+        assert!(b["error"].is_null(), "{id}: {b}");
+        assert!(b["tollgate"]["via"].as_str().unwrap().starts_with("batch:"));
+        let (lb, bb) = (&l["response"]["body"], &b["response"]["body"]);
+        assert_eq!(bb["object"], lb["object"], "{id}");
+        assert_eq!(
+            bb["usage"]["prompt_tokens"], lb["usage"]["prompt_tokens"],
+            "{id}: the same request"
+        );
+        if id != "tool" {
+            assert_eq!(
+                bb["choices"][0]["finish_reason"], lb["choices"][0]["finish_reason"],
+                "{id}"
+            );
+        }
+        assert!(bb["choices"][0]["message"].is_object(), "{id}: {bb}");
+        // The same usage costs half through the batch API.
+        let usage_cost = |line: &Value| {
+            let u = &line["tollgate"]["usage"];
+            (u["input_tokens"].as_f64().unwrap() * 1.0 + u["output_tokens"].as_f64().unwrap() * 4.0)
+                / 1e6
+        };
+        let cost = b["tollgate"]["cost_usd"].as_f64().unwrap();
+        assert!(
+            (cost - usage_cost(b) / 2.0).abs() < 1e-12,
+            "{id}: {cost} is half of {}",
+            usage_cost(b)
+        );
+    }
+}
+
+/// GET `url`, as JSON or as text.
+fn get(url: &str) -> String {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    })
+}
+
+/// The tool names of the `tool` line in the JSONL files `files` (file ids) at `base`.
+fn tools_in_files(base: &str, files: &[String], body_of: fn(&Value) -> &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for file in files {
+        for line in get(&format!("{base}/files/{file}/content")).lines() {
+            let line: Value = serde_json::from_str(line).unwrap();
+            if line["custom_id"] == "tool" {
+                for tool in body_of(&line)["tools"].as_array().unwrap() {
+                    names.push(tool["function"]["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn openai_batch_run_killed_and_resumed_matches_a_live_run() {
+    batch_run_killed_and_resumed_matches_a_live_run(&Provider {
+        key: "openai",
+        name: "gpt-4o-mini",
+        prefix: "",
+        received_tools: |url| {
+            let list: Value =
+                serde_json::from_str(&get(&format!("{url}/v1/batches?limit=100"))).unwrap();
+            let files: Vec<String> = list["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["input_file_id"].as_str().unwrap().to_owned())
+                .collect();
+            tools_in_files(&format!("{url}/v1"), &files, |line| &line["body"])
+        },
+    });
+}
