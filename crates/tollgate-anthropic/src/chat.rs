@@ -30,7 +30,24 @@ impl AnthropicChat {
         }
     }
 
-    fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
+    /// The endpoint the model's requests go to (its address, key and fixed headers).
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The model's catalog entry.
+    pub(crate) fn model(&self) -> &ModelEntry {
+        &self.model
+    }
+
+    /// The model's options.
+    pub(crate) fn options(&self) -> &AnthropicOptions {
+        &self.options
+    }
+
+    /// The Messages body of `request`, streamed or not: what the live call sends, and
+    /// what a batch request carries as its `params`.
+    pub(crate) fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
         codec::encode_request(
             request,
             &EncodeOptions {

@@ -33,6 +33,10 @@
 //!
 //! The codec is public so that `tollgate-bedrock` can reuse it for Claude on Bedrock.
 //!
+//! The same model's Message Batches API (`Models::batch`, for `tollgate run --via
+//! batch`) is [`AnthropicBatch`]: each request encoded as the live call encodes it, each
+//! result decoded as a live answer or error is.
+//!
 //! A client for it, as an application makes one (building it sends nothing: the provider
 //! is built on the first `chat` and reads the key from the store on every call):
 //!
@@ -66,11 +70,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod batch;
 mod chat;
 pub mod codec;
 mod options;
 mod provider;
 
+pub use batch::AnthropicBatch;
 pub use chat::AnthropicChat;
 pub use options::AnthropicOptions;
 pub use provider::AnthropicProvider;

@@ -1,12 +1,15 @@
 //! The `anthropic-direct` provider, its rate-limit header table ([`RATE_LIMITS`]), and
-//! the chat transport it builds per model over the kit's endpoint.
+//! the transports it builds per model over the kit's endpoint: chat, and the Message
+//! Batches API for the same model.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use tollgate::provider::batch::BatchTransport;
 use tollgate::provider::http::{Auth, HttpClient, RateLimitHeaders, Reset};
 use tollgate::provider::{ChatTransport, Provider, ProviderContext, ProviderTransports};
 use tollgate::provider::{Dimension, ModelEntry, Result};
 
+use crate::batch::{AnthropicBatch, BatchReader};
 use crate::chat::AnthropicChat;
 use crate::codec::{self, ANTHROPIC_VERSION};
 use crate::options::AnthropicOptions;
@@ -33,6 +36,8 @@ impl Provider for AnthropicProvider {
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(AnthropicClients {
             http: HttpClient::new(context)?,
+            context: context.clone(),
+            batch_http: OnceLock::new(),
         }))
     }
 }
@@ -40,6 +45,10 @@ impl Provider for AnthropicProvider {
 #[derive(Debug)]
 struct AnthropicClients {
     http: HttpClient,
+    context: ProviderContext,
+    /// The client of the batch API's reads, made on the first `batch` (see
+    /// [`BatchReader`]).
+    batch_http: OnceLock<reqwest::Client>,
 }
 
 /// Each limit (`anthropic-ratelimit-*-limit`), what is left of it (`*-remaining`) and
@@ -86,19 +95,52 @@ const fn rate_limit(
     }
 }
 
-impl ProviderTransports for AnthropicClients {
-    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
+/// The fixed headers of every request: the API version, and the model's beta flags.
+fn fixed_headers(options: &AnthropicOptions) -> Vec<(&'static str, String)> {
+    let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_owned())];
+    if !options.beta.is_empty() {
+        headers.push(("anthropic-beta", options.beta.join(",")));
+    }
+    headers
+}
+
+impl AnthropicClients {
+    /// The live chat transport of `model`, which the batch API shares (its endpoint, its
+    /// encoder).
+    fn live(&self, model: &ModelEntry) -> Result<AnthropicChat> {
         let options = AnthropicOptions::from_model(model)?;
         let mut endpoint = self
             .http
             .endpoint(model, &options.base_url, codec::read_error)
             .require_credential()?
             .auth(Auth::Header("x-api-key"))
-            .header("anthropic-version", ANTHROPIC_VERSION)
             .rate_limits(RATE_LIMITS);
-        if !options.beta.is_empty() {
-            endpoint = endpoint.header("anthropic-beta", options.beta.join(","));
+        for (name, value) in fixed_headers(&options) {
+            endpoint = endpoint.header(name, value);
         }
-        Ok(Arc::new(AnthropicChat::new(endpoint, model, options)))
+        Ok(AnthropicChat::new(endpoint, model, options))
+    }
+}
+
+impl ProviderTransports for AnthropicClients {
+    fn chat(&self, model: &ModelEntry) -> Result<Arc<dyn ChatTransport>> {
+        Ok(Arc::new(self.live(model)?))
+    }
+
+    /// Anthropic's Message Batches API for `model` (this crate is the first-party API
+    /// alone: Claude on Bedrock and Vertex is other crates'), over the live transport's
+    /// endpoint, key, headers and encoder.
+    fn batch(&self, model: &ModelEntry) -> Result<Arc<dyn BatchTransport>> {
+        let live = self.live(model)?;
+        let http = match self.batch_http.get() {
+            Some(http) => http.clone(),
+            None => {
+                let made = BatchReader::client(&self.context)?;
+                self.batch_http.get_or_init(|| made).clone()
+            }
+        };
+        let headers = fixed_headers(live.options());
+        let reader = BatchReader::new(http, &self.context, model, headers);
+        Ok(Arc::new(AnthropicBatch::new(live, reader, model)))
     }
 }
