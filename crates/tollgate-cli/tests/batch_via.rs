@@ -266,3 +266,166 @@ fn openai_batch_run_killed_and_resumed_matches_a_live_run() {
         },
     });
 }
+
+/// The tool names of the `tool` request in the batch-create bodies llmock journaled at
+/// `path` (`GET /_llmock/requests`), read from each entry with `tools_of`.
+fn tools_in_journal(url: &str, path: &str, tools_of: fn(&Value) -> Vec<String>) -> Vec<String> {
+    let journal: Value = serde_json::from_str(&get(&format!("{url}/_llmock/requests"))).unwrap();
+    journal["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["path"] == path && r["method"] == "POST")
+        .flat_map(|r| tools_of(&r["body"]))
+        .collect()
+}
+
+#[test]
+fn anthropic_batch_run_killed_and_resumed_matches_a_live_run() {
+    batch_run_killed_and_resumed_matches_a_live_run(&Provider {
+        key: "anthropic-direct",
+        name: "claude-sonnet-4-5",
+        prefix: "/anthropic",
+        received_tools: |url| {
+            tools_in_journal(url, "/anthropic/v1/messages/batches", |body| {
+                body["requests"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["custom_id"] == "tool")
+                    .flat_map(|r| r["params"]["tools"].as_array().cloned().unwrap_or_default())
+                    .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+        },
+    });
+}
+
+/// `--via auto --deadline 1m` on a model allowing 6 requests a minute: the first 6 go
+/// live, the rest as batches; the summary says which went where and what it saved.
+#[test]
+fn auto_sends_live_what_the_limit_takes_within_the_deadline_and_batches_the_rest() {
+    let Some(peers) = LlmockRun::new("batch-auto") else {
+        return;
+    };
+    let url = peers.start("batch-auto", 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let p = Provider {
+        key: "openai",
+        name: "gpt-4o-mini",
+        prefix: "",
+        received_tools: |_| Vec::new(),
+    };
+    let models = catalog(dir.path(), &p, &url);
+    let text_of = std::fs::read_to_string(&models).unwrap();
+    std::fs::write(
+        &models,
+        text_of.replace("rpm = 6000", "rpm = 6\nburst_seconds = 60"),
+    )
+    .unwrap();
+    let lines: Vec<String> = (1..=10)
+        .map(|i| {
+            json!({"custom_id": format!("a{i}"), "prompt": format!("Question {i}")}).to_string()
+        })
+        .collect();
+    let input = write_batch(dir.path(), &lines);
+    let out = dir.path().join("auto.jsonl");
+    let done = tollgate()
+        .arg("--catalog")
+        .arg(&models)
+        .arg("--credentials")
+        .arg(keys(dir.path()))
+        .arg("run")
+        .arg(&input)
+        .args(["-m", "m", "--quiet", "-o"])
+        .arg(&out)
+        .args(["--via", "auto", "--deadline", "1m", "--poll-every", "300ms"])
+        .output()
+        .unwrap();
+    let stdout = text(&done.stdout);
+    assert!(done.status.success(), "{stdout} {}", text(&done.stderr));
+    let lines = by_id(output_lines(&out));
+    assert_eq!(lines.len(), 10);
+    let batched: Vec<&String> = lines
+        .iter()
+        .filter(|(_, l)| l["tollgate"]["via"].is_string())
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(batched.len(), 4, "{batched:?}");
+    for i in 1..=6 {
+        assert!(
+            lines[&format!("a{i}")]["tollgate"]["via"].is_null(),
+            "a{i} went live"
+        );
+    }
+    assert!(stdout.contains("6 live"), "{stdout}");
+    assert!(stdout.contains("4 batch"), "{stdout}");
+    assert!(stdout.contains("all live $"), "{stdout}");
+}
+
+/// Two runs on one key, sharing the queue limits on Redis (`--redis`): with
+/// `batch.max_batches = 1`, the second run's batch is submitted only once the first's
+/// has ended (llmock ends a batch 3 s after it is created), never beside it.
+#[test]
+fn two_runs_on_one_redis_never_pass_the_pending_batches_limit() {
+    let Some(peers) = LlmockRun::new("batch-redis") else {
+        return;
+    };
+    let Some(redis) = tollgate_testkit::peers::url("TOLLGATE_REDIS_URL") else {
+        return;
+    };
+    let url = peers.start("batch-redis", 100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let p = Provider {
+        key: "openai",
+        name: "gpt-4o-mini",
+        prefix: "",
+        received_tools: |_| Vec::new(),
+    };
+    let models = catalog(dir.path(), &p, &url);
+    let text_of = std::fs::read_to_string(&models).unwrap();
+    std::fs::write(&models, text_of + "max_batches = 1\n").unwrap();
+    let prefix = format!("batch-redis-{}", std::process::id());
+    let runs: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let lines: Vec<String> = (1..=3)
+                .map(|i| json!({"custom_id": format!("{name}{i}"), "prompt": "Hi"}).to_string())
+                .collect();
+            let sub = dir.path().join(name);
+            std::fs::create_dir_all(&sub).unwrap();
+            let input = write_batch(&sub, &lines);
+            tollgate()
+                .args(["--redis", &redis, "--redis-prefix", &prefix, "--catalog"])
+                .arg(&models)
+                .arg("--credentials")
+                .arg(keys(dir.path()))
+                .arg("run")
+                .arg(&input)
+                .args(["-m", "m", "--quiet", "-o"])
+                .arg(sub.join("out.jsonl"))
+                .args(["--via", "batch", "--poll-every", "200ms"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let done = run.wait_with_output().unwrap();
+        assert!(done.status.success(), "{}", text(&done.stderr));
+    }
+    let list: Value = serde_json::from_str(&get(&format!("{url}/v1/batches?limit=100"))).unwrap();
+    let mut created: Vec<i64> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["created_at"].as_i64().unwrap())
+        .collect();
+    created.sort_unstable();
+    assert_eq!(created.len(), 2, "{list}");
+    assert!(
+        created[1] - created[0] >= 3,
+        "the second batch waited for the first to end: created at {created:?}"
+    );
+}
