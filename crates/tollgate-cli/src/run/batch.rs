@@ -169,12 +169,18 @@ pub(crate) async fn run_batches(
 
     let mut label_seq = 0u64;
     let run_tag = run_tag();
+    // After a submission the provider refused for now (a 429, a 5xx): not before its
+    // `retry-after` (else the next poll).
+    let mut not_before: Option<tokio::time::Instant> = None;
     loop {
         if *stop.borrow() >= 1 {
             break;
         }
         // Submit what the queue limits admit now.
         while let Some(next) = queue.front() {
+            if not_before.is_some_and(|t| clock::now() < t) {
+                break;
+            }
             label_seq += 1;
             let label = format!("tollgate-{run_tag}-{label_seq}");
             let caps = run.caps;
@@ -213,9 +219,11 @@ pub(crate) async fn run_batches(
                     state.batches.retain(|s| s.label != label);
                     state.save(&run.state_path)?;
                     let _ = run.ledger.release(&run.account, &label).await;
-                    if e.is_retryable() {
-                        // A 429 (too many batches queued), a 5xx: submit it later.
+                    if let Error::Provider(p) = &e {
+                        // A 429 (too many batches queued), a 5xx: submit it later, not
+                        // before the provider's `retry-after`.
                         eprintln!("tollgate: submitting a batch failed ({e}); trying again later");
+                        not_before = Some(clock::now() + p.retry_after().unwrap_or(run.poll_every));
                         queue.push_front(chunk);
                         break;
                     }

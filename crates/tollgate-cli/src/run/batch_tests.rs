@@ -43,6 +43,10 @@ struct Script {
     fail_for_queue: AtomicU64,
     /// Leave these ids out of the results (expired).
     drop_ids: Vec<String>,
+    /// Answer the first N submissions with a 429 asking for 90 s.
+    refuse_submits: AtomicU64,
+    /// When each submission was tried, on tokio's clock.
+    submit_times: Mutex<Vec<tokio::time::Instant>>,
     /// The most input tokens pending at once, as the API saw them.
     max_pending_lines: Mutex<usize>,
     max_requests: usize,
@@ -116,6 +120,23 @@ impl BatchTransport for Api {
     }
 
     async fn submit(&self, lines: &[Vec<u8>], label: &str) -> tollgate::Result<BatchHandle> {
+        self.submit_times
+            .lock()
+            .unwrap()
+            .push(tollgate::clock::now());
+        if self
+            .refuse_submits
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |f| f.checked_sub(1),
+            )
+            .is_ok()
+        {
+            return Err(Error::Provider(ProviderError::RateLimited {
+                retry_after: Some(Duration::from_secs(90)),
+            }));
+        }
         let mut batches = self.batches.lock().unwrap();
         batches.push(Submitted {
             label: label.into(),
@@ -565,4 +586,20 @@ async fn batch_cancel_cancels_what_is_in_flight_and_submits_nothing_new() {
             .unwrap()
             .contains("cancelled")
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_submit_refused_with_a_429_waits_its_retry_after_then_submits() {
+    let script = Script::new(10);
+    script
+        .refuse_submits
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let f = Fixture::new(script);
+    let tally = f.go(items(2), UNLIMITED, false).await;
+    let times = f.script.submit_times.lock().unwrap().clone();
+    assert_eq!(times.len(), 2);
+    // Polled every 30 s: the retry waits out the 90 s asked for, not the next poll.
+    assert_eq!(times[1] - times[0], Duration::from_secs(90));
+    assert_eq!(tally.submitted, 1);
+    assert_eq!(f.by_id().len(), 2);
 }
