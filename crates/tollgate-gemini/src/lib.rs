@@ -51,7 +51,8 @@
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
 //!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
-//! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; catalog options:
+//! Embeddings: [`GeminiEmbeddings`]; decisions: [`GeminiDecision`]; the Gemini API's
+//! batch mode (`gemini` only): [`GeminiBatch`] ([`batch`]); catalog options:
 //! [`GeminiOptions`]. The guide is `docs/providers/gemini.md`; for `anthropic-vertex`
 //! (built with the `vertex` feature, on by default), `docs/providers/anthropic-vertex.md`.
 //!
@@ -89,6 +90,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod batch;
 mod chat;
 #[cfg(feature = "vertex")]
 pub mod claude;
@@ -99,12 +101,13 @@ mod options;
 mod provider;
 
 pub use auth::TokenSource;
+pub use batch::GeminiBatch;
 pub use chat::GeminiChat;
 #[cfg(feature = "vertex")]
 pub use claude::{AnthropicVertexChat, AnthropicVertexOptions, AnthropicVertexProvider};
 pub use decision::{GeminiDecision, MAX_OPTIONS};
 pub use embeddings::{GeminiEmbeddings, VERTEX_PREDICT_BATCH};
-pub use options::{EmbeddingApi, GeminiOptions, VertexPlace};
+pub use options::{BatchBody, EmbeddingApi, GeminiOptions, VertexPlace};
 pub use provider::GeminiProvider;
 
 /// The provider key of the Gemini API.

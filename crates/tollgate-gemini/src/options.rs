@@ -38,6 +38,19 @@ impl EmbeddingApi {
     }
 }
 
+/// The body a batch is created with (`options.batch_body`, `gemini` only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchBody {
+    /// The Gemini API's own: `{"batch":{"displayName","inputConfig":{"requests":{"requests":
+    /// [{"request","metadata":{"key"}}]}}}}` (the default, and the only one Google takes).
+    #[default]
+    Gemini,
+    /// llmock 0.2.2's: `{"requests":[{"custom_id","request"}]}`, which the real API rejects
+    /// (it refuses unknown fields) and llmock needs (it rejects the real body); for tests
+    /// against that mock server only. See [`crate::batch`].
+    Llmock,
+}
+
 /// Where a `vertex` model lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VertexPlace {
@@ -129,6 +142,9 @@ pub struct GeminiOptions {
     pub embedding_batch: Option<usize>,
     /// The Vertex project and location (`vertex` only).
     pub vertex: Option<VertexPlace>,
+    /// `batch_body`: `gemini` (default) or `llmock`, the body batches are created with
+    /// ([`BatchBody`]; `gemini` only: Vertex has no batch transport).
+    pub batch_body: BatchBody,
 }
 
 const KNOWN_GEMINI: &[&str] = &[
@@ -143,6 +159,7 @@ const KNOWN_GEMINI: &[&str] = &[
     "missing_thought_signature",
     "embedding_api",
     "embedding_batch",
+    "batch_body",
 ];
 
 const KNOWN_VERTEX: &[&str] = &[
@@ -269,6 +286,13 @@ impl GeminiOptions {
             embedding_api,
             embedding_batch: batch.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
             vertex: place,
+            batch_body: options
+                .parse("batch_body", "`gemini` or `llmock`", |v| match v {
+                    "gemini" => Some(BatchBody::Gemini),
+                    "llmock" => Some(BatchBody::Llmock),
+                    _ => None,
+                })?
+                .unwrap_or_default(),
         })
     }
 }

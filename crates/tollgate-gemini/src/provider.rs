@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use tollgate::provider::batch::BatchTransport;
 use tollgate::provider::http::{Auth, Endpoint, HttpClient, OPENAI_RATE_LIMITS};
 use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
@@ -14,6 +15,7 @@ use tollgate::provider::{
 use tollgate::provider::{Error, ModelEntry, Result};
 
 use crate::auth::TokenSource;
+use crate::batch::GeminiBatch;
 use crate::chat::GeminiChat;
 use crate::codec;
 use crate::decision::GeminiDecision;
@@ -86,6 +88,7 @@ impl Provider for GeminiProvider {
         Ok(Arc::new(GeminiClients {
             http: HttpClient::new(context)?,
             tokens,
+            context: context.clone(),
         }))
     }
 }
@@ -94,6 +97,8 @@ impl Provider for GeminiProvider {
 struct GeminiClients {
     http: HttpClient,
     tokens: Option<Arc<dyn TokenSource>>,
+    /// What the batch transport's getter is made from (its client, the credential).
+    context: ProviderContext,
 }
 
 impl GeminiClients {
@@ -155,5 +160,22 @@ impl ProviderTransports for GeminiClients {
             });
         }
         Ok(Arc::new(GeminiDecision::new(endpoint, model)))
+    }
+
+    /// The Gemini API's batch mode ([`GeminiBatch`]); `vertex` has none (Vertex AI's
+    /// batch prediction jobs read and write Cloud Storage or BigQuery).
+    fn batch(&self, entry: &ModelEntry) -> Result<Arc<dyn BatchTransport>> {
+        if self.tokens.is_some() || entry.provider == crate::VERTEX_KEY {
+            return Err(Error::Unsupported {
+                model_id: entry.id.clone(),
+                provider: entry.provider.clone(),
+                capability: "batch (Vertex AI's batch prediction jobs read and write Cloud \
+                             Storage or BigQuery, which tollgate does not; the `gemini` \
+                             provider has the Gemini API's batch mode)"
+                    .into(),
+            });
+        }
+        let (endpoint, model) = self.endpoint(entry)?;
+        Ok(Arc::new(GeminiBatch::new(&self.context, endpoint, model)?))
     }
 }
