@@ -524,5 +524,7 @@ fn run_tag() -> String {
 }
 
 #[cfg(test)]
+mod fake_api;
+#[cfg(test)]
 #[path = "batch_tests.rs"]
 mod tests;
