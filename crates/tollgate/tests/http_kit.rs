@@ -308,3 +308,101 @@ async fn a_stream_cut_before_its_end_is_a_connection_closed_early() {
         }))
     ));
 }
+
+#[tokio::test]
+async fn request_gets_deletes_and_uploads_with_the_key_and_reads_the_answer_capped() {
+    use tollgate::http::Payload;
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/batches/b1"))
+        .and(header("x-api-key", KEY))
+        .and(header("accept", "application/json"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(format!("{{\"echo\":\"{KEY}\"}}")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/files"))
+        .and(header("content-type", "application/jsonl"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"id\":\"file-1\"}"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/files/file-1"))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_string(format!("no such file; key {KEY}")),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v1/big"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("x".repeat(100)))
+        .mount(&server)
+        .await;
+    let endpoint = endpoint(&server, Some(KEY)).auth(Auth::Header("x-api-key"));
+    let read = endpoint
+        .request(
+            tollgate::http::Method::GET,
+            "/v1/batches/b1",
+            Payload::Empty,
+            "application/json",
+            1 << 20,
+        )
+        .await
+        .unwrap();
+    let text = String::from_utf8(read).unwrap();
+    assert!(
+        !text.contains(KEY),
+        "the key is cut out of what is read: {text}"
+    );
+    let uploaded = endpoint
+        .request(
+            tollgate::http::Method::POST,
+            "/v1/files",
+            Payload::Bytes {
+                content_type: "application/jsonl".into(),
+                body: b"{}\n".to_vec(),
+            },
+            "application/json",
+            1 << 20,
+        )
+        .await
+        .unwrap();
+    assert_eq!(uploaded, b"{\"id\":\"file-1\"}");
+    let gone = endpoint
+        .request(
+            tollgate::http::Method::DELETE,
+            "/v1/files/file-1",
+            Payload::Empty,
+            "*/*",
+            1 << 20,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(gone, Error::ProviderRequest(ref r) if r.status == 404),
+        "{gone:?}"
+    );
+    assert!(!gone.to_string().contains(KEY), "{gone}");
+    let big = endpoint
+        .request(
+            tollgate::http::Method::GET,
+            "/v1/big",
+            Payload::Empty,
+            "*/*",
+            10,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            big,
+            Error::ResponseTooLarge {
+                limit_bytes: 10,
+                ..
+            }
+        ),
+        "{big:?}"
+    );
+}

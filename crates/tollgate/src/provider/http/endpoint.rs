@@ -148,6 +148,22 @@ pub struct Endpoint {
     max_body_bytes: usize,
 }
 
+/// What an [`Endpoint::request`] carries.
+#[derive(Debug)]
+pub enum Payload<'a> {
+    /// No body (a read, a cancel).
+    Empty,
+    /// A JSON body.
+    Json(&'a serde_json::Value),
+    /// Bytes of a content type (a multipart upload, a JSONL file).
+    Bytes {
+        /// The `content-type` header, e.g. `multipart/form-data; boundary=…`.
+        content_type: String,
+        /// The body.
+        body: Vec<u8>,
+    },
+}
+
 /// The addresses an endpoint has sent to, parsed: a provider uses a handful of paths,
 /// and parsing its address was a measurable part of a request's CPU.
 #[derive(Debug, Default)]
@@ -235,11 +251,53 @@ impl Endpoint {
             .map(|(response, _)| response)
     }
 
+    /// Sends `payload` to `{base_url}{path}` with `method` once, asking for `accept`, and
+    /// reads the whole success answer, at most `max_bytes` (more is
+    /// [`Error::ResponseTooLarge`]): the requests besides a model call that a provider's
+    /// batch API makes (a status read, a results file, a file upload, a cancel). Sent
+    /// and read as a call is: the same key and headers, its error answer the same
+    /// verdict, the key cut out of the bytes returned and of every error.
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        payload: Payload<'_>,
+        accept: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let (response, secret) = self
+            .send_with(method, path, payload, accept, &Signals::default())
+            .await?;
+        let bytes = self
+            .read(response, max_bytes, true, secret.as_ref())
+            .await?;
+        Ok(without_secret(bytes, secret.as_ref()))
+    }
+
     /// [`Endpoint::post`], also handing back the key it sent (to redact later errors).
     async fn send(
         &self,
         path: &str,
         body: &serde_json::Value,
+        accept: &str,
+        signals: &Signals,
+    ) -> Result<(reqwest::Response, Option<Secret>)> {
+        self.send_with(
+            reqwest::Method::POST,
+            path,
+            Payload::Json(body),
+            accept,
+            signals,
+        )
+        .await
+    }
+
+    /// Sends one request and reads its signals; an error answer becomes its verdict.
+    async fn send_with(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        payload: Payload<'_>,
         accept: &str,
         signals: &Signals,
     ) -> Result<(reqwest::Response, Option<Secret>)> {
@@ -249,10 +307,19 @@ impl Endpoint {
             (None, None) => (None, ""),
         };
         let request = match self.urls.get(&self.base_url, path) {
-            Some(url) => self.http.post(url),
-            None => self.http.post(format!("{}{path}", self.base_url)),
+            Some(url) => self.http.request(method, url),
+            None => self
+                .http
+                .request(method, format!("{}{path}", self.base_url)),
         };
-        let mut request = request.header("accept", accept).json(body);
+        let mut request = request.header("accept", accept);
+        request = match payload {
+            Payload::Empty => request,
+            Payload::Json(body) => request.json(body),
+            Payload::Bytes { content_type, body } => {
+                request.header("content-type", content_type).body(body)
+            }
+        };
         if let Some(secret) = &secret {
             let (name, value) = match self.auth {
                 Auth::Bearer => (

@@ -123,10 +123,12 @@ mod headers;
 mod stream;
 
 pub use endpoint::{
-    Auth, Endpoint, HttpClient, MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, ReadError, SecretSource,
+    Auth, Endpoint, HttpClient, MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, Payload, ReadError,
+    SecretSource,
 };
 pub use headers::{
     OPENAI_RATE_LIMITS, RateLimitHeaders, Reset, header, parse_go_duration, read_signals,
     retry_after,
 };
+pub use reqwest::Method;
 pub use stream::Framing;
