@@ -46,7 +46,10 @@
 //! - rate limits: `x-ratelimit-{limit,remaining}-req-minute` and
 //!   `x-ratelimit-{limit,remaining}-tokens-minute` ([`RATE_LIMITS`]);
 //! - settings Mistral has no field for (`verbosity`) are refused, and so is a PDF given
-//!   by its bytes ([`request`]); decisions are refused (Mistral returns no logprobs).
+//!   by its bytes ([`request`]); decisions are refused (Mistral returns no logprobs);
+//! - batches go through Mistral's batch jobs ([`BatchApi::MistralJobs`]: the JSONL file
+//!   uploaded to `/v1/files`, a job at `/v1/batch/jobs` naming the model, its results
+//!   read from its output and error files), each line's body the live request's.
 //!
 //! See `docs/providers/mistral.md` for the settings, errors and sources.
 
@@ -58,7 +61,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tollgate::provider::http::{RateLimitHeaders, Reset};
 use tollgate::provider::{Dimension, LlmRequest, Result, Setting, StopReason};
-use tollgate_openai::preset::{Dialect, Paths, Preset};
+use tollgate_openai::preset::{BatchApi, Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, Quirks};
 
 /// The provider key.
@@ -112,6 +115,7 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
         file_parts: false,
         rewrite: Some(rewrite),
         request: Some(request),
+        batch: Some(BatchApi::MistralJobs),
         ..Dialect::OPENAI
     },
 });

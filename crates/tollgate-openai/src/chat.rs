@@ -48,6 +48,23 @@ impl OpenAiChat {
         self
     }
 
+    /// The Chat Completions body a batch line carries: the live request's, never
+    /// streamed (refused as a live call would be).
+    pub(crate) fn batch_body(&self, request: &LlmRequest) -> Result<serde_json::Value> {
+        self.encode(request, false)
+    }
+
+    /// A whole Chat Completions answer body, decoded as a live answer is (the batch
+    /// results' answers go through here too).
+    pub(crate) fn decode_answer(&self, body: &[u8]) -> Result<LlmResponse> {
+        codec::decode_response_in(body, &self.dialect)
+    }
+
+    /// The chat path (a batch line's `url`, and its batch's endpoint).
+    pub(crate) fn chat_path(&self) -> &str {
+        &self.chat_path
+    }
+
     fn encode(&self, request: &LlmRequest, stream: bool) -> Result<serde_json::Value> {
         if self.options.api == Api::Responses {
             return codec::encode_responses_request(
@@ -83,10 +100,9 @@ impl ChatTransport for OpenAiChat {
         let body = self.encode(request, false)?;
         match self.options.api {
             Api::Chat => {
-                let dialect = &self.dialect;
                 self.endpoint
                     .post_decoded(&self.chat_path, &body, signals, |bytes| {
-                        codec::decode_response_in(bytes, dialect)
+                        self.decode_answer(bytes)
                     })
                     .await
             }

@@ -57,6 +57,25 @@ pub struct Dialect {
     pub request: Option<RequestHook>,
     /// Reads an error answer (status and body) into a [`WireError`].
     pub error: fn(u16, &[u8]) -> WireError,
+    /// The API's batch API, which its chat models' batch transport speaks
+    /// (`ProviderTransports::batch`); `None`: batches are refused as unsupported. `None`
+    /// in [`Dialect::OPENAI`], so that a preset built from it claims no batch API unless
+    /// it names one; [`Preset::OPENAI`] names [`BatchApi::OpenAi`].
+    pub batch: Option<BatchApi>,
+}
+
+/// A batch API of an OpenAI-like API: requests uploaded as a JSONL file, run within a
+/// day at about half the price, their answers collected from a results file (each an
+/// answer body as the live API returns it, decoded by the same codec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchApi {
+    /// OpenAI's Batch API: the file uploaded to `POST /v1/files` (`purpose=batch`), one
+    /// `{custom_id, method, url, body}` a line; batches created, read, listed and
+    /// cancelled at `/v1/batches` (also Groq's and Together's shape).
+    OpenAi,
+    /// Mistral's batch jobs: the file uploaded to `POST /v1/files` (`purpose=batch`),
+    /// one `{custom_id, body}` a line; jobs, which name the model, at `/v1/batch/jobs`.
+    MistralJobs,
 }
 
 impl Dialect {
@@ -74,6 +93,7 @@ impl Dialect {
         rewrite: None,
         request: None,
         error: crate::codec::read_error,
+        batch: None,
     };
 
     /// The stop reason of a wire `finish_reason`: this dialect's own, else OpenAI's.
@@ -181,7 +201,10 @@ impl Preset {
             logprobs: true,
             tiktoken: true,
         },
-        dialect: Dialect::OPENAI,
+        dialect: Dialect {
+            batch: Some(BatchApi::OpenAi),
+            ..Dialect::OPENAI
+        },
     };
 
     /// An OpenAI-compatible server (`openai-compatible`: vLLM, Ollama, llama.cpp, …):

@@ -37,6 +37,11 @@
 //! 4. a body is decoded by [`codec::decode_response`], a stream by the kit's SSE pump and
 //!    [`codec::StreamDecoder`] (the kit's shell around [`codec::Chunks`]).
 //!
+//! Batches (`Models::batch`, for `tollgate run --via batch`): a chat model whose preset
+//! names a batch API ([`preset::BatchApi`]; `openai`'s is OpenAI's Batch API, files and
+//! `/v1/batches`) gets a batch transport whose lines are step 2's request bodies, whose
+//! answers are decoded by step 4's decoder and whose errors are read as in step 3.
+//!
 //! What differs between the two keys (which output-limit field is sent, whether streams
 //! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in
 //! one place, [`Quirks`].
@@ -74,6 +79,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod batch;
 mod chat;
 pub mod codec;
 mod decision;

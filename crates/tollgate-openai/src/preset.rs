@@ -22,7 +22,7 @@
 //! assert_eq!(EXAMPLE.paths.chat, "/v1/chat/completions");
 //! ```
 
-pub use crate::dialect::{Dialect, OutputLimitField, Paths, Preset, Quirks, RequestHook};
+pub use crate::dialect::{BatchApi, Dialect, OutputLimitField, Paths, Preset, Quirks, RequestHook};
 pub use crate::options::OpenAiOptions;
 pub use crate::provider::OpenAiProvider;
 /// The rate-limit headers a preset reads, and how their resets are written.

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use tollgate::provider::batch::BatchTransport;
 use tollgate::provider::http::{Endpoint, HttpClient};
 use tollgate::provider::{
     ChatTransport, DecisionTransport, EmbeddingsTransport, Provider, ProviderContext,
@@ -12,11 +13,12 @@ use tollgate::provider::{
 };
 use tollgate::provider::{Error, ModelEntry, Result};
 
+use crate::batch::{BatchHttp, OpenAiBatch};
 use crate::chat::OpenAiChat;
 use crate::decision::OpenAiDecision;
 use crate::dialect::Preset;
 use crate::embeddings::OpenAiEmbeddings;
-use crate::options::OpenAiOptions;
+use crate::options::{Api, OpenAiOptions};
 
 /// A provider of the OpenAI wire format, made from a [`Preset`]: `openai` and
 /// `openai-compatible` here, and every OpenAI-like provider crate's (one type, many
@@ -100,6 +102,7 @@ impl Provider for OpenAiProvider {
         Ok(Arc::new(OpenAiClients {
             provider: *self,
             http: HttpClient::new(context)?,
+            context: context.clone(),
         }))
     }
 }
@@ -108,6 +111,9 @@ impl Provider for OpenAiProvider {
 struct OpenAiClients {
     provider: OpenAiProvider,
     http: HttpClient,
+    /// What the batch transport's own HTTP client is made from (the credential store,
+    /// the connect timeout), as the kit's client was.
+    context: ProviderContext,
 }
 
 impl OpenAiClients {
@@ -123,14 +129,23 @@ impl OpenAiClients {
         if preset.requires_credential {
             endpoint = endpoint.require_credential()?;
         }
-        if let Some(org) = &options.organization {
-            endpoint = endpoint.header("OpenAI-Organization", org);
-        }
-        if let Some(project) = &options.project {
-            endpoint = endpoint.header("OpenAI-Project", project);
+        for (name, value) in fixed_headers(&options) {
+            endpoint = endpoint.header(name, value);
         }
         Ok((endpoint, options))
     }
+}
+
+/// The headers every request of a model carries besides its key: `OpenAI-Organization`
+/// and `OpenAI-Project`, where its options name them.
+fn fixed_headers(options: &OpenAiOptions) -> Vec<(&'static str, String)> {
+    [
+        ("OpenAI-Organization", &options.organization),
+        ("OpenAI-Project", &options.project),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name, value.clone()?)))
+    .collect()
 }
 
 impl ProviderTransports for OpenAiClients {
@@ -180,5 +195,36 @@ impl ProviderTransports for OpenAiClients {
             preset.paths.chat,
             preset.dialect,
         )))
+    }
+
+    /// The preset's batch API ([`Dialect::batch`](crate::preset::Dialect::batch)) over
+    /// Chat Completions: refused where the preset has none, and for a model whose chat
+    /// goes through the Responses API (its batches would need the Responses decoder).
+    fn batch(&self, model: &ModelEntry) -> Result<Arc<dyn BatchTransport>> {
+        let preset = &self.provider.preset;
+        let unsupported = |why: &str| Error::Unsupported {
+            model_id: model.id.clone(),
+            provider: model.provider.clone(),
+            capability: format!("batch ({why})"),
+        };
+        let Some(api) = preset.dialect.batch else {
+            return Err(unsupported("this provider's preset names no batch API"));
+        };
+        let (endpoint, options) = self.endpoint(model)?;
+        if options.api == Api::Responses {
+            return Err(unsupported(
+                "batches go through Chat Completions, and this model's catalog entry says \
+                 `options.api = \"responses\"`",
+            ));
+        }
+        let http = BatchHttp::new(
+            &self.context,
+            model,
+            &options.base_url,
+            fixed_headers(&options),
+            preset.dialect.error,
+        )?;
+        let chat = OpenAiChat::new(endpoint, model, options, preset);
+        Ok(Arc::new(OpenAiBatch::new(api, chat, http, model)))
     }
 }

@@ -9,6 +9,8 @@
 //! );
 //! ```
 
+pub mod batch;
+
 use serde_json::{Value, json};
 use tollgate::provider::{EmbeddingPurpose, ModelEntry};
 use tollgate_testkit::provider::{

@@ -1,0 +1,89 @@
+//! The conformance tier of the batch transport: OpenAI's Batch API as llmock
+//! (PyPI llmock==0.2.2, `/v1/files` and `/v1/batches`) serves it, started on 127.0.0.1
+//! by `scripts/peers.sh`; the round trips are `tollgate_openai::testkit::batch`'s.
+//!
+//! The server's URL comes from `TOLLGATE_LLMOCK_URL`. Without it the tests say so and
+//! pass, unless `TOLLGATE_PEERS_REQUIRED` is set, where a missing server fails them.
+//! llmock's batch answers are text whatever the request (it runs no tools in batches):
+//! the tool line's request is checked in the uploaded file, and a tool call's decoding
+//! in the crate's unit tests, on the reference's result line.
+
+use std::sync::Arc;
+
+use tollgate::catalog::{KnownProviders, ModelEntry};
+use tollgate::credentials::MemoryCredentialStore;
+use tollgate::provider::batch::BatchTransport;
+use tollgate::{Catalog, Models};
+use tollgate_openai::OpenAiProvider;
+use tollgate_openai::preset::{BatchApi, Dialect, Preset};
+use tollgate_openai::testkit::batch::{llmock_batch_cancel, llmock_batch_round_trip};
+use tollgate_testkit::peers::url as peer;
+
+/// The model name this test's requests carry.
+const MODEL: &str = "gpt-4o-mini-tollgate-batch";
+
+async fn transport(base: &str) -> Arc<dyn BatchTransport> {
+    let entry = ModelEntry::new("chat", "openai", MODEL).with_option("base_url", base);
+    tollgate_testkit::peers::llmock_models(OpenAiProvider::OPENAI, entry)
+        .batch("chat")
+        .await
+        .expect("openai has a batch API")
+}
+
+#[tokio::test]
+async fn llmock_openai_batch_submits_polls_collects_and_is_found_by_label() {
+    let Some(base) = peer("TOLLGATE_LLMOCK_URL") else {
+        return;
+    };
+    let batch = transport(&base).await;
+    let files = format!("{base}/v1/files");
+    let sent = llmock_batch_round_trip(batch.as_ref(), &files, "openai-batch").await;
+    for line in &sent {
+        assert_eq!(line["method"], "POST", "{line}");
+        assert_eq!(line["url"], "/v1/chat/completions", "{line}");
+        assert_eq!(line["body"]["model"], MODEL, "{line}");
+    }
+}
+
+#[tokio::test]
+async fn llmock_openai_batch_cancelled_when_fresh_ends_cancelled() {
+    let Some(base) = peer("TOLLGATE_LLMOCK_URL") else {
+        return;
+    };
+    llmock_batch_cancel(transport(&base).await.as_ref(), "openai-cancel").await;
+}
+
+/// Groq's batch API is OpenAI's at `/openai/v1/batches` (Groq's base URL keeps the
+/// `/openai`): the same transport runs a preset naming [`BatchApi::OpenAi`] at llmock's
+/// Groq prefix, which is what `tollgate-groq` would declare to have batches.
+#[tokio::test]
+async fn llmock_groq_shaped_batch_runs_through_the_openai_batch_api() {
+    let Some(base) = peer("TOLLGATE_LLMOCK_URL") else {
+        return;
+    };
+    const GROQ_LIKE: Preset = Preset {
+        key: "groq-like-batch",
+        dialect: Dialect {
+            batch: Some(BatchApi::OpenAi),
+            ..Dialect::OPENAI
+        },
+        ..Preset::COMPATIBLE
+    };
+    let entry = ModelEntry::new("chat", GROQ_LIKE.key, "llama-3.3-70b-versatile")
+        .with_output_tokens(200, 50)
+        .with_option("base_url", format!("{base}/groq/openai"));
+    let catalog = Catalog::builder()
+        .known_providers(KnownProviders::linked().with(GROQ_LIKE.key, "tests", false))
+        .model(entry)
+        .build()
+        .unwrap();
+    let models = Models::builder()
+        .catalog(catalog)
+        .credentials(MemoryCredentialStore::new())
+        .provider(OpenAiProvider::new(GROQ_LIKE))
+        .build()
+        .unwrap();
+    let batch = models.batch("chat").await.unwrap();
+    let files = format!("{base}/groq/openai/v1/files");
+    llmock_batch_round_trip(batch.as_ref(), &files, "groq-batch").await;
+}
