@@ -29,6 +29,11 @@ struct Provider {
     /// The `tool` request's tool definitions as llmock received them in a batch (llmock's
     /// batches answer every request with text, so the answer cannot show them).
     received_tools: fn(&str) -> Vec<String>,
+    /// More `[models.m.options]` lines.
+    options: &'static str,
+    /// The catalog field of its tokens-per-minute limit (`tpm`, or `input_tpm` for a
+    /// provider that counts input alone).
+    tpm: &'static str,
 }
 
 fn catalog(dir: &Path, p: &Provider, url: &str) -> std::path::PathBuf {
@@ -37,13 +42,15 @@ fn catalog(dir: &Path, p: &Provider, url: &str) -> std::path::PathBuf {
         &path,
         format!(
             "[models.m]\nprovider = \"{key}\"\nname = \"{name}\"\ncredential = \"k\"\n\
-             rpm = 6000\ntpm = 10000000\nmax_output_tokens = 4096\ndefault_output_tokens = 64\n\
-             [models.m.options]\nbase_url = \"{url}{prefix}\"\n\
+             rpm = 6000\n{tpm} = 10000000\nmax_output_tokens = 4096\ndefault_output_tokens = 64\n\
+             [models.m.options]\nbase_url = \"{url}{prefix}\"\n{options}\
              [models.m.price]\ninput = 1.0\noutput = 4.0\n\
              [models.m.batch]\nmax_requests = {PER_BATCH}\n",
             key = p.key,
             name = p.name,
             prefix = p.prefix,
+            options = p.options,
+            tpm = p.tpm,
         ),
     )
     .unwrap();
@@ -253,6 +260,8 @@ fn openai_batch_run_killed_and_resumed_matches_a_live_run() {
         key: "openai",
         name: "gpt-4o-mini",
         prefix: "",
+        options: "",
+        tpm: "tpm",
         received_tools: |url| {
             let list: Value =
                 serde_json::from_str(&get(&format!("{url}/v1/batches?limit=100"))).unwrap();
@@ -286,6 +295,8 @@ fn anthropic_batch_run_killed_and_resumed_matches_a_live_run() {
         key: "anthropic-direct",
         name: "claude-sonnet-4-5",
         prefix: "/anthropic",
+        options: "",
+        tpm: "tpm",
         received_tools: |url| {
             tools_in_journal(url, "/anthropic/v1/messages/batches", |body| {
                 body["requests"]
@@ -297,6 +308,67 @@ fn anthropic_batch_run_killed_and_resumed_matches_a_live_run() {
                     .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
                     .collect()
             })
+        },
+    });
+}
+
+#[test]
+fn mistral_batch_run_killed_and_resumed_matches_a_live_run() {
+    batch_run_killed_and_resumed_matches_a_live_run(&Provider {
+        key: "mistral",
+        name: "mistral-large-latest",
+        prefix: "/mistral",
+        options: "",
+        tpm: "tpm",
+        received_tools: |url| {
+            let list: Value =
+                serde_json::from_str(&get(&format!("{url}/mistral/v1/batch/jobs?limit=100")))
+                    .unwrap();
+            let files: Vec<String> = list["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|j| j["input_files"].as_array().cloned().unwrap_or_default())
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect();
+            tools_in_files(&format!("{url}/mistral/v1"), &files, |line| &line["body"])
+        },
+    });
+}
+
+/// The function names declared in every `functionDeclarations` under `value`.
+fn declared_functions(value: &Value) -> Vec<String> {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| match (k.as_str(), v) {
+                ("functionDeclarations", Value::Array(fs)) => fs
+                    .iter()
+                    .filter_map(|f| f["name"].as_str().map(str::to_owned))
+                    .collect(),
+                _ => declared_functions(v),
+            })
+            .collect(),
+        Value::Array(items) => items.iter().flat_map(declared_functions).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn gemini_batch_run_killed_and_resumed_matches_a_live_run() {
+    batch_run_killed_and_resumed_matches_a_live_run(&Provider {
+        key: "gemini",
+        name: "gemini-2.0-flash",
+        prefix: "/gemini",
+        // llmock 0.2.2 takes its own create body, not the Gemini API's (docs/providers/gemini.md).
+        options: "batch_body = \"llmock\"\n",
+        tpm: "input_tpm",
+        received_tools: |url| {
+            tools_in_journal(
+                url,
+                "/gemini/v1beta/models/gemini-2.0-flash:batchGenerateContent",
+                declared_functions,
+            )
         },
     });
 }
@@ -315,6 +387,8 @@ fn auto_sends_live_what_the_limit_takes_within_the_deadline_and_batches_the_rest
         name: "gpt-4o-mini",
         prefix: "",
         received_tools: |_| Vec::new(),
+        options: "",
+        tpm: "tpm",
     };
     let models = catalog(dir.path(), &p, &url);
     let text_of = std::fs::read_to_string(&models).unwrap();
@@ -381,6 +455,8 @@ fn two_runs_on_one_redis_never_pass_the_pending_batches_limit() {
         name: "gpt-4o-mini",
         prefix: "",
         received_tools: |_| Vec::new(),
+        options: "",
+        tpm: "tpm",
     };
     let models = catalog(dir.path(), &p, &url);
     let text_of = std::fs::read_to_string(&models).unwrap();
