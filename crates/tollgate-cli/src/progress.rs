@@ -92,6 +92,9 @@ pub(crate) struct Summary<'a> {
     pub(crate) overloaded: u64,
     pub(crate) retries: u64,
     pub(crate) not_sent: usize,
+    /// Of those done, the lines written from a provider's batch (`--via batch`), which
+    /// the live rate leaves out.
+    pub(crate) batched: u64,
     pub(crate) output: &'a std::path::Path,
 }
 
@@ -141,8 +144,9 @@ pub(crate) fn print_summary(s: &Summary<'_>) {
     );
     println!("  cost       ${:.6}", t.cost_usd);
     let secs = s.makespan.as_secs_f64();
+    let live = done.saturating_sub(s.batched);
     let rate = if secs > 0.0 {
-        done as f64 * 60.0 / secs
+        live as f64 * 60.0 / secs
     } else {
         0.0
     };
@@ -151,7 +155,11 @@ pub(crate) fn print_summary(s: &Summary<'_>) {
     } else {
         String::new()
     };
-    println!("  makespan   {secs:.1} s ({rate:.0} requests/min{share})");
+    if live > 0 || s.batched == 0 {
+        println!("  makespan   {secs:.1} s ({rate:.0} requests/min{share})");
+    } else {
+        println!("  makespan   {secs:.1} s (through the batch API)");
+    }
     println!(
         "  429s       {} (529s {}, retries {}, attempts {})",
         s.rate_limited, s.overloaded, s.retries, t.attempts

@@ -294,6 +294,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         overloaded: recorder.overloaded(),
         retries: recorder.retries(),
         not_sent: not_sent + batch_tally.as_ref().map_or(0, |b| b.not_sent as usize),
+        batched: batch_tally.as_ref().map_or(0, |b| b.requests + b.refused),
         output: &args.output,
     });
     if let (Some(b), Some(run)) = (&batch_tally, &batch_run) {
@@ -376,19 +377,19 @@ fn print_batch_summary(
     let via_batch = b.requests + b.refused;
     if args.via == Via::Auto {
         println!(
-            "  via:        {live_count} live (what the live limits take in {}), {via_batch} batch",
+            "  via        {live_count} live (what the live limits take in {}), {via_batch} batch",
             humantime::format_duration(args.deadline.unwrap_or_default())
         );
     }
     println!(
-        "  batches:    {} submitted, {} collected, {} still at the provider; {} requests answered from batches, {} refused before upload",
+        "  batches    {} submitted, {} collected, {} still at the provider; {} requests answered from batches, {} refused before upload",
         b.submitted, b.collected, b.in_flight, b.requests, b.refused
     );
     if run.price.is_some() {
         let live_part = tally.cost_usd - b.cost_usd;
         let all_live = live_part + b.live_cost_usd;
         println!(
-            "  batch cost: ${:.6} at the batch price (live ${:.6}); this run ${:.6}, all live ${:.6}, saved ${:.6}",
+            "  batch cost ${:.6} at the batch price (live ${:.6}); this run ${:.6}, all live ${:.6}, saved ${:.6}",
             b.cost_usd,
             b.live_cost_usd,
             tally.cost_usd,
