@@ -260,7 +260,22 @@ pub(crate) async fn run_batches(
                         ended.push((slot.label.clone(), status.failure));
                     }
                 }
-                Err(e) => eprintln!("tollgate: cannot poll batch `{}`: {e}", handle.id),
+                // A 5xx, a timeout: polled again next time.
+                Err(e) if e.is_retryable() => {
+                    eprintln!("tollgate: cannot poll batch `{}`: {e}", handle.id);
+                }
+                // The provider does not know the batch, or refuses the key: polling again
+                // would not change that. Stop, keeping the state for the user to decide.
+                Err(e) => {
+                    let id = handle.id.clone();
+                    state.save(&run.state_path)?;
+                    return Err(format!(
+                        "cannot poll batch `{id}`: {e}; the run's batches are kept in `{}` \
+                         (fix the key or catalog and run again; if the batch is gone at the \
+                         provider, remove it from that file and run again to send its requests)",
+                        run.state_path.display()
+                    ));
+                }
             }
         }
         for (label, failure) in ended {

@@ -397,3 +397,45 @@ async fn batch_submit_refused_with_a_429_waits_its_retry_after_then_submits() {
     assert_eq!(tally.submitted, 1);
     assert_eq!(f.by_id().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn batch_the_provider_does_not_know_ends_the_run_with_its_state_kept() {
+    let f = Fixture::new(Script::new(10));
+    State {
+        model: "m".into(),
+        batches: vec![Slot {
+            label: "tollgate-gone-1".into(),
+            ids: vec!["r1".into()],
+            tokens: 10,
+            handle: Some(tollgate::provider::batch::BatchHandle {
+                id: "bgone".into(),
+                input_file: None,
+            }),
+            phase: None,
+            counts: BatchCounts::default(),
+            cancel_sent: false,
+        }],
+    }
+    .save(&state::path_for(&f.out))
+    .unwrap();
+    let (_tx, rx) = watch::channel(0u8);
+    let writer = f.writer();
+    let err = run_batches(
+        &f.run(UNLIMITED, false),
+        items(2),
+        &writer,
+        rx,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("bgone") && err.contains("404"), "{err}");
+    assert!(
+        State::load(&state::path_for(&f.out), "m")
+            .unwrap()
+            .batches
+            .iter()
+            .any(|s| s.label == "tollgate-gone-1"),
+        "the state is kept"
+    );
+}

@@ -145,7 +145,12 @@ impl BatchTransport for Api {
     }
 
     async fn status(&self, handle: &BatchHandle) -> tollgate::Result<BatchStatus> {
-        let n: usize = handle.id[1..].parse().unwrap();
+        let Ok(n) = handle.id[1..].parse::<usize>() else {
+            return Err(Error::ProviderRequest(tollgate::ProviderRequestError::new(
+                404,
+                format!("no batch `{}`", handle.id),
+            )));
+        };
         let mut batches = self.batches.lock().unwrap();
         let b = &mut batches[n - 1];
         b.polls += 1;
