@@ -15,7 +15,6 @@
 //! answer of these endpoints (a 429 when the account's queue is full, a 401) is judged
 //! as a live call's is.
 
-mod reader;
 mod wire;
 
 #[cfg(test)]
@@ -25,9 +24,8 @@ use serde_json::json;
 use tollgate::provider::batch::{
     BatchCaps, BatchHandle, BatchItem, BatchOutcome, BatchPhase, BatchStatus, BatchTransport,
 };
+use tollgate::provider::http::{Method, Payload};
 use tollgate::provider::{Error, ModelEntry, Result, Signals};
-
-pub(crate) use reader::BatchReader;
 
 use crate::chat::AnthropicChat;
 
@@ -46,16 +44,14 @@ const RESULTS_BYTE_LIMIT: u64 = 1 << 30;
 #[derive(Debug)]
 pub struct AnthropicBatch {
     live: AnthropicChat,
-    reader: BatchReader,
-    base_url: String,
     caps: BatchCaps,
     results_limit: usize,
 }
 
 impl AnthropicBatch {
-    /// The batch API of `model`, over its live transport (endpoint and encoder) and
-    /// `reader` for the GETs.
-    pub(crate) fn new(live: AnthropicChat, reader: BatchReader, model: &ModelEntry) -> Self {
+    /// The batch API of `model`, over its live transport: its endpoint (address, key,
+    /// headers, error reading) sends every request, its encoder writes every line.
+    pub(crate) fn new(live: AnthropicChat, model: &ModelEntry) -> Self {
         let terms = &model.batch;
         let max_requests = terms
             .max_requests
@@ -72,9 +68,7 @@ impl AnthropicBatch {
             .unwrap_or(0)
             .max(RESULTS_BYTE_LIMIT);
         AnthropicBatch {
-            base_url: live.options().base_url.clone(),
             live,
-            reader,
             caps: BatchCaps {
                 max_requests,
                 max_bytes,
@@ -86,12 +80,20 @@ impl AnthropicBatch {
     /// The batch object of `handle`.
     async fn retrieve(&self, handle: &BatchHandle) -> Result<wire::WireBatch> {
         wire::check_batch_id(&handle.id)?;
-        let url = format!("{}{BATCHES_PATH}/{}", self.base_url, handle.id);
+        let path = format!("{BATCHES_PATH}/{}", handle.id);
         let body = self
-            .reader
-            .get(&url, "application/json", self.live_limit())
+            .get(&path, "application/json", self.live_limit())
             .await?;
         wire::decode_batch(&body)
+    }
+
+    /// GETs `path` under the base URL through the live endpoint (its key, headers and
+    /// error verdicts; the key cut out of the answer), reading at most `limit` bytes.
+    async fn get(&self, path: &str, accept: &str, limit: usize) -> Result<Vec<u8>> {
+        self.live
+            .endpoint()
+            .request(Method::GET, path, Payload::Empty, accept, limit)
+            .await
     }
 
     /// A batch object is an answer of a live call's size.
@@ -150,8 +152,8 @@ impl BatchTransport for AnthropicBatch {
     }
 
     /// The results of an ended batch (at most the larger of 1 GiB and the catalog's
-    /// `max_response_bytes`: a file holds up to 100,000 answers), read from its `results_url` when that is on
-    /// the configured API's origin and from the base URL's
+    /// `max_response_bytes`: a file holds up to 100,000 answers), read from its
+    /// `results_url` when that is under the configured base URL and from the base URL's
     /// `/v1/messages/batches/{id}/results` otherwise, so the key never goes elsewhere.
     /// A batch not yet ended is [`Error::InvalidRequest`] (its results are not ready).
     async fn results(&self, handle: &BatchHandle) -> Result<Vec<BatchOutcome>> {
@@ -166,11 +168,11 @@ impl BatchTransport for AnthropicBatch {
                 ),
             ));
         }
-        let url = wire::results_address(&self.base_url, batch.results_url.as_deref(), &handle.id);
+        let base_url = &self.live.options().base_url;
+        let path = wire::results_path(base_url, batch.results_url.as_deref(), &handle.id);
         // Asked for as Anthropic's SDKs ask for it (the file is JSONL, not one JSON).
         let body = self
-            .reader
-            .get(&url, "application/binary", self.results_limit)
+            .get(&path, "application/binary", self.results_limit)
             .await?;
         Ok(wire::decode_results(&body, &handle.id))
     }

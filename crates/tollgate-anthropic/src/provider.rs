@@ -2,14 +2,14 @@
 //! the transports it builds per model over the kit's endpoint: chat, and the Message
 //! Batches API for the same model.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tollgate::provider::batch::BatchTransport;
 use tollgate::provider::http::{Auth, HttpClient, RateLimitHeaders, Reset};
 use tollgate::provider::{ChatTransport, Provider, ProviderContext, ProviderTransports};
 use tollgate::provider::{Dimension, ModelEntry, Result};
 
-use crate::batch::{AnthropicBatch, BatchReader};
+use crate::batch::AnthropicBatch;
 use crate::chat::AnthropicChat;
 use crate::codec::{self, ANTHROPIC_VERSION};
 use crate::options::AnthropicOptions;
@@ -36,8 +36,6 @@ impl Provider for AnthropicProvider {
     async fn build(&self, context: &ProviderContext) -> Result<Arc<dyn ProviderTransports>> {
         Ok(Arc::new(AnthropicClients {
             http: HttpClient::new(context)?,
-            context: context.clone(),
-            batch_http: OnceLock::new(),
         }))
     }
 }
@@ -45,10 +43,6 @@ impl Provider for AnthropicProvider {
 #[derive(Debug)]
 struct AnthropicClients {
     http: HttpClient,
-    context: ProviderContext,
-    /// The client of the batch API's reads, made on the first `batch` (see
-    /// [`BatchReader`]).
-    batch_http: OnceLock<reqwest::Client>,
 }
 
 /// Each limit (`anthropic-ratelimit-*-limit`), what is left of it (`*-remaining`) and
@@ -131,16 +125,6 @@ impl ProviderTransports for AnthropicClients {
     /// alone: Claude on Bedrock and Vertex is other crates'), over the live transport's
     /// endpoint, key, headers and encoder.
     fn batch(&self, model: &ModelEntry) -> Result<Arc<dyn BatchTransport>> {
-        let live = self.live(model)?;
-        let http = match self.batch_http.get() {
-            Some(http) => http.clone(),
-            None => {
-                let made = BatchReader::client(&self.context)?;
-                self.batch_http.get_or_init(|| made).clone()
-            }
-        };
-        let headers = fixed_headers(live.options());
-        let reader = BatchReader::new(http, &self.context, model, headers);
-        Ok(Arc::new(AnthropicBatch::new(live, reader, model)))
+        Ok(Arc::new(AnthropicBatch::new(self.live(model)?, model)))
     }
 }

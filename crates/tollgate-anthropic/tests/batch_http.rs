@@ -296,6 +296,41 @@ async fn a_529_on_status_is_overloaded_with_the_servers_wait() {
     );
 }
 
+#[tokio::test]
+async fn a_batch_object_is_read_up_to_the_models_limit_and_its_results_file_past_it() {
+    let server = MockServer::start().await;
+    let batch = models_of(entry(&server.uri()).with_max_response_bytes(2048))
+        .batch("claude")
+        .await
+        .unwrap();
+    let mut big = batch_object("ended", None);
+    big["padding"] = json!("x".repeat(4096));
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/messages/batches/{BATCH}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(big))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let too_large = batch.status(&handle()).await;
+    let limit = match too_large {
+        Err(Error::ResponseTooLarge { limit_bytes, .. }) => limit_bytes,
+        other => panic!("expected ResponseTooLarge, got {other:?}"),
+    };
+    assert_eq!(limit, 2048);
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/messages/batches/{BATCH}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(batch_object("ended", None)))
+        .mount(&server)
+        .await;
+    let long = format!("{}\n{}", results_file(), " ".repeat(4096));
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/messages/batches/{BATCH}/results")))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(long, "application/binary"))
+        .mount(&server)
+        .await;
+    assert_eq!(batch.results(&handle()).await.unwrap().len(), 4);
+}
+
 /// A results file with one line of each type.
 fn results_file() -> String {
     [

@@ -14,9 +14,9 @@
 //!
 //! Each request is the body a live `generateContent` call sends ([`codec::encode_request`],
 //! with the model's options), so what the live call refuses, [`GeminiBatch::encode`]
-//! refuses the same way. The POSTs go through the model's endpoint (its key as
-//! `x-goog-api-key`, its error reading); the GETs through a getter that does what the
-//! endpoint does for a GET (the kit's endpoint POSTs only).
+//! refuses the same way. Every request, the POSTs and the GETs, goes through the model's
+//! endpoint (its key as `x-goog-api-key`, its error reading, the key cut out of what it
+//! reads).
 //!
 //! A batch's answers come back inline, in the batch resource that status and results
 //! GET: that body is read up to the model's `max_response_bytes` when the catalog sets
@@ -29,15 +29,14 @@
 //! are read in either shape whatever the option says. llmock keeps no display name, so
 //! `find` finds nothing there.
 
-mod get;
 mod wire;
 
 use serde_json::Value;
 use tollgate::provider::batch::{
     BatchCaps, BatchHandle, BatchItem, BatchOutcome, BatchStatus, BatchTransport,
 };
-use tollgate::provider::http::Endpoint;
-use tollgate::provider::{Error, ProviderContext, Result, Signals};
+use tollgate::provider::http::{Endpoint, Method, Payload};
+use tollgate::provider::{Error, Result, Signals};
 
 use crate::codec;
 use crate::options::GeminiModel;
@@ -72,30 +71,40 @@ const LIST_PAGE_SIZE: &str = "100";
 #[derive(Debug)]
 pub struct GeminiBatch {
     endpoint: Endpoint,
-    getter: get::Getter,
     model: GeminiModel,
+    /// The most bytes of a batch resource or list page read.
+    limit: usize,
 }
 
 impl GeminiBatch {
-    /// The batch transport of `model` over `endpoint` (the live transport's, for the
-    /// POSTs), with a getter for the GETs; both read bodies up to the model's
-    /// `max_response_bytes`, else [`DEFAULT_RESULT_BYTES`].
-    pub(crate) fn new(
-        context: &ProviderContext,
-        endpoint: Endpoint,
-        model: GeminiModel,
-    ) -> Result<Self> {
+    /// The batch transport of `model` over `endpoint` (built as the live transport's),
+    /// reading bodies up to the model's `max_response_bytes`, else
+    /// [`DEFAULT_RESULT_BYTES`].
+    pub(crate) fn new(endpoint: Endpoint, model: GeminiModel) -> Self {
         let limit = model
             .entry
             .max_response_bytes
             .unwrap_or(DEFAULT_RESULT_BYTES);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let getter = get::Getter::new(context, &model.entry, &model.options.base_url, limit)?;
-        Ok(GeminiBatch {
+        GeminiBatch {
             endpoint: endpoint.max_body_bytes(limit),
-            getter,
             model,
-        })
+            limit,
+        }
+    }
+
+    /// GETs `path` once through the endpoint and reads the whole answer (at most the
+    /// batch's read limit), the key cut out; an error answer is its verdict.
+    async fn get(&self, path: &str) -> Result<Vec<u8>> {
+        self.endpoint
+            .request(
+                Method::GET,
+                path,
+                Payload::Empty,
+                "application/json",
+                self.limit,
+            )
+            .await
     }
 }
 
@@ -168,13 +177,13 @@ impl BatchTransport for GeminiBatch {
 
     async fn status(&self, handle: &BatchHandle) -> Result<BatchStatus> {
         let path = wire::batch_path(&handle.id)?;
-        let body = self.getter.get(&path, &[]).await?;
+        let body = self.get(&path).await?;
         wire::decode_status(&body, &handle.id)
     }
 
     async fn results(&self, handle: &BatchHandle) -> Result<Vec<BatchOutcome>> {
         let path = wire::batch_path(&handle.id)?;
-        let body = self.getter.get(&path, &[]).await?;
+        let body = self.get(&path).await?;
         wire::decode_results(&body, &handle.id)
     }
 
@@ -192,11 +201,9 @@ impl BatchTransport for GeminiBatch {
     async fn find(&self, label: &str) -> Result<Option<BatchHandle>> {
         let mut token: Option<String> = None;
         for _ in 0..LIST_PAGES {
-            let mut query = vec![("pageSize", LIST_PAGE_SIZE)];
-            if let Some(token) = &token {
-                query.push(("pageToken", token.as_str()));
-            }
-            let body = self.getter.get("/v1beta/batches", &query).await?;
+            let body = self
+                .get(&wire::list_path(LIST_PAGE_SIZE, token.as_deref()))
+                .await?;
             match wire::find_in_page(&body, label)? {
                 wire::Page::Found(id) => {
                     return Ok(Some(BatchHandle {

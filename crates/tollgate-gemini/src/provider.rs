@@ -88,7 +88,6 @@ impl Provider for GeminiProvider {
         Ok(Arc::new(GeminiClients {
             http: HttpClient::new(context)?,
             tokens,
-            context: context.clone(),
         }))
     }
 }
@@ -97,8 +96,6 @@ impl Provider for GeminiProvider {
 struct GeminiClients {
     http: HttpClient,
     tokens: Option<Arc<dyn TokenSource>>,
-    /// What the batch transport's getter is made from (its client, the credential).
-    context: ProviderContext,
 }
 
 impl GeminiClients {
@@ -176,6 +173,6 @@ impl ProviderTransports for GeminiClients {
             });
         }
         let (endpoint, model) = self.endpoint(entry)?;
-        Ok(Arc::new(GeminiBatch::new(&self.context, endpoint, model)?))
+        Ok(Arc::new(GeminiBatch::new(endpoint, model)))
     }
 }

@@ -270,40 +270,59 @@ fn a_batch_id_that_is_not_one_path_segment_is_refused() {
 }
 
 #[test]
-fn an_absolute_results_url_on_the_apis_origin_is_followed() {
-    let url = "https://api.anthropic.com/v1/messages/batches/msgbatch_1/results";
+fn an_absolute_results_url_under_the_base_url_is_followed() {
+    let url = "https://api.anthropic.com/v1/messages/batches/msgbatch_1/results?beta=true";
     assert_eq!(
-        wire::results_address("https://api.anthropic.com", Some(url), "msgbatch_1"),
-        url
+        wire::results_path("https://api.anthropic.com", Some(url), "msgbatch_1"),
+        "/v1/messages/batches/msgbatch_1/results?beta=true"
     );
 }
 
 #[test]
 fn a_relative_results_url_resolves_against_the_base_urls_origin() {
     assert_eq!(
-        wire::results_address(
+        wire::results_path(
             "http://127.0.0.1:8000/anthropic",
             Some("/anthropic/v1/messages/batches/msgbatch_1/results"),
             "msgbatch_1"
         ),
-        "http://127.0.0.1:8000/anthropic/v1/messages/batches/msgbatch_1/results"
+        "/v1/messages/batches/msgbatch_1/results"
     );
 }
 
 #[test]
 fn a_results_url_on_another_origin_or_none_reads_from_the_base_url() {
     let base = "https://gateway.example/anthropic";
-    let ours = "https://gateway.example/anthropic/v1/messages/batches/msgbatch_1/results";
     for given in [
         Some("https://api.anthropic.com/v1/messages/batches/msgbatch_1/results"),
         Some("http://gateway.example/anthropic/v1/messages/batches/msgbatch_1/results"),
         Some("https://gateway.example:8443/x"),
+        Some("https://gateway.example.evil/anthropic/v1/messages/batches/msgbatch_1/results"),
+        Some("https://gateway.example@evil.example/anthropic/v1/messages"),
+        Some("//evil.example/anthropic/v1/messages/batches/msgbatch_1/results"),
         None,
     ] {
         assert_eq!(
-            wire::results_address(base, given, "msgbatch_1"),
-            ours,
+            wire::results_path(base, given, "msgbatch_1"),
+            "/v1/messages/batches/msgbatch_1/results",
             "{given:?}"
+        );
+    }
+}
+
+#[test]
+fn a_results_url_on_the_origin_but_outside_the_base_path_reads_from_the_base_url() {
+    let base = "https://gateway.example/anthropic";
+    for given in [
+        "https://gateway.example/other/v1/messages/batches/msgbatch_1/results",
+        "https://gateway.example/anthropic-old/v1/messages/batches/msgbatch_1/results",
+        "/other/v1/messages/batches/msgbatch_1/results",
+        "v1/messages/batches/msgbatch_1/results",
+    ] {
+        assert_eq!(
+            wire::results_path(base, Some(given), "msgbatch_1"),
+            "/v1/messages/batches/msgbatch_1/results",
+            "{given}"
         );
     }
 }

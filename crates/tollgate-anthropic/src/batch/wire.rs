@@ -79,7 +79,7 @@ pub(super) fn line(custom_id: &str, params: Value) -> Result<Vec<u8>> {
         .map_err(|e| Error::invalid_request("params", format!("does not serialize: {e}")))
 }
 
-/// The create body, `{"requests": [line, …]}`, of lines [`line`] wrote.
+/// The create body, `{"requests": [line, …]}`, of lines [`line()`] wrote.
 pub(super) fn create_body(lines: &[Vec<u8>]) -> Result<Value> {
     let mut requests = Vec::with_capacity(lines.len());
     for (i, bytes) in lines.iter().enumerate() {
@@ -161,25 +161,40 @@ impl WireBatch {
     }
 }
 
-/// Where to read batch `id`'s results: its `results_url` when that is on the configured
-/// API's own origin (scheme, host and port), resolving a path (llmock's
-/// `/anthropic/v1/…`) against that origin; else `{base_url}/v1/messages/batches/{id}/results`,
-/// where Anthropic serves them. So the key goes to the configured address alone,
-/// whatever address a batch object names.
-pub(super) fn results_address(base_url: &str, results_url: Option<&str>, id: &str) -> String {
-    let fallback = format!("{base_url}/v1/messages/batches/{id}/results");
-    let (Some(given), Ok(base)) = (results_url, reqwest::Url::parse(base_url)) else {
+/// The path, under the configured base URL, to read batch `id`'s results from: its
+/// `results_url` when that names an address under the base URL, absolute (Anthropic's
+/// `https://api.anthropic.com/v1/…`) or a path from the base URL's origin (llmock's
+/// `/anthropic/v1/…`); else `/v1/messages/batches/{id}/results`, where Anthropic serves
+/// them. The results are read from the base URL and this path, so the key goes to the
+/// configured address alone, whatever address a batch object names.
+pub(super) fn results_path(base_url: &str, results_url: Option<&str>, id: &str) -> String {
+    let fallback = format!("/v1/messages/batches/{id}/results");
+    let Some(given) = results_url else {
         return fallback;
     };
-    match base.join(given) {
-        Ok(url) if url.origin() == base.origin() => url.into(),
+    let under = if given.starts_with('/') && !given.starts_with("//") {
+        given.strip_prefix(base_path(base_url))
+    } else {
+        given.strip_prefix(base_url)
+    };
+    match under {
+        Some(rest) if rest.starts_with('/') => rest.to_owned(),
         _ => {
             tracing::debug!(
-                "anthropic: a batch's results_url is not on the configured API's origin; reading the results from the base URL"
+                "anthropic: a batch's results_url is not under the configured base URL; reading the results from the base URL"
             );
             fallback
         }
     }
+}
+
+/// The path part of `base_url` (`/anthropic` of `http://127.0.0.1:8000/anthropic`; empty
+/// for an origin alone). The catalog's base URL is `http(s)://…` with no trailing `/`.
+fn base_path(base_url: &str) -> &str {
+    let authority_on = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest);
+    authority_on.find('/').map_or("", |at| &authority_on[at..])
 }
 
 #[derive(Debug, Deserialize)]

@@ -315,6 +315,32 @@ pub(crate) fn status_error(status: &Value, batch_id: &str) -> Error {
     codec::read_error(http, body.to_string().as_bytes()).verdict()
 }
 
+/// The address of one page of the batch list, `pageSize` batches from `token` (none: the
+/// first page), the token percent-encoded so that any token the server hands out stays
+/// one query value.
+pub(crate) fn list_path(page_size: &str, token: Option<&str>) -> String {
+    let mut path = format!("/v1beta/batches?pageSize={}", query_value(page_size));
+    if let Some(token) = token {
+        path.push_str("&pageToken=");
+        path.push_str(&query_value(token));
+    }
+    path
+}
+
+/// `value` with every byte but the unreserved ones (letters, digits, `-`, `.`, `_`, `~`)
+/// percent-encoded.
+fn query_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// One page of `GET /v1beta/batches`, searched for a label.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Page {

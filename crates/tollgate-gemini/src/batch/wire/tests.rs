@@ -340,3 +340,12 @@ fn the_list_is_searched_for_the_display_name_across_pages() {
     let last = json!({"batches": [{"name": "batches/x"}]});
     assert_eq!(find_in_page(&bytes(&last), "run-1").unwrap(), Page::End);
 }
+
+#[test]
+fn a_list_page_token_is_one_percent_encoded_query_value() {
+    assert_eq!(list_path("100", None), "/v1beta/batches?pageSize=100");
+    assert_eq!(
+        list_path("100", Some("page 2/+&x=é~")),
+        "/v1beta/batches?pageSize=100&pageToken=page%202%2F%2B%26x%3D%C3%A9~"
+    );
+}
