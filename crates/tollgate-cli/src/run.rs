@@ -124,6 +124,9 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
 
     // `--via batch` / `auto` / `--cancel`: the provider's batch API, checked before
     // anything is sent.
+    let cap = args
+        .max_cost
+        .map(|usd| SpendCap::new("tollgate run --max-cost", usd));
     let batch_mode = args.via != Via::Live || args.cancel;
     let batch_run = if batch_mode {
         if wanted != ModelKind::Chat {
@@ -154,6 +157,8 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
             state_path: batch::state::path_for(&args.output),
             model_id: entry.id.clone(),
             cancel: args.cancel,
+            cap: cap.clone(),
+            default_output_tokens: entry.output_limit(None),
         })
     } else {
         None
@@ -194,9 +199,7 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
         retries: args.retries,
         priority: args.priority.into(),
         purpose: args.purpose.into(),
-        cap: args
-            .max_cost
-            .map(|usd| SpendCap::new("tollgate run --max-cost", usd)),
+        cap,
         preadmit,
         lines: LineWriter {
             model_id: entry.id.clone(),

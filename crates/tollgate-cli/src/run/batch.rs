@@ -25,7 +25,7 @@ use tollgate::clock;
 use tollgate::limit::{QueueAnswer, QueueCaps, QueueLedger};
 use tollgate::pipeline::{DefaultEstimator, TokenEstimator};
 use tollgate::provider::batch::{BatchItem, BatchPhase, BatchTransport};
-use tollgate::{Error, LlmResponse};
+use tollgate::{Error, LlmResponse, SpendCap};
 
 use super::interrupts::{StopLevel, reached};
 use super::lines::LineWriter;
@@ -57,6 +57,29 @@ pub(crate) struct BatchRun {
     pub(crate) model_id: String,
     /// `--cancel`: cancel what is in flight, submit nothing.
     pub(crate) cancel: bool,
+    /// `--max-cost`: each batch holds its worst case (every request at its output
+    /// limit, at the batch price) before it is submitted, and settles at what its
+    /// answers cost.
+    pub(crate) cap: Option<SpendCap>,
+    /// The catalog's output limits, for that worst case.
+    pub(crate) default_output_tokens: Option<u64>,
+}
+
+impl BatchRun {
+    /// What `request` costs at most through the batch API.
+    fn worst_usd(&self, request: &tollgate::LlmRequest, input_tokens: u64) -> f64 {
+        let output = request
+            .sampling_params()
+            .max_output_tokens()
+            .or(self.default_output_tokens)
+            .unwrap_or(0);
+        let usage = tollgate::Usage {
+            input_tokens,
+            output_tokens: output,
+            ..tollgate::Usage::default()
+        };
+        self.price.as_ref().map_or(0.0, |p| p.cost_usd(&usage))
+    }
 }
 
 /// What the batch part of a run did, for the summary.
@@ -84,6 +107,8 @@ struct Chunk {
     ids: Vec<String>,
     lines: Vec<Vec<u8>>,
     tokens: u64,
+    /// Its worst-case cost at the batch price.
+    worst_usd: f64,
 }
 
 /// Sends `items` through the provider's batch API; every request ends with its line in
@@ -167,6 +192,8 @@ pub(crate) async fn run_batches(
         queue.extend(chunks);
     }
 
+    // This run's spend holds, by batch label, settled when each batch is collected.
+    let mut holds: HashMap<String, tollgate::pipeline::SpendHold> = HashMap::new();
     let mut label_seq = 0u64;
     let run_tag = run_tag();
     // After a submission the provider refused for now (a 429, a 5xx): not before its
@@ -196,6 +223,24 @@ pub(crate) async fn run_batches(
             let Some(chunk) = queue.pop_front() else {
                 break;
             };
+            // `--max-cost`: the batch's worst case must fit what the run has left.
+            let spend = match &run.cap {
+                None => None,
+                Some(cap) => match cap.reserve(chunk.worst_usd).await {
+                    Ok(hold) => Some(hold),
+                    Err(e) => {
+                        let _ = run.ledger.release(&run.account, &label).await;
+                        for id in &chunk.ids {
+                            if let Some(item) = by_id.remove(id) {
+                                lines.write_batched(&item, Err(&e), None, "-", started.elapsed());
+                                bar.inc(1);
+                                tally.requests += 1;
+                            }
+                        }
+                        continue;
+                    }
+                },
+            };
             state.batches.push(Slot {
                 label: label.clone(),
                 ids: chunk.ids.clone(),
@@ -208,6 +253,10 @@ pub(crate) async fn run_batches(
             state.save(&run.state_path)?;
             match run.transport.submit(&chunk.lines, &label).await {
                 Ok(handle) => {
+                    if let Some(mut hold) = spend {
+                        hold.mark_sent();
+                        holds.insert(label.clone(), hold);
+                    }
                     if let Some(slot) = state.batches.iter_mut().find(|s| s.label == label) {
                         slot.handle = Some(handle);
                         slot.phase = Some(BatchPhase::Queued);
@@ -286,6 +335,7 @@ pub(crate) async fn run_batches(
             let Some(handle) = slot.handle.clone() else {
                 continue;
             };
+            let cost_before = tally.cost_usd;
             match failure {
                 Some(e) if e.is_retryable() => {
                     // Failed as a whole for a reason that passes (its queue limit): the
@@ -381,6 +431,19 @@ pub(crate) async fn run_batches(
                     }
                 },
             }
+            // What the batch's answers cost settles its spend hold (an earlier run's
+            // batch, held by none, is counted as spent now).
+            let spent = tally.cost_usd - cost_before;
+            match (holds.remove(&label), &run.cap) {
+                (Some(hold), _) => hold.settle(spent),
+                (None, Some(cap)) => {
+                    if let Ok(mut hold) = cap.hold(0.0) {
+                        hold.mark_sent();
+                        hold.settle(spent);
+                    }
+                }
+                (None, None) => {}
+            }
             state.batches.remove(pos);
             state.save(&run.state_path)?;
             let _ = run.ledger.release(&run.account, &label).await;
@@ -429,11 +492,13 @@ fn chunk(run: &BatchRun, items: &[&Item]) -> (Vec<Chunk>, Vec<(String, Error)>) 
     let max_tokens = run.caps.tokens;
     let mut chunks: Vec<Chunk> = Vec::new();
     let mut refused = Vec::new();
-    let mut current = Chunk {
+    let empty = || Chunk {
         ids: Vec::new(),
         lines: Vec::new(),
         tokens: 0,
+        worst_usd: 0.0,
     };
+    let mut current = empty();
     let mut bytes = 0u64;
     for item in items {
         let Body::Chat(request) = &item.body else {
@@ -491,19 +556,13 @@ fn chunk(run: &BatchRun, items: &[&Item]) -> (Vec<Chunk>, Vec<(String, Error)>) 
             || bytes + size > max_bytes
             || max_tokens.is_some_and(|t| current.tokens + tokens > t);
         if full && !current.ids.is_empty() {
-            chunks.push(std::mem::replace(
-                &mut current,
-                Chunk {
-                    ids: Vec::new(),
-                    lines: Vec::new(),
-                    tokens: 0,
-                },
-            ));
+            chunks.push(std::mem::replace(&mut current, empty()));
             bytes = 0;
         }
         current.ids.push(item.custom_id.clone());
         current.lines.push(line);
         current.tokens += tokens;
+        current.worst_usd += run.worst_usd(request, tokens);
         bytes += size;
     }
     if !current.ids.is_empty() {

@@ -27,6 +27,7 @@ struct Fixture {
     out: std::path::PathBuf,
     script: Arc<Script>,
     ledger: Arc<MemoryQueueLedger>,
+    cap: Option<tollgate::SpendCap>,
 }
 
 impl Fixture {
@@ -37,6 +38,7 @@ impl Fixture {
             _dir: dir,
             script,
             ledger: Arc::new(MemoryQueueLedger::new()),
+            cap: None,
         }
     }
 
@@ -62,6 +64,8 @@ impl Fixture {
             state_path: state::path_for(&self.out),
             model_id: "m".into(),
             cancel,
+            cap: self.cap.clone(),
+            default_output_tokens: Some(1_000_000),
         }
     }
 
@@ -262,6 +266,7 @@ async fn batch_run_interrupted_then_resumed_submits_nothing_twice_and_collects_e
         out: f.out.clone(),
         script: f.script.clone(),
         ledger: Arc::new(MemoryQueueLedger::new()),
+        cap: None,
     };
     let second = f2.go(items(4), UNLIMITED, false).await;
     assert_eq!(f.script.submitted().len(), 2, "nothing submitted twice");
@@ -438,4 +443,28 @@ async fn batch_the_provider_does_not_know_ends_the_run_with_its_state_kept() {
             .any(|s| s.label == "tollgate-gone-1"),
         "the state is kept"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_max_cost_holds_each_batch_worst_case_and_sends_none_past_the_cap() {
+    let mut f = Fixture::new(Script::new(1));
+    // A request's worst case: 1M output tokens at $2/M, plus its few input tokens (just
+    // over $2). Each answer costs $3 (1M in, 1M out). With a $5 cap and one batch at a
+    // time: the first is held and costs $3; then $2 is left, short of the next worst case.
+    f.cap = Some(tollgate::SpendCap::new("--max-cost", 5.0));
+    let caps = QueueCaps {
+        tokens: None,
+        batches: Some(1),
+    };
+    f.go(items(3), caps, false).await;
+    assert_eq!(f.script.submitted().len(), 1);
+    let cap = f.cap.clone().unwrap();
+    assert_eq!(cap.spent_usd(), 3.0, "settled at what its answers cost");
+    assert_eq!(cap.held_usd(), 0.0, "every hold settled or released");
+    let lines = f.by_id();
+    assert_eq!(lines.len(), 3);
+    for id in ["r2", "r3"] {
+        assert_eq!(lines[id]["error"]["code"], "spend_cap_exceeded", "{id}");
+        assert_eq!(lines[id]["error"]["retryable"], true, "{id}");
+    }
 }
