@@ -35,6 +35,10 @@
 //!   models: refused), the Responses API (refused).
 //! - **Errors**: OpenAI's body; a 498 `capacity_exceeded` (flex tier full) is
 //!   overloaded, retried ([`read_groq_error`]).
+//! - **Batches** (`Models::batch`, `tollgate run --via batch`): Groq's Batch API is
+//!   OpenAI's under `/openai/v1` (files, then batches), so the preset names
+//!   [`BatchApi::OpenAi`]; its caps are Groq's own ([`GROQ_BATCH_CAPS`]), and its list's
+//!   `paging.next_cursor` and bare `errors` list are read by `tollgate-openai`.
 //!
 //! Sources and details: `docs/providers/groq.md`.
 //!
@@ -66,9 +70,10 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use tollgate::provider::batch::BatchCaps;
 use tollgate::provider::http::{RateLimitHeaders, Reset};
 use tollgate::provider::{Dimension, ReasoningEffort, WireError};
-use tollgate_openai::preset::{Dialect, Paths, Preset};
+use tollgate_openai::preset::{BatchApi, Dialect, Paths, Preset};
 use tollgate_openai::{OpenAiProvider, OutputLimitField, Quirks};
 
 /// The provider key.
@@ -115,9 +120,20 @@ pub const PROVIDER: OpenAiProvider = OpenAiProvider::new(Preset {
         ]),
         file_parts: false,
         error: read_groq_error,
+        batch: Some(BatchApi::OpenAi),
+        batch_caps: Some(GROQ_BATCH_CAPS),
         ..Dialect::OPENAI
     },
 });
+
+/// What one Groq batch may hold: 50,000 lines, and an input file of 100 MB, read as
+/// 100,000,000 bytes. Groq's batch guide says 200 MB and its API reference
+/// (`input_file_id`, in its SDKs) 100 MB: the smaller of both, in the smaller reading, is
+/// taken. The catalog's `[models.ID.batch]` terms lower either.
+pub const GROQ_BATCH_CAPS: BatchCaps = BatchCaps {
+    max_requests: 50_000,
+    max_bytes: 100_000_000,
+};
 
 tollgate::register_provider!(|| Arc::new(PROVIDER));
 

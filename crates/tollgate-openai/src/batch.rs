@@ -4,31 +4,44 @@
 //! polled, collected from the results files (each answer decoded by the live decoder,
 //! each error read by the live error reader), cancelled, and found again by label.
 //!
-//! It sends once per call and never waits or retries (the `run --via batch` command
-//! does); every error names the model's provider, as the pipeline's would.
+//! Every request (the upload, the create, a status read, a results file, a cancel, a
+//! list page) goes through the model's live endpoint (`Endpoint::request`), sent and
+//! read as a call is. It sends once per call and never waits or retries (the
+//! `run --via batch` command does); every error names the model's provider, as the
+//! pipeline's would. An input file whose batch could not be created is deleted.
 
-mod http;
 #[cfg(test)]
 mod tests;
+mod upload;
 mod wire;
 
 use serde_json::json;
 use tollgate::provider::batch::{
     BatchCaps, BatchHandle, BatchItem, BatchOutcome, BatchPhase, BatchStatus, BatchTransport,
 };
+use tollgate::provider::http::{Method, Payload};
 use tollgate::provider::{Error, ModelEntry, Result};
 
-pub(crate) use self::http::BatchHttp;
-use self::wire::{FIND_PAGES, Job, PURPOSE, file_id, label_of, outcome};
+use self::upload::multipart;
+use self::wire::{FIND_PAGES, Job, Next, PURPOSE, file_id, label_of, outcome};
 use crate::chat::OpenAiChat;
 use crate::dialect::BatchApi;
+
+/// The most bytes of a batch API's answer read (a results file above all) when the
+/// catalog sets no `max_response_bytes` for the model: 1 GiB, far above any chat answer
+/// (a results file holds up to 50,000 answers). Set `max_response_bytes` to read less,
+/// or more.
+const RESULTS_BYTE_LIMIT: u64 = 1 << 30;
+
+/// What the batch API's answers are asked for as: JSON objects, and JSONL files.
+const ACCEPT: &str = "application/json";
 
 /// The batch transport of one chat model.
 #[derive(Debug)]
 pub(crate) struct OpenAiBatch {
     api: BatchApi,
     chat: OpenAiChat,
-    http: BatchHttp,
+    read_limit: usize,
     model: String,
     provider: String,
     caps: BatchCaps,
@@ -36,21 +49,19 @@ pub(crate) struct OpenAiBatch {
 
 impl OpenAiBatch {
     /// The transport of `model` speaking `api`, its requests encoded and its answers
-    /// decoded by `chat` (the model's live chat transport), its HTTP through `http`.
-    /// Its caps are `api`'s, lowered by the catalog's `[models.ID.batch]` terms.
-    pub(crate) fn new(
-        api: BatchApi,
-        chat: OpenAiChat,
-        http: BatchHttp,
-        model: &ModelEntry,
-    ) -> Self {
-        let own = api.caps();
+    /// decoded by `chat` (the model's live chat transport), and sent through its
+    /// endpoint, reading at most the model's `max_response_bytes` (default 1 GiB). Its
+    /// caps are `api`'s (or the dialect's own), lowered by the catalog's
+    /// `[models.ID.batch]` terms.
+    pub(crate) fn new(api: BatchApi, chat: OpenAiChat, model: &ModelEntry) -> Self {
+        let own = chat.dialect().batch_caps.unwrap_or_else(|| api.caps());
         let lower = |cap: u64, term: Option<u64>| term.map_or(cap, |t| t.min(cap));
         let max_requests = lower(own.max_requests as u64, model.batch.max_requests);
+        let read_limit = model.max_response_bytes.unwrap_or(RESULTS_BYTE_LIMIT);
         OpenAiBatch {
             api,
             chat,
-            http,
+            read_limit: usize::try_from(read_limit).unwrap_or(usize::MAX),
             model: model.name.clone(),
             provider: model.provider.clone(),
             caps: BatchCaps {
@@ -60,10 +71,25 @@ impl OpenAiBatch {
         }
     }
 
+    /// Sends one request of the batch API through the model's live endpoint, as a call
+    /// is sent (its key and headers, an error answer read into the one verdict, the key
+    /// cut out of what comes back): the answer's body, at most the read limit.
+    async fn send(&self, method: Method, path: &str, payload: Payload<'_>) -> Result<Vec<u8>> {
+        self.chat
+            .endpoint()
+            .request(method, path, payload, ACCEPT, self.read_limit)
+            .await
+    }
+
+    /// `GET {base_url}{path}`: the body.
+    async fn get(&self, path: &str) -> Result<Vec<u8>> {
+        self.send(Method::GET, path, Payload::Empty).await
+    }
+
     /// The batch (job) `id` names, as it is now.
     async fn job(&self, id: &str) -> Result<Job> {
         let path = format!("{}/{}", self.api.batches_path(), segment(id)?);
-        self.api.read_job(&self.http.get(&path).await?)
+        self.api.read_job(&self.get(&path).await?)
     }
 
     async fn submit_lines(&self, lines: &[Vec<u8>], label: &str) -> Result<BatchHandle> {
@@ -80,21 +106,56 @@ impl OpenAiBatch {
                 content.push(b'\n');
             }
         }
-        let upload = self
-            .http
-            .upload(self.api.files_path(), PURPOSE, &file_name(label), &content)
+        let (content_type, body) = multipart(PURPOSE, &file_name(label), &content);
+        let upload = Payload::Bytes { content_type, body };
+        let uploaded = self
+            .send(Method::POST, self.api.files_path(), upload)
             .await?;
-        let file = file_id(&upload)?;
+        let file = file_id(&uploaded)?;
         let create = self
             .api
             .create_body(&file, &self.model, self.chat.chat_path(), label);
-        let job = self
-            .api
-            .read_job(&self.http.post(self.api.batches_path(), &create).await?)?;
+        let created = match self
+            .send(
+                Method::POST,
+                self.api.batches_path(),
+                Payload::Json(&create),
+            )
+            .await
+        {
+            Ok(created) => created,
+            Err(e) => {
+                self.delete_file(&file).await;
+                return Err(e);
+            }
+        };
+        let job = self.api.read_job(&created)?;
         Ok(BatchHandle {
             id: job.id,
             input_file: Some(file),
         })
+    }
+
+    /// Deletes uploaded file `id`, whose batch could not be created, so that a failed
+    /// submission leaves nothing behind (the caller that resubmits uploads again, and
+    /// counts no batch of it). Best effort: a delete that fails is logged, and the
+    /// create's error is what the caller sees.
+    async fn delete_file(&self, id: &str) {
+        let deleted = match segment(id) {
+            Ok(id) => {
+                let path = format!("{}/{id}", self.api.files_path());
+                self.send(Method::DELETE, &path, Payload::Empty).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = deleted {
+            tracing::warn!(
+                provider = %self.provider,
+                file = id,
+                error = %e,
+                "the input file of a batch that was not created could not be deleted"
+            );
+        }
     }
 
     async fn collect(&self, handle: &BatchHandle) -> Result<Vec<BatchOutcome>> {
@@ -109,11 +170,11 @@ impl OpenAiBatch {
             ));
         }
         let decode = |body: &[u8]| self.chat.decode_answer(body);
-        let read_error = self.http.read_error();
+        let read_error = self.chat.dialect().error;
         let mut outcomes = Vec::new();
         for file in [&job.output_file, &job.error_file].into_iter().flatten() {
             let path = format!("{}/{}/content", self.api.files_path(), segment(file)?);
-            let content = self.http.get(&path).await?;
+            let content = self.get(&path).await?;
             outcomes.extend(
                 content
                     .split(|b| *b == b'\n')
@@ -129,17 +190,17 @@ impl OpenAiBatch {
     }
 
     async fn find_label(&self, label: &str) -> Result<Option<BatchHandle>> {
-        let mut after: Option<String> = None;
-        for page in 0..FIND_PAGES {
-            let path = self.api.list_path(page, after.as_deref());
-            let listed = self.api.read_page(&self.http.get(&path).await?)?;
+        let mut at: Option<Next> = None;
+        for _ in 0..FIND_PAGES {
+            let path = self.api.list_path(at.as_ref());
+            let listed = self.api.read_page(&self.get(&path).await?, at.as_ref())?;
             if let Some(found) = listed.jobs.into_iter().find(|j| label_of(j) == Some(label)) {
                 return Ok(Some(self.api.job(found)?.handle()));
             }
-            if !listed.more {
-                break;
+            match listed.next {
+                Some(next) => at = Some(next),
+                None => break,
             }
-            after = listed.after;
         }
         Ok(None)
     }
@@ -198,8 +259,7 @@ impl BatchTransport for OpenAiBatch {
             self.api.batches_path(),
             segment(&handle.id)?
         );
-        self.http
-            .post(&path, &json!({}))
+        self.send(Method::POST, &path, Payload::Json(&json!({})))
             .await
             .map(drop)
             .map_err(|e| e.with_provider(&self.provider))

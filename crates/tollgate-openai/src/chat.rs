@@ -60,6 +60,17 @@ impl OpenAiChat {
         codec::decode_response_in(body, &self.dialect)
     }
 
+    /// The endpoint it sends through: the batch API's requests go through it too (its
+    /// address, key, headers and error reading).
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Its dialect (a batch's caps, and the error reader of a results line).
+    pub(crate) fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
     /// The chat path (a batch line's `url`, and its batch's endpoint).
     pub(crate) fn chat_path(&self) -> &str {
         &self.chat_path

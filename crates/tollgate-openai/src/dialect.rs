@@ -3,6 +3,7 @@
 //! transports, options and provider that use them, which the module re-exports).
 
 use serde_json::{Map, Value};
+use tollgate::provider::batch::BatchCaps;
 use tollgate::provider::http::{OPENAI_RATE_LIMITS, RateLimitHeaders};
 use tollgate::provider::{LlmRequest, ReasoningEffort, Result, Setting, StopReason, WireError};
 
@@ -62,6 +63,11 @@ pub struct Dialect {
     /// in [`Dialect::OPENAI`], so that a preset built from it claims no batch API unless
     /// it names one; [`Preset::OPENAI`] names [`BatchApi::OpenAi`].
     pub batch: Option<BatchApi>,
+    /// What one batch may hold where this provider's documents differ from its batch
+    /// API's own caps (Groq's input file of 100 MB where OpenAI's is 200 MB); `None`:
+    /// the API's ([`BatchApi::caps`]). The catalog's `[models.ID.batch]` terms lower
+    /// either.
+    pub batch_caps: Option<BatchCaps>,
 }
 
 /// A batch API of an OpenAI-like API: requests uploaded as a JSONL file, run within a
@@ -71,7 +77,8 @@ pub struct Dialect {
 pub enum BatchApi {
     /// OpenAI's Batch API: the file uploaded to `POST /v1/files` (`purpose=batch`), one
     /// `{custom_id, method, url, body}` a line; batches created, read, listed and
-    /// cancelled at `/v1/batches` (also Groq's and Together's shape).
+    /// cancelled at `/v1/batches` (also Groq's shape under its `/openai` base URL, whose
+    /// list pages by `paging.next_cursor` and whose `errors` are a bare list: both read).
     OpenAi,
     /// Mistral's batch jobs: the file uploaded to `POST /v1/files` (`purpose=batch`),
     /// one `{custom_id, body}` a line; jobs, which name the model, at `/v1/batch/jobs`.
@@ -94,6 +101,7 @@ impl Dialect {
         request: None,
         error: crate::codec::read_error,
         batch: None,
+        batch_caps: None,
     };
 
     /// The stop reason of a wire `finish_reason`: this dialect's own, else OpenAI's.

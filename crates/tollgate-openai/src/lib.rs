@@ -40,7 +40,9 @@
 //! Batches (`Models::batch`, for `tollgate run --via batch`): a chat model whose preset
 //! names a batch API ([`preset::BatchApi`]; `openai`'s is OpenAI's Batch API, files and
 //! `/v1/batches`) gets a batch transport whose lines are step 2's request bodies, whose
-//! answers are decoded by step 4's decoder and whose errors are read as in step 3.
+//! answers are decoded by step 4's decoder and whose errors are read as in step 3, and
+//! whose every request (upload, create, status, results, cancel, list) is sent through
+//! the model's endpoint as a call is (`Endpoint::request`).
 //!
 //! What differs between the two keys (which output-limit field is sent, whether streams
 //! are asked for usage, whether `[DONE]` is required, how input is estimated) is held in

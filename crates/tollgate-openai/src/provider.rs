@@ -13,7 +13,7 @@ use tollgate::provider::{
 };
 use tollgate::provider::{Error, ModelEntry, Result};
 
-use crate::batch::{BatchHttp, OpenAiBatch};
+use crate::batch::OpenAiBatch;
 use crate::chat::OpenAiChat;
 use crate::decision::OpenAiDecision;
 use crate::dialect::Preset;
@@ -102,7 +102,6 @@ impl Provider for OpenAiProvider {
         Ok(Arc::new(OpenAiClients {
             provider: *self,
             http: HttpClient::new(context)?,
-            context: context.clone(),
         }))
     }
 }
@@ -111,9 +110,6 @@ impl Provider for OpenAiProvider {
 struct OpenAiClients {
     provider: OpenAiProvider,
     http: HttpClient,
-    /// What the batch transport's own HTTP client is made from (the credential store,
-    /// the connect timeout), as the kit's client was.
-    context: ProviderContext,
 }
 
 impl OpenAiClients {
@@ -217,14 +213,7 @@ impl ProviderTransports for OpenAiClients {
                  `options.api = \"responses\"`",
             ));
         }
-        let http = BatchHttp::new(
-            &self.context,
-            model,
-            &options.base_url,
-            fixed_headers(&options),
-            preset.dialect.error,
-        )?;
         let chat = OpenAiChat::new(endpoint, model, options, preset);
-        Ok(Arc::new(OpenAiBatch::new(api, chat, http, model)))
+        Ok(Arc::new(OpenAiBatch::new(api, chat, model)))
     }
 }

@@ -2,8 +2,9 @@
 //! shapes of OpenAI's Batch API reference where llmock differs or cannot say: the
 //! upload's multipart form, the create body, the key and organization headers, HTTP
 //! errors of the batch endpoints classified as live calls' are, results files, paging
-//! in `find`, the results byte limit. Which presets have a batch API, and the lines
-//! being the live encoder's, are here too.
+//! in `find`, the results byte limit, the input file deleted when its batch cannot be
+//! created. Which presets have a batch API, and the lines being the live encoder's, are
+//! here too.
 
 use std::sync::Arc;
 
@@ -116,6 +117,20 @@ async fn batch_reads(server: &MockServer, first: Value, then: Value) {
     let at = "/v1/batches/batch_1";
     serve(server, "GET", at, ok(first), Some(1)).await;
     serve(server, "GET", at, ok(then), None).await;
+}
+
+/// Answers the upload with file `file-in`, and the batch's create with `create`.
+async fn upload_then_create(server: &MockServer, create: ResponseTemplate) {
+    let file = json!({"id": "file-in", "object": "file", "purpose": "batch"});
+    serve(server, "POST", "/v1/files", ok(file), None).await;
+    serve(server, "POST", "/v1/batches", create, None).await;
+}
+
+/// Submits one line to the server's batch API, labelled `run-1`.
+async fn submit_one(server: &MockServer) -> tollgate::Result<BatchHandle> {
+    let batch = batch_of(entry(&server.uri())).await;
+    let line = batch.encode(&item("a", ask("one", vec![]))).unwrap();
+    batch.submit(&[line], "run-1").await
 }
 
 fn ok(body: Value) -> ResponseTemplate {
@@ -307,27 +322,13 @@ async fn submit_uploads_one_jsonl_file_and_creates_a_labelled_batch() {
 #[tokio::test]
 async fn batch_endpoint_errors_are_classified_as_live_errors_are_without_the_key() {
     let server = MockServer::start().await;
-    serve(
-        &server,
-        "POST",
-        "/v1/files",
-        ok(json!({"id": "file-in"})),
-        None,
-    )
-    .await;
-    serve(
-        &server,
-        "POST",
-        "/v1/batches",
-        ResponseTemplate::new(429)
-            .insert_header("retry-after", "7")
-            .set_body_json(
-                json!({"error": {"type": "requests", "code": "rate_limit_exceeded",
-                    "message": "slow down"}}),
-            ),
-        None,
-    )
-    .await;
+    let limited = ResponseTemplate::new(429)
+        .insert_header("retry-after", "7")
+        .set_body_json(
+            json!({"error": {"type": "requests", "code": "rate_limit_exceeded",
+            "message": "slow down"}}),
+        );
+    upload_then_create(&server, limited).await;
     serve(
         &server,
         "GET",
@@ -338,14 +339,13 @@ async fn batch_endpoint_errors_are_classified_as_live_errors_are_without_the_key
         None,
     )
     .await;
-    let batch = batch_of(entry(&server.uri())).await;
-    let line = batch.encode(&item("a", ask("one", vec![]))).unwrap();
-    let limited = batch.submit(&[line], "run-1").await.unwrap_err();
+    let limited = submit_one(&server).await.unwrap_err();
     assert!(
         matches!(limited, Error::Provider(ProviderError::RateLimited { retry_after: Some(d) })
             if d.as_secs() == 7),
         "{limited:?}"
     );
+    let batch = batch_of(entry(&server.uri())).await;
     let refused = batch.status(&handle()).await.unwrap_err();
     assert!(
         matches!(&refused, Error::ProviderRequest(e) if e.status == 401),
@@ -489,6 +489,40 @@ async fn find_follows_the_list_cursor_to_the_labelled_batch() {
     assert_eq!(batch.find("never-submitted").await.unwrap(), None);
 }
 
+/// Groq's list pages by `paging.next_cursor`, asked for again as `?cursor=` (its batch
+/// guide): `find` follows it, the cursor encoded as one query value.
+#[tokio::test]
+async fn find_follows_groqs_next_cursor_to_the_labelled_batch() {
+    let server = MockServer::start().await;
+    let other = json!({"id": "batch_8", "status": "completed", "metadata": null});
+    Mock::given(method("GET"))
+        .and(path("/v1/batches"))
+        .and(query_param("cursor", "cursor_eyJpZCI6ODl9=="))
+        .respond_with(ok(
+            json!({"object": "list", "data": [batch_object("completed")],
+            "paging": {}}),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v1/batches"))
+        .and(query_param("limit", "100"))
+        .respond_with(ok(json!({"object": "list", "data": [other],
+            "paging": {"next_cursor": "cursor_eyJpZCI6ODl9=="}})))
+        .mount(&server)
+        .await;
+    let batch = batch_of(entry(&server.uri())).await;
+    assert_eq!(batch.find("run-1").await.unwrap(), Some(handle()));
+    let asked: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.url.query().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(asked, ["limit=100", "cursor=cursor_eyJpZCI6ODl9%3D%3D"]);
+}
+
 #[tokio::test]
 async fn cancel_posts_to_the_batches_cancel_path_and_refuses_a_foreign_id() {
     let server = MockServer::start().await;
@@ -508,4 +542,120 @@ async fn cancel_posts_to_the_batches_cancel_path_and_refuses_a_foreign_id() {
         batch.cancel(&foreign).await.unwrap_err(),
         Error::InvalidRequest { .. }
     ));
+}
+
+/// The warnings logged on this thread while a guard lives: a subscriber of its own
+/// (the crate's `tracing`, no subscriber crate needed).
+mod logged {
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// The warnings' fields, one text each.
+    #[derive(Clone, Default)]
+    pub(super) struct Warnings(pub(super) Arc<Mutex<Vec<String>>>);
+
+    struct Text(String);
+
+    impl Visit for Text {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={value:?} ", field.name()));
+        }
+    }
+
+    impl Subscriber for Warnings {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            *metadata.level() == Level::WARN
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            self.0.lock().unwrap().push(text.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Collects warnings until the guard is dropped.
+    pub(super) fn capture() -> (Warnings, tracing::subscriber::DefaultGuard) {
+        let warnings = Warnings::default();
+        let guard = tracing::subscriber::set_default(warnings.clone());
+        (warnings, guard)
+    }
+}
+
+#[tokio::test]
+async fn an_uploaded_file_whose_batch_is_not_created_is_deleted() {
+    let server = MockServer::start().await;
+    let limited = ResponseTemplate::new(429)
+        .insert_header("retry-after", "3")
+        .set_body_json(json!({"error": {"type": "requests",
+            "code": "rate_limit_exceeded", "message": "too many batches"}}));
+    upload_then_create(&server, limited).await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/files/file-in"))
+        .and(header(
+            "authorization",
+            format!("Bearer {API_KEY}").as_str(),
+        ))
+        .and(header("OpenAI-Organization", "org-test"))
+        .respond_with(ok(
+            json!({"id": "file-in", "object": "file", "deleted": true}),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let refused = submit_one(&server).await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Provider(ProviderError::RateLimited { retry_after: Some(d) })
+            if d.as_secs() == 3),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_that_fails_after_a_failed_create_is_logged_and_the_creates_error_returned() {
+    let server = MockServer::start().await;
+    let invalid = ResponseTemplate::new(400).set_body_json(json!({"error": {
+        "type": "invalid_request_error", "code": "invalid_value",
+        "message": "completion_window is invalid"}}));
+    upload_then_create(&server, invalid).await;
+    Mock::given(method("DELETE"))
+        .and(path("/v1/files/file-in"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({"error": {
+            "type": "server_error", "message": format!("cannot delete, key {API_KEY}")}})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (warnings, guard) = logged::capture();
+    let refused = submit_one(&server).await.unwrap_err();
+    drop(guard);
+    assert!(
+        matches!(&refused, Error::ProviderRequest(e) if e.status == 400),
+        "{refused:?}"
+    );
+    let warnings = warnings.0.lock().unwrap().clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("file-in"), "{warnings:?}");
+    assert!(warnings[0].contains("500"), "{warnings:?}");
+    assert!(!warnings[0].contains(API_KEY), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn a_created_batch_keeps_its_input_file() {
+    let server = MockServer::start().await;
+    upload_then_create(&server, ok(batch_object("validating"))).await;
+    Mock::given(method("DELETE"))
+        .respond_with(ok(json!({"deleted": true})))
+        .expect(0)
+        .mount(&server)
+        .await;
+    assert_eq!(submit_one(&server).await.unwrap(), handle());
 }

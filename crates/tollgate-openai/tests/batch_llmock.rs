@@ -6,16 +6,14 @@
 //! pass, unless `TOLLGATE_PEERS_REQUIRED` is set, where a missing server fails them.
 //! llmock's batch answers are text whatever the request (it runs no tools in batches):
 //! the tool line's request is checked in the uploaded file, and a tool call's decoding
-//! in the crate's unit tests, on the reference's result line.
+//! in the crate's unit tests, on the reference's result line. Groq's batches, OpenAI's
+//! API under Groq's base URL, are `tollgate-groq`'s `tests/batch_llmock.rs`.
 
 use std::sync::Arc;
 
-use tollgate::catalog::{KnownProviders, ModelEntry};
-use tollgate::credentials::MemoryCredentialStore;
+use tollgate::catalog::ModelEntry;
 use tollgate::provider::batch::BatchTransport;
-use tollgate::{Catalog, Models};
 use tollgate_openai::OpenAiProvider;
-use tollgate_openai::preset::{BatchApi, Dialect, Preset};
 use tollgate_openai::testkit::batch::{llmock_batch_cancel, llmock_batch_round_trip};
 use tollgate_testkit::peers::url as peer;
 
@@ -51,39 +49,4 @@ async fn llmock_openai_batch_cancelled_when_fresh_ends_cancelled() {
         return;
     };
     llmock_batch_cancel(transport(&base).await.as_ref(), "openai-cancel").await;
-}
-
-/// Groq's batch API is OpenAI's at `/openai/v1/batches` (Groq's base URL keeps the
-/// `/openai`): the same transport runs a preset naming [`BatchApi::OpenAi`] at llmock's
-/// Groq prefix, which is what `tollgate-groq` would declare to have batches.
-#[tokio::test]
-async fn llmock_groq_shaped_batch_runs_through_the_openai_batch_api() {
-    let Some(base) = peer("TOLLGATE_LLMOCK_URL") else {
-        return;
-    };
-    const GROQ_LIKE: Preset = Preset {
-        key: "groq-like-batch",
-        dialect: Dialect {
-            batch: Some(BatchApi::OpenAi),
-            ..Dialect::OPENAI
-        },
-        ..Preset::COMPATIBLE
-    };
-    let entry = ModelEntry::new("chat", GROQ_LIKE.key, "llama-3.3-70b-versatile")
-        .with_output_tokens(200, 50)
-        .with_option("base_url", format!("{base}/groq/openai"));
-    let catalog = Catalog::builder()
-        .known_providers(KnownProviders::linked().with(GROQ_LIKE.key, "tests", false))
-        .model(entry)
-        .build()
-        .unwrap();
-    let models = Models::builder()
-        .catalog(catalog)
-        .credentials(MemoryCredentialStore::new())
-        .provider(OpenAiProvider::new(GROQ_LIKE))
-        .build()
-        .unwrap();
-    let batch = models.batch("chat").await.unwrap();
-    let files = format!("{base}/groq/openai/v1/files");
-    llmock_batch_round_trip(batch.as_ref(), &files, "groq-batch").await;
 }

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use tollgate::provider::batch::{BatchPhase, BatchStatus};
 use tollgate::provider::{Block, Error, ProviderError, StopReason};
 
-use super::wire::{FIND_PAGES, outcome};
-use super::{file_name, http::multipart, segment};
+use super::wire::{FIND_PAGES, Next, outcome};
+use super::{file_name, segment, upload::multipart};
 use crate::codec;
 use crate::dialect::{BatchApi, Dialect};
 
@@ -341,25 +341,93 @@ fn lines_and_create_bodies_take_each_apis_shape() {
 
 #[test]
 fn list_pages_follow_openais_cursor_and_mistrals_page_numbers() {
-    assert_eq!(BatchApi::OpenAi.list_path(0, None), "/v1/batches?limit=100");
+    assert_eq!(BatchApi::OpenAi.list_path(None), "/v1/batches?limit=100");
+    let after = Next::After("batch_9".into());
     assert_eq!(
-        BatchApi::OpenAi.list_path(1, Some("batch_9")),
+        BatchApi::OpenAi.list_path(Some(&after)),
         "/v1/batches?limit=100&after=batch_9"
     );
     assert_eq!(
-        BatchApi::MistralJobs.list_path(2, None),
+        BatchApi::MistralJobs.list_path(None),
+        "/v1/batch/jobs?page=0&page_size=100"
+    );
+    assert_eq!(
+        BatchApi::MistralJobs.list_path(Some(&Next::Page(2))),
         "/v1/batch/jobs?page=2&page_size=100"
     );
     let page = BatchApi::OpenAi
-        .read_page(br#"{"object":"list","data":[{"id":"b"}],"first_id":"b","last_id":"b","has_more":true}"#)
+        .read_page(br#"{"object":"list","data":[{"id":"b"}],"first_id":"b","last_id":"b","has_more":true}"#, None)
         .unwrap();
-    assert!(page.more);
-    assert_eq!(page.after.as_deref(), Some("b"));
+    assert_eq!(page.next, Some(Next::After("b".into())));
+    let done = BatchApi::OpenAi
+        .read_page(
+            br#"{"object":"list","data":[{"id":"b"}],"last_id":"b","has_more":false}"#,
+            None,
+        )
+        .unwrap();
+    assert_eq!(done.next, None);
     let last = BatchApi::MistralJobs
-        .read_page(br#"{"object":"list","data":[{"id":"j"}],"total":1}"#)
+        .read_page(br#"{"object":"list","data":[{"id":"j"}],"total":1}"#, None)
         .unwrap();
-    assert!(!last.more);
+    assert_eq!(last.next, None);
+    let full = json!({"object": "list", "data": vec![json!({"id": "j"}); 100]}).to_string();
+    let full = BatchApi::MistralJobs
+        .read_page(full.as_bytes(), Some(&Next::Page(3)))
+        .unwrap();
+    assert_eq!(full.next, Some(Next::Page(4)));
     const { assert!(FIND_PAGES >= 1) };
+}
+
+/// Groq's list (its batch guide, "Iterate Over All Batches"): no `has_more`, a
+/// `paging.next_cursor` asked for again as `?cursor=`, encoded as one query value.
+#[test]
+fn groqs_list_pages_by_its_next_cursor_sent_encoded() {
+    let page = BatchApi::OpenAi
+        .read_page(
+            br#"{"object":"list","data":[{"id":"batch_01jh6xa7reempvjyh6n3yst111","object":"batch","status":"completed"}],"paging":{"next_cursor":"cursor_eyJpZCI6ImJhdGNoIn0="}}"#,
+            None,
+        )
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    let next = page.next.expect("a next page");
+    assert_eq!(next, Next::Cursor("cursor_eyJpZCI6ImJhdGNoIn0=".into()));
+    assert_eq!(
+        BatchApi::OpenAi.list_path(Some(&next)),
+        "/v1/batches?cursor=cursor_eyJpZCI6ImJhdGNoIn0%3D"
+    );
+    let last = BatchApi::OpenAi
+        .read_page(br#"{"object":"list","data":[],"paging":{}}"#, None)
+        .unwrap();
+    assert_eq!(last.next, None);
+    let odd = Next::After("a b/c+d".into());
+    assert_eq!(
+        BatchApi::OpenAi.list_path(Some(&odd)),
+        "/v1/batches?limit=100&after=a%20b%2Fc%2Bd"
+    );
+}
+
+/// Groq's batch object lists its `errors` bare, not under `data` (its batch guide's
+/// completed example, and a failed one): read both ways, the line error named.
+#[test]
+fn groqs_bare_errors_list_is_read_like_openais() {
+    let mut completed = openai_batch("completed");
+    completed["errors"] = json!([{"code": "invalid_method",
+        "message": "Invalid value: 'GET'. Supported values are: 'POST'", "param": "method", "line": 4}]);
+    let done = status(BatchApi::OpenAi, completed);
+    assert_eq!(done.phase, BatchPhase::Ended);
+    assert!(
+        done.failure.is_none(),
+        "a completed batch ends line by line"
+    );
+    let mut failed = openai_batch("failed");
+    failed["errors"] = json!([{"code": "invalid_json_line", "message": "not JSON", "line": 2}]);
+    match status(BatchApi::OpenAi, failed).failure {
+        Some(Error::ProviderRequest(e)) => {
+            assert!(e.message.contains("invalid_json_line"), "{}", e.message);
+            assert!(e.message.contains("line 2"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -7,7 +7,10 @@
 //! error: {code, message}}` with codes `batch_expired`, `batch_cancelled`,
 //! `request_timeout`); Mistral's batch docs and its client's `BatchJobOut` (statuses
 //! `QUEUED` … `CANCELLED`, `*_requests` counts, `errors: [{message, count}]`,
-//! `output_file` / `error_file` ids: llmock sends them as file objects, read too).
+//! `output_file` / `error_file` ids: llmock sends them as file objects, read too);
+//! Groq's batch guide (console.groq.com/docs/batch: OpenAI's objects under
+//! `/openai/v1`, but `errors` a bare `[{code, message, param, line}]` list and the list
+//! paged by `paging.next_cursor` and `?cursor=`; llmock pages Groq's as OpenAI's).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -65,15 +68,24 @@ impl Job {
 }
 
 /// One page of the batch list: its batches (kept raw until one's label matches) and
-/// how to ask for the next.
+/// where the next page is, if one may follow.
 #[derive(Debug)]
 pub(crate) struct Page {
     /// The batches on the page, newest first.
     pub(crate) jobs: Vec<Value>,
-    /// Whether another page may follow.
-    pub(crate) more: bool,
-    /// OpenAI's cursor for the next page (`last_id`).
-    pub(crate) after: Option<String>,
+    /// The next page.
+    pub(crate) next: Option<Next>,
+}
+
+/// Where the next page of the batch list is, in each API's paging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// OpenAI's: the batches after this one (`after`, the page's `last_id`).
+    After(String),
+    /// Groq's: the page's `paging.next_cursor` (`cursor`).
+    Cursor(String),
+    /// Mistral's: the page of this number (0 first).
+    Page(usize),
 }
 
 impl BatchApi {
@@ -90,11 +102,13 @@ impl BatchApi {
         }
     }
 
-    /// What one batch may hold: OpenAI's 50,000 requests and 200 MB input file (Batch
-    /// API reference); Mistral's 100,000 requests and 512 MB file ("Known limitations":
-    /// the batch guide's "up to 1M requests" is the larger, and the smaller is taken;
-    /// 512 MB read as 512,000,000 bytes, the smaller reading).
-    pub(crate) fn caps(self) -> BatchCaps {
+    /// What one batch may hold, as the API documents it: OpenAI's 50,000 requests and
+    /// 200 MB input file (Batch API reference); Mistral's 100,000 requests and 512 MB
+    /// file ("Known limitations": the batch guide's "up to 1M requests" is the larger,
+    /// and the smaller is taken; 512 MB read as 512,000,000 bytes, the smaller reading).
+    /// A preset whose provider documents other caps names them in
+    /// [`Dialect::batch_caps`](crate::preset::Dialect::batch_caps).
+    pub fn caps(self) -> BatchCaps {
         match self {
             BatchApi::OpenAi => BatchCaps {
                 max_requests: 50_000,
@@ -139,13 +153,21 @@ impl BatchApi {
         }
     }
 
-    /// The list path of page `page` (0 first), after OpenAI's cursor `after`.
-    pub(crate) fn list_path(self, page: usize, after: Option<&str>) -> String {
+    /// The path of the list page `next` names (the first page: `None`).
+    pub(crate) fn list_path(self, next: Option<&Next>) -> String {
         let path = self.batches_path();
-        match (self, after) {
-            (BatchApi::OpenAi, Some(after)) => format!("{path}?limit=100&after={after}"),
-            (BatchApi::OpenAi, None) => format!("{path}?limit=100"),
-            (BatchApi::MistralJobs, _) => format!("{path}?page={page}&page_size=100"),
+        match (self, next) {
+            (BatchApi::OpenAi, Some(Next::After(id))) => {
+                format!("{path}?limit=100&after={}", query_value(id))
+            }
+            (BatchApi::OpenAi, Some(Next::Cursor(cursor))) => {
+                format!("{path}?cursor={}", query_value(cursor))
+            }
+            (BatchApi::OpenAi, _) => format!("{path}?limit=100"),
+            (BatchApi::MistralJobs, Some(Next::Page(page))) => {
+                format!("{path}?page={page}&page_size=100")
+            }
+            (BatchApi::MistralJobs, _) => format!("{path}?page=0&page_size=100"),
         }
     }
 
@@ -164,8 +186,10 @@ impl BatchApi {
         }
     }
 
-    /// A page of the batch list.
-    pub(crate) fn read_page(self, bytes: &[u8]) -> Result<Page> {
+    /// A page of the batch list, read at `at` (the first page: `None`): its batches, and
+    /// the next page if one may follow (OpenAI's `has_more` and `last_id`, Groq's
+    /// `paging.next_cursor`, a full page of Mistral's).
+    pub(crate) fn read_page(self, bytes: &[u8], at: Option<&Next>) -> Result<Page> {
         #[derive(Deserialize)]
         struct List {
             #[serde(default)]
@@ -174,18 +198,52 @@ impl BatchApi {
             has_more: Option<bool>,
             #[serde(default)]
             last_id: Option<String>,
+            #[serde(default)]
+            paging: Option<Paging>,
+        }
+        #[derive(Deserialize)]
+        struct Paging {
+            #[serde(default)]
+            next_cursor: Option<String>,
         }
         let list: List = serde_json::from_slice(bytes).map_err(|e| malformed(e, bytes))?;
-        let more = match self {
-            BatchApi::OpenAi => list.has_more.unwrap_or(false) && list.last_id.is_some(),
-            BatchApi::MistralJobs => list.data.len() >= 100,
+        let cursor = list
+            .paging
+            .and_then(|p| p.next_cursor)
+            .filter(|c| !c.is_empty());
+        let next = match self {
+            BatchApi::OpenAi => match (cursor, list.has_more, list.last_id) {
+                (Some(cursor), _, _) => Some(Next::Cursor(cursor)),
+                (None, Some(true), Some(last)) => Some(Next::After(last)),
+                _ => None,
+            },
+            BatchApi::MistralJobs => {
+                let page = match at {
+                    Some(Next::Page(page)) => *page,
+                    _ => 0,
+                };
+                (list.data.len() >= 100).then_some(Next::Page(page + 1))
+            }
         };
         Ok(Page {
             jobs: list.data,
-            more,
-            after: list.last_id,
+            next,
         })
     }
+}
+
+/// `value` as one query-string value: letters, digits and `-_.~` as they are, every
+/// other byte as `%XX` (a list cursor may hold `=`, `+` or `/`).
+fn query_value(value: &str) -> String {
+    use std::fmt::Write as _;
+    value.bytes().fold(String::new(), |mut out, b| {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+        out
+    })
 }
 
 /// The label a listed batch was submitted under.
@@ -240,10 +298,22 @@ fn openai_job(value: Value) -> Result<Job> {
         #[serde(default)]
         failed: Option<u64>,
     }
+    /// OpenAI's `{object: "list", data: [...]}`, or Groq's bare list.
     #[derive(Deserialize)]
-    struct Errors {
-        #[serde(default)]
-        data: Vec<JobError>,
+    #[serde(untagged)]
+    enum Errors {
+        Listed {
+            #[serde(default)]
+            data: Vec<JobError>,
+        },
+        Bare(Vec<JobError>),
+    }
+    impl Errors {
+        fn first(self) -> Option<JobError> {
+            match self {
+                Errors::Listed { data } | Errors::Bare(data) => data.into_iter().next(),
+            }
+        }
     }
     let batch: Batch = serde_json::from_value(value).map_err(|e| malformed(e, b""))?;
     let phase = match batch.status.as_str() {
@@ -254,10 +324,7 @@ fn openai_job(value: Value) -> Result<Job> {
         other => return Err(malformed(format!("a batch status `{other}`"), b"")),
     };
     let failure = (batch.status == "failed").then(|| {
-        let first = batch
-            .errors
-            .and_then(|e| e.data.into_iter().next())
-            .unwrap_or_default();
+        let first = batch.errors.and_then(Errors::first).unwrap_or_default();
         openai_failure(first)
     });
     let counts = batch.request_counts.unwrap_or_default();
