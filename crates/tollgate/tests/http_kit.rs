@@ -406,3 +406,43 @@ async fn request_gets_deletes_and_uploads_with_the_key_and_reads_the_answer_capp
         "{big:?}"
     );
 }
+
+#[tokio::test]
+async fn request_whose_answer_stalls_past_the_idle_timeout_fails_as_a_timeout() {
+    use tollgate::http::{Method, Payload};
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/slow"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string("{}")
+                .set_delay(Duration::from_secs(5)),
+        )
+        .mount(&server)
+        .await;
+    let model = ModelEntry::new("m", "toy", "toy-1")
+        .with_output_tokens(100, 10)
+        .with_stream_idle_timeout_secs(1);
+    let known = KnownProviders::empty().with("toy", "toy-provider", false);
+    let catalog = Catalog::builder()
+        .known_providers(known)
+        .model(model.clone())
+        .build()
+        .unwrap();
+    let context = ProviderContext::new(
+        "toy",
+        Arc::new(catalog),
+        Arc::new(MemoryCredentialStore::new()),
+    );
+    let endpoint = HttpClient::new(&context)
+        .unwrap()
+        .endpoint(&model, server.uri(), read_error);
+    let stalled = endpoint
+        .request(Method::GET, "/v1/slow", Payload::Empty, "*/*", 1 << 20)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(stalled, Error::Provider(ProviderError::Timeout { .. })),
+        "{stalled:?}"
+    );
+}

@@ -123,6 +123,7 @@ impl HttpClient {
             rate_limits: &[],
             read_error,
             connect_timeout: self.context.connect_timeout(),
+            idle_timeout: model.stream_idle_timeout(),
             max_body_bytes: usize::try_from(model.response_byte_limit()).unwrap_or(usize::MAX),
         }
     }
@@ -145,23 +146,10 @@ pub struct Endpoint {
     rate_limits: &'static [RateLimitHeaders],
     read_error: ReadError,
     connect_timeout: Duration,
+    /// The longest an [`Endpoint::request`] answer may go without a byte (the model's
+    /// `stream_idle_timeout_secs`).
+    idle_timeout: Duration,
     max_body_bytes: usize,
-}
-
-/// What an [`Endpoint::request`] carries.
-#[derive(Debug)]
-pub enum Payload<'a> {
-    /// No body (a read, a cancel).
-    Empty,
-    /// A JSON body.
-    Json(&'a serde_json::Value),
-    /// Bytes of a content type (a multipart upload, a JSONL file).
-    Bytes {
-        /// The `content-type` header, e.g. `multipart/form-data; boundary=…`.
-        content_type: String,
-        /// The body.
-        body: Vec<u8>,
-    },
 }
 
 /// The addresses an endpoint has sent to, parsed: a provider uses a handful of paths,
@@ -249,29 +237,6 @@ impl Endpoint {
         self.send(path, body, accept, signals)
             .await
             .map(|(response, _)| response)
-    }
-
-    /// Sends `payload` to `{base_url}{path}` with `method` once, asking for `accept`, and
-    /// reads the whole success answer, at most `max_bytes` (more is
-    /// [`Error::ResponseTooLarge`]): the requests besides a model call that a provider's
-    /// batch API makes (a status read, a results file, a file upload, a cancel). Sent
-    /// and read as a call is: the same key and headers, its error answer the same
-    /// verdict, the key cut out of the bytes returned and of every error.
-    pub async fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        payload: Payload<'_>,
-        accept: &str,
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        let (response, secret) = self
-            .send_with(method, path, payload, accept, &Signals::default())
-            .await?;
-        let bytes = self
-            .read(response, max_bytes, true, secret.as_ref())
-            .await?;
-        Ok(without_secret(bytes, secret.as_ref()))
     }
 
     /// [`Endpoint::post`], also handing back the key it sent (to redact later errors).
@@ -552,6 +517,10 @@ impl reqwest::dns::Resolve for TypedDns {
         })
     }
 }
+
+mod request;
+
+pub use request::Payload;
 
 #[cfg(test)]
 mod redaction_tests;
