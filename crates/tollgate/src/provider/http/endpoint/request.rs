@@ -27,7 +27,8 @@ impl Endpoint {
     /// and read as a call is: the same key and headers, its error answer the same
     /// verdict, the key cut out of the bytes returned and of every error. An answer that
     /// goes longer than the model's stream idle timeout without a byte fails as a
-    /// [`ProviderError::Timeout`].
+    /// [`ProviderError::Timeout`] (an upload's answer waits for its headers as long as
+    /// the upload takes: only its body is timed).
     pub async fn request(
         &self,
         method: reqwest::Method,
@@ -38,12 +39,17 @@ impl Endpoint {
     ) -> Result<Vec<u8>> {
         let idle = self.idle_timeout;
         let stalled = || Error::from(ProviderError::Timeout { after: Some(idle) });
-        let (response, secret) = tokio::time::timeout(
-            idle,
-            self.send_with(method, path, payload, accept, &Signals::default()),
-        )
-        .await
-        .map_err(|_| stalled())??;
+        // The answer's first byte is awaited as long as the idle timeout, after a body
+        // of bytes (an upload, which may take longer than that to send) is sent.
+        let uploads = matches!(payload, Payload::Bytes { .. });
+        let send = self.send_with(method, path, payload, accept, &Signals::default());
+        let (response, secret) = if uploads {
+            send.await?
+        } else {
+            tokio::time::timeout(idle, send)
+                .await
+                .map_err(|_| stalled())??
+        };
         let mut response = response;
         let mut body = Vec::new();
         loop {
