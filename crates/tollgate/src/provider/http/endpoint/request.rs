@@ -42,7 +42,8 @@ impl Endpoint {
         // The answer's first byte is awaited as long as the idle timeout, after a body
         // of bytes (an upload, which may take longer than that to send) is sent.
         let uploads = matches!(payload, Payload::Bytes { .. });
-        let send = self.send_with(method, path, payload, accept, &Signals::default());
+        let signals = Signals::default();
+        let send = self.send_with(method, path, payload, accept, &signals);
         let (response, secret) = if uploads {
             send.await?
         } else {
