@@ -254,26 +254,30 @@ fn tools_in_files(base: &str, files: &[String], body_of: fn(&Value) -> &Value) -
     names
 }
 
+/// OpenAI, at llmock's `/v1`: the `tool` request's tools read from the uploaded files.
+const OPENAI: Provider = Provider {
+    key: "openai",
+    name: "gpt-4o-mini",
+    prefix: "",
+    options: "",
+    tpm: "tpm",
+    received_tools: openai_tools,
+};
+
+fn openai_tools(url: &str) -> Vec<String> {
+    let list: Value = serde_json::from_str(&get(&format!("{url}/v1/batches?limit=100"))).unwrap();
+    let files: Vec<String> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["input_file_id"].as_str().unwrap().to_owned())
+        .collect();
+    tools_in_files(&format!("{url}/v1"), &files, |line| &line["body"])
+}
+
 #[test]
 fn openai_batch_run_killed_and_resumed_matches_a_live_run() {
-    batch_run_killed_and_resumed_matches_a_live_run(&Provider {
-        key: "openai",
-        name: "gpt-4o-mini",
-        prefix: "",
-        options: "",
-        tpm: "tpm",
-        received_tools: |url| {
-            let list: Value =
-                serde_json::from_str(&get(&format!("{url}/v1/batches?limit=100"))).unwrap();
-            let files: Vec<String> = list["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|b| b["input_file_id"].as_str().unwrap().to_owned())
-                .collect();
-            tools_in_files(&format!("{url}/v1"), &files, |line| &line["body"])
-        },
-    });
+    batch_run_killed_and_resumed_matches_a_live_run(&OPENAI);
 }
 
 /// The tool names of the `tool` request in the batch-create bodies llmock journaled at
@@ -382,15 +386,7 @@ fn auto_sends_live_what_the_limit_takes_within_the_deadline_and_batches_the_rest
     };
     let url = peers.start("batch-auto", 100_000);
     let dir = tempfile::tempdir().unwrap();
-    let p = Provider {
-        key: "openai",
-        name: "gpt-4o-mini",
-        prefix: "",
-        received_tools: |_| Vec::new(),
-        options: "",
-        tpm: "tpm",
-    };
-    let models = catalog(dir.path(), &p, &url);
+    let models = catalog(dir.path(), &OPENAI, &url);
     let text_of = std::fs::read_to_string(&models).unwrap();
     std::fs::write(
         &models,
@@ -450,15 +446,7 @@ fn two_runs_on_one_redis_never_pass_the_pending_batches_limit() {
     };
     let url = peers.start("batch-redis", 100_000);
     let dir = tempfile::tempdir().unwrap();
-    let p = Provider {
-        key: "openai",
-        name: "gpt-4o-mini",
-        prefix: "",
-        received_tools: |_| Vec::new(),
-        options: "",
-        tpm: "tpm",
-    };
-    let models = catalog(dir.path(), &p, &url);
+    let models = catalog(dir.path(), &OPENAI, &url);
     let text_of = std::fs::read_to_string(&models).unwrap();
     std::fs::write(&models, text_of + "max_batches = 1\n").unwrap();
     let prefix = format!("batch-redis-{}", std::process::id());

@@ -30,8 +30,16 @@ fn read_error(status: u16, body: &[u8]) -> WireError {
 }
 
 fn endpoint(server: &MockServer, key: Option<&str>) -> Endpoint {
+    endpoint_of(
+        server,
+        ModelEntry::new("m", "toy", "toy-1").with_output_tokens(100, 10),
+        key,
+    )
+}
+
+/// The endpoint of `model` at `server`, its key `key` if any.
+fn endpoint_of(server: &MockServer, mut model: ModelEntry, key: Option<&str>) -> Endpoint {
     // The core links no provider: the catalog is told about this one.
-    let mut model = ModelEntry::new("m", "toy", "toy-1").with_output_tokens(100, 10);
     let store = MemoryCredentialStore::new();
     if let Some(key) = key {
         model = model.with_credential("toy-key");
@@ -423,20 +431,7 @@ async fn request_whose_answer_stalls_past_the_idle_timeout_fails_as_a_timeout() 
     let model = ModelEntry::new("m", "toy", "toy-1")
         .with_output_tokens(100, 10)
         .with_stream_idle_timeout_secs(1);
-    let known = KnownProviders::empty().with("toy", "toy-provider", false);
-    let catalog = Catalog::builder()
-        .known_providers(known)
-        .model(model.clone())
-        .build()
-        .unwrap();
-    let context = ProviderContext::new(
-        "toy",
-        Arc::new(catalog),
-        Arc::new(MemoryCredentialStore::new()),
-    );
-    let endpoint = HttpClient::new(&context)
-        .unwrap()
-        .endpoint(&model, server.uri(), read_error);
+    let endpoint = endpoint_of(&server, model, None);
     let stalled = endpoint
         .request(Method::GET, "/v1/slow", Payload::Empty, "*/*", 1 << 20)
         .await
