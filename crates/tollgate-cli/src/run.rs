@@ -163,6 +163,23 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
     } else {
         None
     };
+    // Requests in an earlier run's batches, still at the provider, are never sent live
+    // (that would pay for them twice): the batch part collects them.
+    let in_batches =
+        batch::state::State::load(&batch::state::path_for(&args.output), &entry.id)?.held_ids();
+    if args.via == Via::Live
+        && !args.cancel
+        && todo.iter().any(|i| in_batches.contains(&i.custom_id))
+    {
+        return Err(format!(
+            "{} requests of this output are in batches still at the provider (`{}`): run \
+             again with `--via batch` to collect them (or `--cancel` to cancel them); sending \
+             them live would pay for them twice",
+            in_batches.len(),
+            batch::state::path_for(&args.output).display()
+        )
+        .into());
+    }
     let (todo, batched) = match (args.via, args.cancel) {
         (Via::Live, false) => (todo, Vec::new()),
         (Via::Live | Via::Batch, _) | (Via::Auto, true) => (Vec::new(), todo),
@@ -170,7 +187,12 @@ pub(crate) async fn run(source: &Source, args: RunArgs) -> CliResult {
             let deadline = args.deadline.ok_or(
                 "`--via auto` needs `--deadline` (how long the live part may take, e.g. 20m)",
             )?;
-            split_by_deadline(todo, deadline, &entry)
+            let (held, free): (Vec<Item>, Vec<Item>) = todo
+                .into_iter()
+                .partition(|i| in_batches.contains(&i.custom_id));
+            let (live, mut batched) = split_by_deadline(free, deadline, &entry);
+            batched.extend(held);
+            (live, batched)
         }
     };
     let out = output::open_append(&args.output)

@@ -102,11 +102,17 @@ fn run(dir: &Path, p: &Provider, url: &str, out: &Path, extra: &[&str]) -> Comma
     cmd
 }
 
+/// The output's lines by `custom_id`, each id on one line only.
 fn by_id(lines: Vec<Value>) -> HashMap<String, Value> {
-    lines
-        .into_iter()
-        .map(|l| (l["custom_id"].as_str().unwrap().to_owned(), l))
-        .collect()
+    let mut by_id = HashMap::new();
+    for line in lines {
+        let id = line["custom_id"].as_str().unwrap().to_owned();
+        assert!(
+            by_id.insert(id.clone(), line).is_none(),
+            "`{id}` has two lines"
+        );
+    }
+    by_id
 }
 
 /// The state file's batches, once it exists and every batch has its provider handle.
@@ -130,14 +136,15 @@ fn batch_run_killed_and_resumed_matches_a_live_run(p: &Provider) {
     let done = run(dir.path(), p, &url, &live, &[]).output().unwrap();
     assert!(done.status.success(), "live run: {}", text(&done.stderr));
 
-    let out = dir.path().join("batch.jsonl");
+    // Not `batch.jsonl`: that is the input's name (`write_batch`).
+    let out = dir.path().join("out.jsonl");
     let args = ["--via", "batch", "--poll-every", "300ms"];
     let mut child = run(dir.path(), p, &url, &out, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let state = dir.path().join("batch.jsonl.batches.json");
+    let state = dir.path().join("out.jsonl.batches.json");
     // Wait (on progress, not on time) for every batch to be submitted, then kill -9.
     loop {
         if submitted_batches(&state).is_some() {
@@ -156,6 +163,20 @@ fn batch_run_killed_and_resumed_matches_a_live_run(p: &Provider) {
             .iter()
             .all(|l| l["custom_id"] == "streamed" || l["error"].is_null()),
         "{refused_only:?}"
+    );
+
+    // The same output live, by mistake: refused, since its requests are in batches.
+    let live_by_mistake = run(dir.path(), p, &url, &out, &[]).output().unwrap();
+    assert!(!live_by_mistake.status.success());
+    let said = text(&live_by_mistake.stderr);
+    assert!(
+        said.contains("--via batch") && said.contains("twice"),
+        "{said}"
+    );
+    assert_eq!(
+        output_lines(&out).len(),
+        refused_only.len(),
+        "nothing sent live"
     );
 
     let again = run(dir.path(), p, &url, &out, &args).output().unwrap();

@@ -147,11 +147,7 @@ pub(crate) async fn run_batches(
     }
     state.batches = slots;
     state.save(&run.state_path)?;
-    let held: std::collections::HashSet<String> = state
-        .batches
-        .iter()
-        .flat_map(|s| s.ids.iter().cloned())
-        .collect();
+    let held = state.held_ids();
     if run.cancel {
         for slot in &mut state.batches {
             if let Some(handle) = &slot.handle {

@@ -84,6 +84,14 @@ impl State {
         }
     }
 
+    /// The ids of every request in the state's batches.
+    pub(crate) fn held_ids(&self) -> std::collections::HashSet<String> {
+        self.batches
+            .iter()
+            .flat_map(|s| s.ids.iter().cloned())
+            .collect()
+    }
+
     /// Writes the state to `path` (whole, through a temporary file renamed over it, so a
     /// crash leaves the old state or the new), or removes the file when no batch is left.
     pub(crate) fn save(&self, path: &Path) -> Result<(), String> {
