@@ -335,7 +335,43 @@ pub(crate) async fn run_batches(
                     );
                     let again: Vec<&Item> =
                         slot.ids.iter().filter_map(|id| by_id.get(id)).collect();
-                    let (chunks, refused) = chunk(run, &again);
+                    // With no other batch of this run pending, the queue did not take this
+                    // one alone (the estimate was under the provider's count): it goes
+                    // again in halves, and a single request that still does not fit ends
+                    // with the error (a re-run sends it again), so the run always ends.
+                    let alone = state
+                        .batches
+                        .iter()
+                        .all(|s| s.label == label || s.handle.is_none());
+                    if alone && again.len() == 1 {
+                        let id = again[0].custom_id.clone();
+                        let item = by_id.remove(&id);
+                        if let Some(item) = item {
+                            write_one(run, lines, &item, Err(e), &handle.id, started, &mut tally);
+                            bar.inc(1);
+                        }
+                        state.batches.remove(pos);
+                        state.save(&run.state_path)?;
+                        let _ = run.ledger.release(&run.account, &label).await;
+                        if let Some(hold) = holds.remove(&label) {
+                            hold.settle(0.0);
+                        }
+                        tally.collected += 1;
+                        continue;
+                    }
+                    let halves: Vec<&[&Item]> = if alone {
+                        let (a, b) = again.split_at(again.len() / 2);
+                        vec![a, b]
+                    } else {
+                        vec![&again[..]]
+                    };
+                    let mut chunks = Vec::new();
+                    let mut refused = Vec::new();
+                    for half in halves {
+                        let (c, r) = chunk(run, half);
+                        chunks.extend(c);
+                        refused.extend(r);
+                    }
                     for c in chunks.into_iter().rev() {
                         queue.push_front(c);
                     }

@@ -308,18 +308,41 @@ async fn batch_submitted_but_not_recorded_is_found_by_its_label_not_submitted_ag
 }
 
 #[tokio::test(start_paused = true)]
-async fn batch_failed_for_its_queue_limit_is_submitted_again_and_answers() {
+async fn batch_failed_for_its_queue_limit_is_submitted_again_in_halves_and_answers() {
     let script = Script::new(10);
     script
         .fail_for_queue
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let f = Fixture::new(script);
     let tally = f.go(items(3), UNLIMITED, false).await;
-    assert_eq!(f.script.submitted().len(), 2);
+    // Alone at the provider and still refused: the estimate was under the provider's
+    // count, so the same requests go again as two smaller batches.
+    let sizes: Vec<usize> = f.script.submitted().iter().map(|b| b.ids.len()).collect();
+    assert_eq!(sizes, vec![3, 1, 2]);
     let lines = f.by_id();
     assert_eq!(lines.len(), 3);
     assert!(lines.values().all(|l| l["error"].is_null()));
-    assert_eq!(tally.submitted, 2);
+    assert_eq!(tally.submitted, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_of_one_the_queue_never_takes_ends_with_the_error_so_the_run_ends() {
+    let script = Script::new(10);
+    script
+        .fail_for_queue
+        .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    let f = Fixture::new(script);
+    f.go(items(2), UNLIMITED, false).await;
+    // 2; then 1 and 1, refused at the same poll: the first while the other is still
+    // pending goes again, the second, now alone, ends with its error; then the first
+    // again, alone, ends too.
+    assert_eq!(f.script.submitted().len(), 4);
+    let lines = f.by_id();
+    assert_eq!(lines.len(), 2);
+    for l in lines.values() {
+        assert_eq!(l["error"]["code"], "rate_limited");
+        assert_eq!(l["error"]["retryable"], true);
+    }
 }
 
 #[tokio::test(start_paused = true)]
