@@ -245,4 +245,22 @@ mod tests {
         };
         assert_eq!(req.sampling_params().max_output_tokens(), Some(7));
     }
+
+    #[test]
+    fn run_lines_fail_on_a_refusal_a_cut_off_answer_or_a_missed_shape_unlike_the_gateway() {
+        // Read as the gateway reads a body, but not answered as the gateway answers: in
+        // an output file each of these is a typed failure line (docs/cli.md).
+        let line = r#"{"custom_id":"x","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Hi"}],"verbosity":"low"}}"#;
+        let Body::Chat(req) = parse_line(1, line, "demo").unwrap().unwrap().body else {
+            panic!("chat expected")
+        };
+        let p = req.sampling_params();
+        assert!(!p.keeps_refusals());
+        assert!(!p.keeps_truncated());
+        assert!(!p.keeps_shape_misses());
+        assert!(
+            !p.drops_hints(),
+            "a setting the provider cannot write is refused"
+        );
+    }
 }

@@ -23,12 +23,13 @@ use indicatif::ProgressBar;
 use tollgate::catalog::Price;
 use tollgate::clock;
 use tollgate::limit::{QueueAnswer, QueueCaps, QueueLedger};
+use tollgate::pipeline::judge_answer;
 use tollgate::provider::batch::{BatchPhase, BatchTransport};
-use tollgate::{Error, LlmResponse, SpendCap};
+use tollgate::{Error, LlmResponse, SpendCap, Usage};
 
 use super::interrupts::{StopLevel, reached};
 use super::lines::LineWriter;
-use crate::input::Item;
+use crate::input::{Body, Item};
 
 mod chunk;
 pub(crate) mod state;
@@ -173,7 +174,13 @@ pub(crate) async fn run_batches(
         let (chunks, refused) = chunk(run, &fresh);
         for (id, error) in refused {
             if let Some(item) = by_id.remove(&id) {
-                lines.write_batched(&item, Err(&error), None, "-", started.elapsed());
+                lines.write_batched(
+                    &item,
+                    Err(&error),
+                    (Usage::default(), None),
+                    None,
+                    started.elapsed(),
+                );
                 bar.inc(1);
                 tally.refused += 1;
             }
@@ -219,13 +226,12 @@ pub(crate) async fn run_batches(
                     Ok(hold) => Some(hold),
                     Err(e) => {
                         let _ = run.ledger.release(&run.account, &label).await;
-                        for id in &chunk.ids {
-                            if let Some(item) = by_id.remove(id) {
-                                lines.write_batched(&item, Err(&e), None, "-", started.elapsed());
-                                bar.inc(1);
-                                tally.requests += 1;
-                            }
-                        }
+                        let unsent = Unsent {
+                            lines,
+                            bar,
+                            started,
+                        };
+                        unsent.fail(&chunk.ids, &e, &mut by_id, &mut tally);
                         continue;
                     }
                 },
@@ -265,13 +271,12 @@ pub(crate) async fn run_batches(
                         queue.push_front(chunk);
                         break;
                     }
-                    for id in &chunk.ids {
-                        if let Some(item) = by_id.remove(id) {
-                            lines.write_batched(&item, Err(&e), None, "-", started.elapsed());
-                            bar.inc(1);
-                            tally.requests += 1;
-                        }
-                    }
+                    let unsent = Unsent {
+                        lines,
+                        bar,
+                        started,
+                    };
+                    unsent.fail(&chunk.ids, &e, &mut by_id, &mut tally);
                 }
             }
         }
@@ -396,8 +401,8 @@ pub(crate) async fn run_batches(
                             lines.write_batched(
                                 &item,
                                 Err(&e),
-                                None,
-                                &handle.id,
+                                (Usage::default(), None),
+                                Some(&handle.id),
                                 started.elapsed(),
                             );
                             bar.inc(1);
@@ -481,7 +486,39 @@ pub(crate) async fn run_batches(
     Ok(tally)
 }
 
-/// Writes one request's line from its batch answer, costed at the batch price.
+/// Where the lines of requests that no batch carried go.
+struct Unsent<'a> {
+    lines: &'a LineWriter,
+    bar: &'a ProgressBar,
+    started: tokio::time::Instant,
+}
+
+impl Unsent<'_> {
+    /// Writes `error` as the line of each of `ids` still to write: never sent, so
+    /// nothing billed.
+    fn fail(
+        &self,
+        ids: &[String],
+        error: &Error,
+        by_id: &mut HashMap<String, Item>,
+        tally: &mut BatchTally,
+    ) {
+        for id in ids {
+            if let Some(item) = by_id.remove(id) {
+                let billed = (Usage::default(), None);
+                let latency = self.started.elapsed();
+                self.lines
+                    .write_batched(&item, Err(error), billed, None, latency);
+                self.bar.inc(1);
+                tally.requests += 1;
+            }
+        }
+    }
+}
+
+/// Writes one request's line from its batch answer, costed at the batch price. The
+/// answer is judged as a live call's is ([`judge_answer`]): a refusal, a cut-off, a missed
+/// response shape is that typed failure, billed at the answer's usage.
 fn write_one(
     run: &BatchRun,
     lines: &LineWriter,
@@ -492,13 +529,31 @@ fn write_one(
     tally: &mut BatchTally,
 ) {
     let usage = result.as_ref().map(|r| r.usage()).unwrap_or_default();
+    let result = match (result, &item.body) {
+        (Ok(response), Body::Chat(request)) => {
+            let params = request.sampling_params();
+            let limit = params
+                .max_output_tokens()
+                .or(run.default_output_tokens)
+                .unwrap_or(0);
+            judge_answer(&response, params, &run.model_id, limit).map(|()| response)
+        }
+        (other, _) => other,
+    };
     let cost = run.price.as_ref().map(|p| p.cost_usd(&usage));
     tally.cost_usd += cost.unwrap_or(0.0);
     tally.live_cost_usd += run.live_price.as_ref().map_or(0.0, |p| p.cost_usd(&usage));
     tally.requests += 1;
+    let billed = (usage, cost);
     match result {
-        Ok(response) => lines.write_batched(item, Ok(response), cost, batch_id, started.elapsed()),
-        Err(e) => lines.write_batched(item, Err(&e), None, batch_id, started.elapsed()),
+        Ok(response) => lines.write_batched(
+            item,
+            Ok(response),
+            billed,
+            Some(batch_id),
+            started.elapsed(),
+        ),
+        Err(e) => lines.write_batched(item, Err(&e), billed, Some(batch_id), started.elapsed()),
     }
 }
 

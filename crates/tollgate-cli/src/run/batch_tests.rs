@@ -79,8 +79,8 @@ impl Fixture {
         }
     }
 
-    async fn go(&self, items: Vec<Item>, caps: QueueCaps, stop_at_once: bool) -> BatchTally {
-        let (tx, rx) = watch::channel(u8::from(stop_at_once));
+    async fn go(&self, items: Vec<Item>, caps: QueueCaps) -> BatchTally {
+        let (tx, rx) = watch::channel(0u8);
         let writer = self.writer();
         let tally = run_batches(
             &self.run(caps, false),
@@ -133,7 +133,7 @@ const UNLIMITED: QueueCaps = QueueCaps {
 #[tokio::test(start_paused = true)]
 async fn batch_run_groups_within_caps_and_writes_one_line_per_id_at_the_batch_price() {
     let f = Fixture::new(Script::new(2));
-    let tally = f.go(items(5), UNLIMITED, false).await;
+    let tally = f.go(items(5), UNLIMITED).await;
     let submitted = f.script.submitted();
     assert_eq!(
         submitted.iter().map(|b| b.ids.len()).collect::<Vec<_>>(),
@@ -179,7 +179,7 @@ async fn batch_stream_line_is_refused_before_anything_is_uploaded() {
             .unwrap()
             .unwrap(),
     );
-    let tally = f.go(input, UNLIMITED, false).await;
+    let tally = f.go(input, UNLIMITED).await;
     let uploaded: Vec<String> = f
         .script
         .submitted()
@@ -196,6 +196,10 @@ async fn batch_stream_line_is_refused_before_anything_is_uploaded() {
             .contains("stream")
     );
     assert_eq!(lines["has space"]["error"]["code"], "invalid_request");
+    assert!(
+        lines["s"]["tollgate"]["via"].is_null(),
+        "a refused line never reached a batch"
+    );
     assert_eq!(tally.refused, 2);
 }
 
@@ -214,7 +218,7 @@ async fn batch_queue_tokens_limit_holds_a_batch_back_until_one_ends() {
         tokens: Some(per * 3),
         batches: None,
     };
-    f.go(items(6), caps, false).await;
+    f.go(items(6), caps).await;
     assert_eq!(f.script.submitted().len(), 3);
     assert_eq!(*f.script.max_pending_lines.lock().unwrap(), 2);
     assert_eq!(f.by_id().len(), 6);
@@ -227,7 +231,7 @@ async fn batch_pending_batches_limit_keeps_one_batch_at_the_provider_at_a_time()
         tokens: None,
         batches: Some(1),
     };
-    f.go(items(3), caps, false).await;
+    f.go(items(3), caps).await;
     assert_eq!(*f.script.max_pending_lines.lock().unwrap(), 1);
     assert_eq!(f.by_id().len(), 3);
 }
@@ -268,7 +272,7 @@ async fn batch_run_interrupted_then_resumed_submits_nothing_twice_and_collects_e
         ledger: Arc::new(MemoryQueueLedger::new()),
         cap: None,
     };
-    let second = f2.go(items(4), UNLIMITED, false).await;
+    let second = f2.go(items(4), UNLIMITED).await;
     assert_eq!(f.script.submitted().len(), 2, "nothing submitted twice");
     assert_eq!((second.submitted, second.collected), (0, 2));
     let lines = f.lines();
@@ -299,7 +303,7 @@ async fn batch_submitted_but_not_recorded_is_found_by_its_label_not_submitted_ag
     }
     .save(&state::path_for(&f.out))
     .unwrap();
-    let tally = f.go(items(3), UNLIMITED, false).await;
+    let tally = f.go(items(3), UNLIMITED).await;
     let submitted = f.script.submitted();
     assert_eq!(submitted.len(), 2, "only r3 is new");
     assert_eq!(submitted[1].ids, vec!["r3"]);
@@ -314,7 +318,7 @@ async fn batch_failed_for_its_queue_limit_is_submitted_again_in_halves_and_answe
         .fail_for_queue
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let f = Fixture::new(script);
-    let tally = f.go(items(3), UNLIMITED, false).await;
+    let tally = f.go(items(3), UNLIMITED).await;
     // Alone at the provider and still refused: the estimate was under the provider's
     // count, so the same requests go again as two smaller batches.
     let sizes: Vec<usize> = f.script.submitted().iter().map(|b| b.ids.len()).collect();
@@ -332,7 +336,7 @@ async fn batch_of_one_the_queue_never_takes_ends_with_the_error_so_the_run_ends(
         .fail_for_queue
         .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
     let f = Fixture::new(script);
-    f.go(items(2), UNLIMITED, false).await;
+    f.go(items(2), UNLIMITED).await;
     // 2; then 1 and 1, refused at the same poll: the first while the other is still
     // pending goes again, the second, now alone, ends with its error; then the first
     // again, alone, ends too.
@@ -353,7 +357,7 @@ async fn batch_line_missing_from_results_is_written_unfinished_and_sent_again_by
         ..Script::default()
     });
     let f = Fixture::new(script);
-    f.go(items(3), UNLIMITED, false).await;
+    f.go(items(3), UNLIMITED).await;
     let lines = f.by_id();
     let r2 = &lines["r2"]["error"];
     assert_eq!(r2["code"], "batch_unfinished");
@@ -417,7 +421,7 @@ async fn batch_submit_refused_with_a_429_waits_its_retry_after_then_submits() {
         .refuse_submits
         .store(1, std::sync::atomic::Ordering::SeqCst);
     let f = Fixture::new(script);
-    let tally = f.go(items(2), UNLIMITED, false).await;
+    let tally = f.go(items(2), UNLIMITED).await;
     let times = f.script.submit_times.lock().unwrap().clone();
     assert_eq!(times.len(), 2);
     // Polled every 30 s: the retry waits out the 90 s asked for, not the next poll.
@@ -479,7 +483,7 @@ async fn batch_max_cost_holds_each_batch_worst_case_and_sends_none_past_the_cap(
         tokens: None,
         batches: Some(1),
     };
-    f.go(items(3), caps, false).await;
+    f.go(items(3), caps).await;
     assert_eq!(f.script.submitted().len(), 1);
     let cap = f.cap.clone().unwrap();
     assert_eq!(cap.spent_usd(), 3.0, "settled at what its answers cost");
@@ -490,4 +494,26 @@ async fn batch_max_cost_holds_each_batch_worst_case_and_sends_none_past_the_cap(
         assert_eq!(lines[id]["error"]["code"], "spend_cap_exceeded", "{id}");
         assert_eq!(lines[id]["error"]["retryable"], true, "{id}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_refused_answer_is_the_refusal_failure_a_live_run_writes_and_is_billed() {
+    let script = Arc::new(Script {
+        refuse_ids: vec!["r2".into()],
+        max_requests: 10,
+        ..Script::default()
+    });
+    let f = Fixture::new(script);
+    let tally = f.go(items(2), UNLIMITED).await;
+    let lines = f.by_id();
+    assert!(lines["r1"]["error"].is_null());
+    let r2 = &lines["r2"];
+    assert_eq!(r2["error"]["code"], "refusal");
+    assert_eq!(
+        r2["error"]["retryable"], false,
+        "the same request meets it again"
+    );
+    // The provider bills a refused answer: its usage at the batch price.
+    assert_eq!(r2["tollgate"]["cost_usd"], 3.0);
+    assert_eq!(tally.cost_usd, 6.0);
 }

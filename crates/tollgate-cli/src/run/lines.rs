@@ -70,16 +70,17 @@ impl LineWriter {
     }
 
     /// Writes `item`'s line for an answer (or error) read from provider batch
-    /// `batch_id`: usage from the answer, cost at the batch price.
+    /// `batch_id` (`None`: refused before it reached a batch), with what it was billed:
+    /// its usage and that usage's cost at the batch price (a refused or cut-off answer is
+    /// billed too).
     pub(super) fn write_batched(
         &self,
         item: &Item,
         result: Result<tollgate::LlmResponse, &Error>,
-        cost_usd: Option<f64>,
-        batch_id: &str,
+        (usage, cost_usd): (Usage, Option<f64>),
+        batch_id: Option<&str>,
         latency: Duration,
     ) {
-        let usage = result.as_ref().map(|r| r.usage()).unwrap_or_default();
         let meta = Meta {
             model: self.model_id.clone(),
             attempts: 1,
@@ -87,7 +88,7 @@ impl LineWriter {
             cost_usd,
             latency_ms: latency.as_millis() as u64,
             line: item.line,
-            via: Some(format!("batch:{batch_id}")),
+            via: batch_id.map(|id| format!("batch:{id}")),
         };
         self.emit(item, result.map(Answer::Chat), meta);
     }

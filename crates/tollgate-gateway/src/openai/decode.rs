@@ -17,8 +17,10 @@ pub fn decode_openai_chat(
     let request: super::request::ChatRequest =
         serde_json::from_value(body).map_err(|e| format!("the body is not a chat request: {e}"))?;
     let stream = request.stream;
+    // Not the gateway's answering: a cut-off answer, a refusal, a missed shape and a
+    // setting the provider cannot write are the caller's typed failures.
     request
-        .to_llm_request()
+        .llm_request(tollgate::SamplingParams::new())
         .map(|r| (r, stream))
         .map_err(|e| match e {
             crate::error::GatewayError::BadBody(reason) => reason,

@@ -9,11 +9,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use tollgate::{
     Block, DocumentSource, ImageSource, Json, LlmRequest, Message, Reasoning, ReasoningEffort,
-    ResponseShape, Role, ToolChoice, ToolDefinition,
+    ResponseShape, Role, SamplingParams, ToolChoice, ToolDefinition,
 };
 
 use crate::error::GatewayError;
-use crate::params::client_params;
+use crate::params::{gateway_answers, sampling};
 
 /// `POST /v1/chat/completions`'s body, as far as the gateway reads it.
 #[derive(Debug, Deserialize)]
@@ -160,8 +160,15 @@ impl ChatRequest {
             .is_some_and(|o| o.include_usage)
     }
 
-    /// The neutral request for catalog model `self.model`.
+    /// The neutral request for catalog model `self.model`, answered as the gateway
+    /// answers ([`gateway_answers`]).
     pub(crate) fn to_llm_request(&self) -> Result<LlmRequest, GatewayError> {
+        self.llm_request(gateway_answers(SamplingParams::new()))
+    }
+
+    /// The neutral request for catalog model `self.model`, its sampling laid over
+    /// `base` (which says how failures are answered).
+    pub(crate) fn llm_request(&self, base: SamplingParams) -> Result<LlmRequest, GatewayError> {
         match self.n {
             Some(0) => {
                 return Err(GatewayError::BadBody(
@@ -176,7 +183,7 @@ impl ChatRequest {
             _ => {}
         }
         let max = self.max_completion_tokens.or(self.max_tokens);
-        let mut params = client_params(self.temperature, self.top_p, max)?;
+        let mut params = sampling(base, self.temperature, self.top_p, max)?;
         match &self.stop {
             Some(Stop::One(s)) => params = params.with_stop(s.clone()),
             Some(Stop::Many(all)) => {

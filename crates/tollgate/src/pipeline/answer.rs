@@ -72,6 +72,29 @@ pub(super) fn refusal(response: &LlmResponse, delivered_events: u64) -> Error {
     }
 }
 
+/// How a finished answer that cannot be sent again ends for its caller, as a whole live
+/// call's would: `Ok`, or its refusal, its cut-off at `max_output_tokens`
+/// ([`Error::OutputTruncated`] for catalog model `model_id`), its missed response shape,
+/// its full context window. For answers read outside the pipeline: a provider batch's
+/// (`tollgate run --via batch`), judged by the same judge as every call.
+pub fn judge_answer(
+    response: &LlmResponse,
+    params: &SamplingParams,
+    model_id: &str,
+    max_output_tokens: u64,
+) -> Result<()> {
+    match judge(response, params, true)? {
+        Judgement::Accept => Ok(()),
+        Judgement::Refused => Err(refusal(response, 0)),
+        Judgement::WindowFull => Err(Error::provider_context_overflow()),
+        Judgement::CutOff => Err(Error::OutputTruncated {
+            model_id: model_id.to_owned(),
+            max_output_tokens,
+        }),
+        Judgement::MissesShape(errors) => Err(Error::ShapeInvalid { errors }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +139,32 @@ mod tests {
         ));
         let fits = answer("{\"a\": 1}", StopReason::EndTurn);
         assert_eq!(judge(&fits, &shaped(), false).unwrap(), Judgement::Accept);
+    }
+
+    #[test]
+    fn judge_answer_ends_a_batch_answer_as_a_whole_live_call_would() {
+        let plain = SamplingParams::new();
+        let ok = answer("hi", StopReason::EndTurn);
+        assert!(judge_answer(&ok, &plain, "m", 10).is_ok());
+        let cut = answer("par", StopReason::MaxTokens);
+        assert!(matches!(
+            judge_answer(&cut, &plain, "m", 10),
+            Err(Error::OutputTruncated {
+                max_output_tokens: 10,
+                ..
+            })
+        ));
+        assert!(judge_answer(&cut, &plain.clone().with_truncated_answers(), "m", 10).is_ok());
+        let refused = answer("no", StopReason::ContentFilter);
+        assert!(matches!(
+            judge_answer(&refused, &plain, "m", 10),
+            Err(Error::ProviderRefusal { .. })
+        ));
+        let miss = answer("{}", StopReason::EndTurn);
+        assert!(matches!(
+            judge_answer(&miss, &shaped(), "m", 10),
+            Err(Error::ShapeInvalid { .. })
+        ));
     }
 
     #[test]

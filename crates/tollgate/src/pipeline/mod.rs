@@ -42,6 +42,7 @@ mod shape;
 mod telemetry;
 mod verdict;
 
+pub use answer::judge_answer;
 pub use breaker::{BreakerConfig, CircuitBreaker};
 pub use config::{MAX_CORRECTIONS, PipelineConfig};
 pub use fallback_chat::FallbackOptions;

@@ -29,6 +29,8 @@ pub(super) struct Script {
     pub(super) fail_for_queue: AtomicU64,
     /// Leave these ids out of the results (expired).
     pub(super) drop_ids: Vec<String>,
+    /// Answer these ids with a refusal (a content filter).
+    pub(super) refuse_ids: Vec<String>,
     /// Answer the first N submissions with a 429 asking for 90 s.
     pub(super) refuse_submits: AtomicU64,
     /// When each submission was tried, on tokio's clock.
@@ -61,11 +63,11 @@ impl Script {
     }
 }
 
-fn answer(id: &str) -> LlmResponse {
+fn answer(id: &str, stop: StopReason) -> LlmResponse {
     LlmResponse::new(ResponseBody::new(
         "m-1",
         vec![Block::text(format!("answer to {id}"))],
-        StopReason::EndTurn,
+        stop,
         Usage {
             input_tokens: 1_000_000,
             output_tokens: 1_000_000,
@@ -196,7 +198,14 @@ impl BatchTransport for Api {
             .filter(|id| !self.drop_ids.contains(id))
             .map(|id| BatchOutcome {
                 custom_id: id.clone(),
-                result: Ok(answer(id)),
+                result: Ok(answer(
+                    id,
+                    if self.refuse_ids.contains(id) {
+                        StopReason::ContentFilter
+                    } else {
+                        StopReason::EndTurn
+                    },
+                )),
             })
             .collect())
     }
